@@ -1,0 +1,80 @@
+// The planner: a pure function from (topology, host use, config) to one decision per IOMMU group
+// that holds an allowlisted function (DESIGN §4). No I/O; the executor and every front end
+// (vfioctl plan, the daemon, D-Bus Plan()) use this one planner.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "pci_address.hpp"
+#include "topology.hpp"
+
+namespace vfiod {
+
+enum class Action { Bind, Bound, Refuse };
+
+// In precedence order: the first that applies to a group is its reason.
+enum class Reason {
+    None,
+    NoIommu,
+    Protected,
+    InUseStorage,
+    InUseNetwork,
+    SriovPf,
+    BootVga,
+    Companion,
+    InUseVfio,
+};
+
+enum class Role { Allowlisted, Companion, Bridge };
+
+// One sysfs write, path relative to the root, value without trailing newline.
+struct Write {
+    enum class Kind { Override, Unbind, Probe };
+    Kind kind;
+    std::string path;
+    std::string value;
+};
+
+struct PlannedDevice {
+    PciAddress address;
+    uint16_t vendor = 0;
+    uint16_t device = 0;
+    uint32_t class_code = 0;
+    std::string driver;                // current driver; empty when none
+    std::optional<std::string> target; // nullopt for bridges
+    Role role = Role::Companion;
+    std::optional<std::string> resource_name;
+    const DeviceEntry* entry = nullptr; // the allowlist entry that matched (allowlisted only)
+    std::vector<Write> writes;          // this function's steps, in order
+};
+
+struct GroupPlan {
+    std::optional<unsigned> group;      // nullopt: the function has no IOMMU group
+    Action action = Action::Refuse;
+    Reason reason = Reason::None;
+    std::vector<PciAddress> blockers;
+    std::vector<std::string> details;   // why, for humans: "0000:02:00.0: nvme0n1p2 is mounted on /"
+    std::vector<PlannedDevice> devices; // sorted by address
+
+    std::vector<Write> writes() const;  // all devices' writes, in execution order
+};
+
+struct Plan {
+    bool iommu = false;
+    std::vector<GroupPlan> groups;      // by group number, entries without a group last
+    std::vector<std::string> warnings;  // e.g. two entries matching one function
+};
+
+Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
+
+// The writes that move one function to `target`, skipping steps already satisfied (DESIGN §4).
+std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target);
+
+const char* to_string(Action a);
+const char* to_string(Reason r);  // "no-iommu", …; "" for None
+const char* to_string(Role r);
+
+}  // namespace vfiod

@@ -1,0 +1,60 @@
+// The host's PCI topology and what the host is using, as plain values: what the planner decides
+// from. Filled by io/topology_reader and io/host_use; built by hand in unit tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pci_address.hpp"
+
+namespace vfiod {
+
+struct PciFunction {
+    PciAddress address;
+    uint16_t vendor = 0;
+    uint16_t device = 0;
+    uint16_t subsystem_vendor = 0;
+    uint16_t subsystem_device = 0;
+    uint32_t class_code = 0;          // 24 bits, e.g. 0x030200
+    std::string driver;               // bound driver name; empty when none
+    std::string driver_override;      // empty when unset (sysfs shows "(null)")
+    std::optional<unsigned> iommu_group;
+    int numa_node = -1;
+    bool boot_vga = false;
+    unsigned sriov_numvfs = 0;        // VFs currently enabled on this PF
+    std::optional<PciAddress> physfn; // set on a VF
+    std::string devpath;              // canonical sysfs dir relative to the root, e.g.
+                                      // "sys/devices/pci0000:00/0000:00:03.0/0000:01:00.0"
+
+    // PCI-to-PCI and CardBus bridges stay with the host (pcieport or no driver).
+    bool is_bridge() const {
+        uint32_t base_sub = class_code >> 8;
+        return base_sub == 0x0604 || base_sub == 0x0609;
+    }
+};
+
+struct Topology {
+    bool iommu_enabled = false;
+    std::map<PciAddress, PciFunction> functions;
+    std::map<unsigned, std::vector<PciAddress>> groups;  // members sorted by address
+    std::set<std::string> drivers;                       // names under sys/bus/pci/drivers
+
+    const PciFunction* find(const PciAddress& a) const {
+        auto it = functions.find(a);
+        return it == functions.end() ? nullptr : &it->second;
+    }
+};
+
+// Why the host needs a function, one human-readable line per finding
+// ("nvme0n1p2 (259:2) is mounted on /"), keyed by the function that owns the device.
+struct HostUse {
+    std::map<PciAddress, std::vector<std::string>> storage;
+    std::map<PciAddress, std::vector<std::string>> network;
+    std::map<PciAddress, std::vector<std::string>> vfio;  // open by a user (release only)
+};
+
+}  // namespace vfiod

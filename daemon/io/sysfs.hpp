@@ -1,0 +1,49 @@
+// The one access layer for everything vfiod reads or writes on the host: sysfs, procfs, /dev and
+// /run, all resolved under one root directory (DESIGN §2). Tests subclass it (a fake kernel that
+// gives writes kernel semantics, fault injection); nothing else touches the filesystem directly.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vfiod {
+
+class Sysfs {
+public:
+    // root: "/" for the live host, or a captured/synthetic tree. Paths given to the methods are
+    // relative to it ("sys/bus/pci/devices/0000:01:00.0/vendor") and never start with '/'.
+    explicit Sysfs(std::string root);
+    virtual ~Sysfs() = default;
+    Sysfs(const Sysfs&) = delete;
+    Sysfs& operator=(const Sysfs&) = delete;
+
+    const std::string& root() const { return root_; }
+    bool live() const { return root_ == "/"; }
+    // The absolute path of rel under the root.
+    std::string path(std::string_view rel) const;
+
+    // Contents of a small file with one trailing newline removed; nullopt when it is missing or
+    // unreadable. Reads at most max_bytes.
+    virtual std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536) const;
+    // The target of a symlink as stored; nullopt when rel is not a symlink.
+    virtual std::optional<std::string> readlink(std::string_view rel) const;
+    // The last path component of a symlink's target ("driver" -> "e1000e"); nullopt when absent.
+    std::optional<std::string> link_name(std::string_view rel) const;
+    // Entry names of a directory, sorted; empty when it is missing.
+    virtual std::vector<std::string> list(std::string_view rel) const;
+    virtual bool exists(std::string_view rel) const;
+    // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
+    // nullopt when something on the way is missing or the result leaves the root.
+    virtual std::optional<std::string> resolve(std::string_view rel) const;
+
+    // Writes value with a single write(2) and checks close(2), as the kernel's attribute files
+    // need. Returns 0 or the errno of the failing call.
+    virtual int write(std::string_view rel, std::string_view value);
+
+private:
+    std::string root_;
+};
+
+}  // namespace vfiod
