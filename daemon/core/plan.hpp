@@ -3,6 +3,7 @@
 // (vfioctl plan, the daemon, D-Bus Plan()) use this one planner.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,6 +73,14 @@ Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
 
 // The writes that move one function to `target`, skipping steps already satisfied (DESIGN §4).
 std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target);
+
+// Release of one group (DESIGN §4): every non-bridge function goes back to its original driver
+// (from the journal; a function missing from `originals` goes back to whatever probes). Refused
+// with in-use-vfio when HostUse.vfio names a function of the group. Devices' `target` holds the
+// driver expected back ("" for none).
+GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
+                       const std::map<PciAddress, std::string>& originals);
+std::vector<Write> release_writes(const PciFunction& fn);
 
 const char* to_string(Action a);
 const char* to_string(Reason r);  // "no-iommu", …; "" for None
