@@ -1,0 +1,30 @@
+// vfioctl's verbs: one function per verb, each in its own cmd_*.cpp; main.cpp parses arguments
+// and dispatches. Exit codes are part of the interface (see `vfioctl --help`).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace vfiod::cli {
+
+enum ExitCode : int {
+    kExitOk = 0,           // done; for apply: every bind/bound group ended bound
+    kExitFailed = 1,       // the operation failed or was refused
+    kExitUsage = 2,        // bad arguments or a bad configuration
+    kExitUnavailable = 3,  // the daemon is not reachable on the system bus
+    kExitDenied = 4,       // not permitted (not root / AccessDenied)
+};
+
+// The options every verb understands; each verb uses what applies to it.
+struct Args {
+    std::string root = "/";               // --root DIR
+    std::optional<std::string> config;    // --config FILE
+    bool json = false;                    // --json
+    bool offline = false;                 // --offline (status)
+    std::string operand;                  // ADDR for bind/release, FILE for check-config
+};
+
+int run_plan(const Args& args);
+int run_check_config(const Args& args);
+
+}  // namespace vfiod::cli
