@@ -1,0 +1,26 @@
+// Reads and validates vfiod.toml (+ conf.d) into a Config, with FILE:LINE:COLUMN messages (DESIGN §3).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.hpp"
+
+namespace vfiod {
+
+struct ConfigResult {
+    std::optional<Config> config;        // set only when errors is empty
+    std::vector<std::string> errors;     // "FILE:LINE:COLUMN: message"
+    std::vector<std::string> warnings;   // "FILE:LINE:COLUMN: message" (or "FILE: message")
+};
+
+// One TOML document, no conf.d. `name` is the file name used in messages and Origins.
+ConfigResult parse_config(std::string_view text, const std::string& name);
+
+// DESIGN §3: with no file, root/etc/vfiod/vfiod.toml then root/etc/vfiod/conf.d/*.toml in
+// lexical order; with a file, that file then the conf.d/ directory beside it. Merged.
+ConfigResult load_config(const std::string& root, const std::optional<std::string>& file);
+
+}  // namespace vfiod
