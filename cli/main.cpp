@@ -1,1 +1,186 @@
-int main() { return 0; }
+// vfioctl: argument parsing and verb dispatch. Each verb lives in its own cmd_*.cpp.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.hpp"
+
+using namespace vfiod::cli;
+
+namespace {
+
+enum Opt : unsigned {
+    kRoot = 1,
+    kConfig = 2,
+    kJson = 4,
+    kOffline = 8,
+};
+
+struct Verb {
+    const char* name;
+    int (*run)(const Args&);
+    unsigned opts;        // which options it takes
+    const char* operand;  // name of the required operand, or nullptr
+    const char* summary;
+};
+
+const Verb kVerbs[] = {
+    {"plan", run_plan, kRoot | kConfig | kJson, nullptr,
+     "show what vfiod would do to each IOMMU group, and why (writes nothing)"},
+    {"check-config", run_check_config, kJson, "FILE", "validate a configuration file"},
+};
+
+const char kHelp[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
+
+Prepare PCI devices for pass-through: vfioctl shows and explains what the vfiod daemon does,
+which is to bind whole IOMMU groups of allowlisted devices to vfio-pci through driver_override,
+never a partial group and never a device the host is using.
+
+Commands:
+  plan                 Dry run: one decision per IOMMU group that holds an allowlisted device
+                       (bind, bound or refuse with a reason) and the exact sysfs writes.
+                       Reads the host (or --root tree) and the configuration; writes nothing.
+  check-config FILE    Validate FILE (and the conf.d/ directory beside it): every error as
+                       FILE:LINE:COLUMN: message, and warnings such as overlapping entries.
+
+Options:
+  --root DIR           Resolve every path under DIR instead of / (sys/, proc/, dev/, run/,
+                       etc/vfiod/): inspect a captured or synthetic host tree.
+  --config FILE        Read FILE (and FILE's sibling conf.d/*.toml) instead of
+                       DIR/etc/vfiod/vfiod.toml and DIR/etc/vfiod/conf.d/*.toml.
+  --json               Machine-readable output (plan: the DESIGN plan object).
+  -h, --help           Show this help, or a command's help: vfioctl COMMAND --help.
+  --version            Show the version.
+
+Exit status:
+  0  success (plan: the plan was computed, whatever it decided)
+  1  the operation failed or was refused
+  2  bad arguments or a bad configuration (nothing was done)
+  3  the vfiod daemon is not reachable on the system bus
+  4  permission denied
+
+Examples:
+  vfioctl plan                          what vfiod would do on this host
+  vfioctl plan --json | jq '.groups[] | select(.action=="refuse")'
+  vfioctl plan --root /tmp/captured-host --config ./vfiod.toml
+  vfioctl check-config /etc/vfiod/vfiod.toml
+)";
+
+void print_verb_help(const Verb& v) {
+    std::printf("Usage: vfioctl %s%s%s", v.name, v.operand ? " " : "", v.operand ? v.operand : "");
+    if (v.opts & kRoot)
+        std::printf(" [--root DIR]");
+    if (v.opts & kConfig)
+        std::printf(" [--config FILE]");
+    if (v.opts & kOffline)
+        std::printf(" [--offline]");
+    if (v.opts & kJson)
+        std::printf(" [--json]");
+    std::printf("\n\n%s.\n\nSee vfioctl --help for the options and exit codes.\n", v.summary);
+}
+
+int usage_error(const char* fmt, const std::string& what) {
+    std::fprintf(stderr, "vfioctl: ");
+    std::fprintf(stderr, fmt, what.c_str());
+    std::fprintf(stderr, "\nTry 'vfioctl --help'.\n");
+    return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string_view> argl(argv + 1, argv + argc);
+    Args args;
+    const Verb* verb = nullptr;
+    bool help = false;
+    std::vector<std::string> operands;
+    unsigned seen = 0;
+
+    for (size_t i = 0; i < argl.size(); ++i) {
+        std::string_view a = argl[i];
+        std::string value;
+        auto take_value = [&](std::string_view name) -> bool {
+            if (a.size() > name.size() && a[name.size()] == '=') {
+                value = std::string(a.substr(name.size() + 1));
+                return true;
+            }
+            if (i + 1 >= argl.size())
+                return false;
+            value = std::string(argl[++i]);
+            return true;
+        };
+        auto is = [&](std::string_view name) {
+            return a == name || (a.substr(0, name.size()) == name && a.size() > name.size() &&
+                                 a[name.size()] == '=');
+        };
+        if (a == "-h" || a == "--help") {
+            help = true;
+        } else if (a == "--version") {
+            std::printf("vfioctl %s\n", VFIOD_VERSION);
+            return kExitOk;
+        } else if (a == "--json") {
+            args.json = true;
+            seen |= kJson;
+        } else if (a == "--offline") {
+            args.offline = true;
+            seen |= kOffline;
+        } else if (is("--root")) {
+            if (!take_value("--root") || value.empty())
+                return usage_error("%s needs a directory", "--root");
+            args.root = value;
+            seen |= kRoot;
+        } else if (is("--config")) {
+            if (!take_value("--config") || value.empty())
+                return usage_error("%s needs a file", "--config");
+            args.config = value;
+            seen |= kConfig;
+        } else if (a == "--") {
+            for (++i; i < argl.size(); ++i)
+                operands.emplace_back(argl[i]);
+        } else if (a.size() > 1 && a[0] == '-') {
+            return usage_error("unknown option '%s'", std::string(a));
+        } else if (!verb) {
+            for (const Verb& v : kVerbs)
+                if (a == v.name)
+                    verb = &v;
+            if (!verb)
+                return usage_error("unknown command '%s'", std::string(a));
+        } else {
+            operands.emplace_back(a);
+        }
+    }
+
+    if (!verb) {
+        if (help) {
+            std::fputs(kHelp, stdout);
+            return kExitOk;
+        }
+        return usage_error("%s", "no command given");
+    }
+    if (help) {
+        print_verb_help(*verb);
+        return kExitOk;
+    }
+    static const std::pair<unsigned, const char*> kNames[] = {
+        {kRoot, "--root"}, {kConfig, "--config"}, {kJson, "--json"}, {kOffline, "--offline"}};
+    for (auto [bit, name] : kNames)
+        if ((seen & bit) && !(verb->opts & bit))
+            return usage_error("%s does not apply to this command", name);
+    if (verb->operand) {
+        if (operands.size() != 1)
+            return usage_error("this command takes exactly one %s", verb->operand);
+        args.operand = operands[0];
+    } else if (!operands.empty()) {
+        return usage_error("unexpected argument '%s'", operands[0]);
+    }
+    if (seen & kRoot) {
+        struct stat st;
+        if (stat(args.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return usage_error("--root %s: not a directory", args.root);
+    }
+    return verb->run(args);
+}

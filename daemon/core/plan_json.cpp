@@ -1,1 +1,92 @@
-// placeholder: being written
+#include "plan_json.hpp"
+
+#include <cstdio>
+
+namespace vfiod {
+
+std::string hex4(uint16_t v) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04x", v);
+    return buf;
+}
+
+std::string hex6(uint32_t v) {
+    char buf[12];
+    std::snprintf(buf, sizeof buf, "%06x", v & 0xffffff);
+    return buf;
+}
+
+namespace {
+
+void optional_string(JsonWriter& w, const std::optional<std::string>& s) {
+    if (s)
+        w.value(*s);
+    else
+        w.null();
+}
+
+}  // namespace
+
+void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
+    w.begin_object();
+    w.key("group");
+    if (g.group)
+        w.value(static_cast<int64_t>(*g.group));
+    else
+        w.null();
+    if (state)
+        w.key("state").value(*state);
+    else
+        w.key("action").value(to_string(g.action));
+    w.key("reason");
+    if (g.reason == Reason::None)
+        w.null();
+    else
+        w.value(to_string(g.reason));
+    w.key("blockers").begin_array();
+    for (const auto& b : g.blockers)
+        w.value(b.str());
+    w.end_array();
+    w.key("devices").begin_array();
+    for (const auto& d : g.devices) {
+        w.begin_object();
+        w.key("address").value(d.address.str());
+        w.key("vendor").value(hex4(d.vendor));
+        w.key("device").value(hex4(d.device));
+        w.key("class").value(hex6(d.class_code));
+        w.key("driver");
+        optional_string(w, d.driver.empty() ? std::nullopt : std::optional(d.driver));
+        w.key("target");
+        optional_string(w, d.target);
+        w.key("role").value(to_string(d.role));
+        w.key("resource_name");
+        optional_string(w, d.resource_name);
+        w.end_object();
+    }
+    w.end_array();
+    if (!state) {
+        w.key("writes").begin_array();
+        for (const auto& wr : g.writes()) {
+            w.begin_object();
+            w.key("path").value(wr.path);
+            w.key("value").value(wr.value);
+            w.end_object();
+        }
+        w.end_array();
+    }
+    w.end_object();
+}
+
+std::string plan_to_json(const Plan& plan, bool pretty) {
+    JsonWriter w(pretty);
+    w.begin_object();
+    w.key("iommu").value(plan.iommu);
+    w.key("groups").begin_array();
+    for (const auto& g : plan.groups)
+        write_group_json(w, g);
+    w.end_array();
+    w.end_object();
+    return w.str();
+}
+
+}  // namespace vfiod

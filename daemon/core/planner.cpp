@@ -1,1 +1,325 @@
-// placeholder: being written
+#include "plan.hpp"
+
+#include <algorithm>
+
+namespace vfiod {
+
+namespace {
+
+const char* const kVfioPci = "vfio-pci";
+
+std::string attr_path(const PciAddress& a, const char* leaf) {
+    return "sys/bus/pci/devices/" + a.str() + "/" + leaf;
+}
+
+// The first matching entry wins (DESIGN §3); later matches only earn a warning.
+const DeviceEntry* match_entry(const Config& config, const PciFunction& fn,
+                               std::vector<std::string>* warnings) {
+    const DeviceEntry* first = nullptr;
+    for (const auto& e : config.devices) {
+        if (!e.matches(fn.address, fn.vendor, fn.device))
+            continue;
+        if (!first)
+            first = &e;
+        else
+            warnings->push_back(fn.address.str() + " matches the entries at " + first->origin.str() +
+                                " and " + e.origin.str() + "; the first one applies");
+    }
+    return first;
+}
+
+bool protected_by(const Config& config, const PciFunction& fn) {
+    return std::any_of(config.protects.begin(), config.protects.end(), [&](const ProtectEntry& p) {
+        return p.matches(fn.address, fn.vendor, fn.device);
+    });
+}
+
+PlannedDevice describe(const PciFunction& fn) {
+    PlannedDevice d;
+    d.address = fn.address;
+    d.vendor = fn.vendor;
+    d.device = fn.device;
+    d.class_code = fn.class_code;
+    d.driver = fn.driver;
+    return d;
+}
+
+const std::vector<std::string>* use_of(const std::map<PciAddress, std::vector<std::string>>& m,
+                                       const PciAddress& a) {
+    auto it = m.find(a);
+    return it == m.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+// Sets the group's reason from the first rule (in DESIGN §4 order) that any member trips.
+// `check` returns the detail lines for a member, empty when it does not trip the rule.
+template <typename Check>
+bool refuse_if(GroupPlan& g, Reason reason, const std::vector<const PciFunction*>& members,
+               Check check) {
+    for (const PciFunction* fn : members) {
+        std::vector<std::string> why = check(*fn);
+        if (why.empty())
+            continue;
+        g.blockers.push_back(fn->address);
+        for (auto& w : why)
+            g.details.push_back(fn->address.str() + ": " + w);
+    }
+    if (g.blockers.empty())
+        return false;
+    g.action = Action::Refuse;
+    g.reason = reason;
+    return true;
+}
+
+GroupPlan no_iommu_entry(const PciFunction& fn, const DeviceEntry& entry, bool iommu_on) {
+    GroupPlan g;
+    g.action = Action::Refuse;
+    g.reason = Reason::NoIommu;
+    g.blockers.push_back(fn.address);
+    g.details.push_back(fn.address.str() + (iommu_on ? ": has no IOMMU group"
+                                                     : ": the IOMMU is disabled on this host"));
+    PlannedDevice d = describe(fn);
+    d.role = Role::Allowlisted;
+    d.target = entry.driver;
+    d.entry = &entry;
+    if (!entry.resource_name.empty())
+        d.resource_name = entry.resource_name;
+    g.devices.push_back(std::move(d));
+    return g;
+}
+
+GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& config, unsigned n,
+                     const std::map<PciAddress, const DeviceEntry*>& allowlisted) {
+    GroupPlan g;
+    g.group = n;
+    std::vector<const PciFunction*> members;  // readable members, bridges included
+    std::vector<PciAddress> unreadable;
+    for (const PciAddress& a : topo.groups.at(n)) {
+        if (const PciFunction* fn = topo.find(a))
+            members.push_back(fn);
+        else
+            unreadable.push_back(a);
+    }
+    std::vector<const PciFunction*> endpoints;  // what would move: everything but bridges
+    for (const PciFunction* fn : members) {
+        PlannedDevice d = describe(*fn);
+        if (fn->is_bridge()) {
+            d.role = Role::Bridge;
+        } else if (auto it = allowlisted.find(fn->address); it != allowlisted.end()) {
+            d.role = Role::Allowlisted;
+            d.entry = it->second;
+            d.target = it->second->driver;
+            if (!it->second->resource_name.empty())
+                d.resource_name = it->second->resource_name;
+        } else {
+            d.role = Role::Companion;
+            d.target = kVfioPci;
+        }
+        if (!fn->is_bridge())
+            endpoints.push_back(fn);
+        g.devices.push_back(std::move(d));
+    }
+
+    auto none = std::vector<std::string>{};
+    auto lines = [&](const std::map<PciAddress, std::vector<std::string>>& m) {
+        return [&m, none](const PciFunction& fn) {
+            const auto* v = use_of(m, fn.address);
+            return v ? *v : none;
+        };
+    };
+    bool refused =
+        refuse_if(g, Reason::Protected, members,
+                  [&](const PciFunction& fn) {
+                      return protected_by(config, fn)
+                                 ? std::vector<std::string>{"matches a [[protect]] entry"}
+                                 : none;
+                  }) ||
+        refuse_if(g, Reason::InUseStorage, endpoints, lines(use.storage)) ||
+        refuse_if(g, Reason::InUseNetwork, endpoints, lines(use.network)) ||
+        refuse_if(g, Reason::SriovPf, endpoints,
+                  [&](const PciFunction& fn) {
+                      return fn.sriov_numvfs > 0
+                                 ? std::vector<std::string>{"SR-IOV PF with " +
+                                                            std::to_string(fn.sriov_numvfs) +
+                                                            " VFs enabled; unbinding it would "
+                                                            "destroy them"}
+                                 : none;
+                  }) ||
+        refuse_if(g, Reason::BootVga, endpoints,
+                  [&](const PciFunction& fn) {
+                      return fn.boot_vga && !config.allow_boot_vga
+                                 ? std::vector<std::string>{"is the boot VGA device "
+                                                            "(allow_boot_vga = false)"}
+                                 : none;
+                  }) ||
+        refuse_if(g, Reason::Companion, endpoints, [&](const PciFunction& fn) {
+            return config.companions == CompanionPolicy::Refuse && !allowlisted.count(fn.address)
+                       ? std::vector<std::string>{"is not allowlisted and shares the group "
+                                                  "(companions = \"refuse\")"}
+                       : none;
+        });
+    if (!refused && !unreadable.empty()) {
+        // A member vfiod cannot read might be anything; binding around it would leave the group
+        // partial, so it blocks like a companion that may not move.
+        g.action = Action::Refuse;
+        g.reason = Reason::Companion;
+        for (const PciAddress& a : unreadable) {
+            g.blockers.push_back(a);
+            g.details.push_back(a.str() + ": shares the group but could not be read");
+        }
+        refused = true;
+    }
+    if (refused)
+        return g;
+
+    g.action = Action::Bound;
+    for (PlannedDevice& d : g.devices) {
+        if (!d.target)
+            continue;
+        d.writes = bind_writes(*topo.find(d.address), *d.target);
+        if (!d.writes.empty())
+            g.action = Action::Bind;
+    }
+    return g;
+}
+
+}  // namespace
+
+std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target) {
+    std::vector<Write> w;
+    if (fn.driver == target)
+        return w;
+    if (fn.driver_override != target)
+        w.push_back({Write::Kind::Override, attr_path(fn.address, "driver_override"), target});
+    if (!fn.driver.empty())
+        w.push_back({Write::Kind::Unbind, attr_path(fn.address, "driver/unbind"), fn.address.str()});
+    w.push_back({Write::Kind::Probe, "sys/bus/pci/drivers_probe", fn.address.str()});
+    return w;
+}
+
+std::vector<Write> release_writes(const PciFunction& fn) {
+    std::vector<Write> w;
+    // "\n" is how an override is cleared: the kernel treats a lone newline as "no override".
+    if (!fn.driver_override.empty())
+        w.push_back({Write::Kind::Override, attr_path(fn.address, "driver_override"), "\n"});
+    if (!fn.driver.empty())
+        w.push_back({Write::Kind::Unbind, attr_path(fn.address, "driver/unbind"), fn.address.str()});
+    w.push_back({Write::Kind::Probe, "sys/bus/pci/drivers_probe", fn.address.str()});
+    return w;
+}
+
+std::vector<Write> GroupPlan::writes() const {
+    std::vector<Write> all;
+    for (const auto& d : devices)
+        all.insert(all.end(), d.writes.begin(), d.writes.end());
+    return all;
+}
+
+Plan make_plan(const Topology& topo, const HostUse& use, const Config& config) {
+    Plan plan;
+    plan.iommu = topo.iommu_enabled;
+
+    std::map<PciAddress, const DeviceEntry*> allowlisted;
+    std::vector<unsigned> groups;
+    std::vector<GroupPlan> ungrouped;
+    for (const auto& [addr, fn] : topo.functions) {
+        if (fn.is_bridge())
+            continue;
+        const DeviceEntry* e = match_entry(config, fn, &plan.warnings);
+        if (!e)
+            continue;
+        allowlisted.emplace(addr, e);
+        if (!topo.iommu_enabled || !fn.iommu_group || !topo.groups.count(*fn.iommu_group))
+            ungrouped.push_back(no_iommu_entry(fn, *e, topo.iommu_enabled));
+        else
+            groups.push_back(*fn.iommu_group);
+    }
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+
+    for (unsigned n : groups)
+        plan.groups.push_back(plan_group(topo, use, config, n, allowlisted));
+    for (auto& g : ungrouped)
+        plan.groups.push_back(std::move(g));
+    return plan;
+}
+
+GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
+                       const std::map<PciAddress, std::string>& originals) {
+    GroupPlan g;
+    g.group = group;
+    auto it = topo.groups.find(group);
+    if (it == topo.groups.end()) {
+        g.details.push_back("IOMMU group " + std::to_string(group) + " does not exist");
+        return g;  // Refuse, Reason::None: nothing to release
+    }
+    std::vector<const PciFunction*> endpoints;
+    for (const PciAddress& a : it->second) {
+        const PciFunction* fn = topo.find(a);
+        if (!fn)
+            continue;  // gone: nothing to give back
+        PlannedDevice d = describe(*fn);
+        if (fn->is_bridge()) {
+            d.role = Role::Bridge;
+        } else {
+            auto o = originals.find(a);
+            d.target = o == originals.end() ? std::string() : o->second;
+            endpoints.push_back(fn);
+        }
+        g.devices.push_back(std::move(d));
+    }
+    if (refuse_if(g, Reason::InUseVfio, endpoints, [&](const PciFunction& fn) {
+            const auto* v = use_of(use.vfio, fn.address);
+            return v ? *v : std::vector<std::string>{};
+        }))
+        return g;
+
+    // For a release plan, Bind means "writes to perform" and Bound "already given back".
+    g.action = Action::Bound;
+    for (PlannedDevice& d : g.devices) {
+        if (!d.target)
+            continue;
+        const PciFunction& fn = *topo.find(d.address);
+        bool home = fn.driver_override.empty() && (d.target->empty() ? fn.driver != kVfioPci
+                                                                     : fn.driver == *d.target);
+        if (home)
+            continue;
+        d.writes = release_writes(fn);
+        g.action = Action::Bind;
+    }
+    return g;
+}
+
+const char* to_string(Action a) {
+    switch (a) {
+    case Action::Bind: return "bind";
+    case Action::Bound: return "bound";
+    case Action::Refuse: return "refuse";
+    }
+    return "?";
+}
+
+const char* to_string(Reason r) {
+    switch (r) {
+    case Reason::None: return "";
+    case Reason::NoIommu: return "no-iommu";
+    case Reason::Protected: return "protected";
+    case Reason::InUseStorage: return "in-use-storage";
+    case Reason::InUseNetwork: return "in-use-network";
+    case Reason::SriovPf: return "sriov-pf";
+    case Reason::BootVga: return "boot-vga";
+    case Reason::Companion: return "companion";
+    case Reason::InUseVfio: return "in-use-vfio";
+    }
+    return "?";
+}
+
+const char* to_string(Role r) {
+    switch (r) {
+    case Role::Allowlisted: return "allowlisted";
+    case Role::Companion: return "companion";
+    case Role::Bridge: return "bridge";
+    }
+    return "?";
+}
+
+}  // namespace vfiod

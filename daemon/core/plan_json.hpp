@@ -1,0 +1,23 @@
+// The plan as DESIGN §5 JSON: `vfioctl plan --json`, D-Bus Plan(), and (with a state in place of
+// the action) `vfioctl status --json`.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "json.hpp"
+#include "plan.hpp"
+
+namespace vfiod {
+
+std::string plan_to_json(const Plan& plan, bool pretty = true);
+
+// One group object. With `state`, it is written as "state" in place of "action" and "writes" is
+// left out (the status shape).
+void write_group_json(JsonWriter& w, const GroupPlan& g,
+                      const std::optional<std::string>& state = std::nullopt);
+
+std::string hex4(uint16_t v);    // "10de"
+std::string hex6(uint32_t v);    // "030200"
+
+}  // namespace vfiod
