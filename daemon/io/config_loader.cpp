@@ -1,1 +1,507 @@
-// placeholder: being written
+#include "config_loader.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+
+#include <toml++/toml.h>
+
+namespace vfiod {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+
+// Keys and values end up in the journal; escape control characters so a config file cannot
+// forge log lines, and cut long ones.
+std::string printable(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s.substr(0, 64)) {
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, c == '"' || c == '\\' ? "\\%c" : "\\x%02x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (s.size() > 64)
+        out += "...";
+    return out;
+}
+
+std::string in_quotes(std::string_view s) { return '"' + printable(s) + '"'; }
+
+const char* type_name(toml::node_type t) {
+    switch (t) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a floating-point number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    case toml::node_type::none: break;
+    }
+    return "nothing";
+}
+
+bool valid_resource_name(std::string_view s) {
+    auto slash = s.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size() ||
+        s.find('/', slash + 1) != std::string_view::npos)
+        return false;
+    return std::all_of(s.begin(), s.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-' || c == '/';
+    });
+}
+
+// The name is written to driver_override, so anything that is not a vfio driver (e.g. "nvidia")
+// would hand the device to a host driver instead of isolating it.
+bool valid_driver(std::string_view s) {
+    return !s.empty() && s.find("vfio") != std::string_view::npos &&
+           std::all_of(s.begin(), s.end(), [](char c) {
+               return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+           });
+}
+
+// One file's settings. [daemon] keys stay unset unless the file sets them, so a later file
+// overrides only what it says.
+struct Fragment {
+    std::optional<Mode> mode;
+    std::optional<unsigned> write_timeout;
+    std::optional<CompanionPolicy> companions;
+    std::optional<bool> allow_boot_vga;
+    std::vector<DeviceEntry> devices;
+    std::vector<ProtectEntry> protects;
+};
+
+void apply(Fragment&& f, Config& c) {
+    if (f.mode)
+        c.mode = *f.mode;
+    if (f.write_timeout)
+        c.write_timeout = *f.write_timeout;
+    if (f.companions)
+        c.companions = *f.companions;
+    if (f.allow_boot_vga)
+        c.allow_boot_vga = *f.allow_boot_vga;
+    std::move(f.devices.begin(), f.devices.end(), std::back_inserter(c.devices));
+    std::move(f.protects.begin(), f.protects.end(), std::back_inserter(c.protects));
+}
+
+// Validates one parsed document. Errors are collected with their positions and reported in
+// document order (toml++ tables iterate by key name, not by position).
+class Checker {
+public:
+    explicit Checker(const std::string& file) : file_(file) {}
+
+    Fragment check(const toml::table& doc) {
+        Fragment f;
+        for (auto&& [key, node] : doc) {
+            if (key == "daemon")
+                daemon(node, f);
+            else if (key == "device")
+                entries(key, node, f.devices, &Checker::device);
+            else if (key == "protect")
+                entries(key, node, f.protects, &Checker::protect);
+            else if (node.is_table() || node.is_array_of_tables())
+                error(key, "unknown table " + printable(key.str()) +
+                               "; expected [daemon], [[device]] or [[protect]]");
+            else
+                error(key, "unknown key " + in_quotes(key.str()) +
+                               "; expected [daemon], [[device]] or [[protect]]");
+        }
+        return f;
+    }
+
+    void error(toml::source_position at, std::string msg) {
+        errors_.push_back({at.line, at.column, std::move(msg)});
+    }
+
+    void flush(std::vector<std::string>& out) {
+        std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+        });
+        for (auto& e : errors_)
+            out.push_back(file_ + ':' + std::to_string(e.line) + ':' + std::to_string(e.column) +
+                          ": " + e.msg);
+        errors_.clear();
+    }
+
+private:
+    struct Located {
+        unsigned line;
+        unsigned column;
+        std::string msg;
+    };
+
+    // Unknown keys point at the key; bad values at the value; tables at their header.
+    void error(const toml::key& k, std::string msg) { error(k.source().begin, std::move(msg)); }
+    void error(const toml::node& n, std::string msg) { error(n.source().begin, std::move(msg)); }
+
+    Origin origin(const toml::node& n) const {
+        return {file_, n.source().begin.line, n.source().begin.column};
+    }
+
+    std::string name(std::string_view table, const toml::key& k) const {
+        return std::string(table) + '.' + printable(k.str());
+    }
+
+    bool expect(std::string_view table, const toml::key& k, const toml::node& v,
+                toml::node_type want) {
+        if (v.type() == want)
+            return true;
+        error(v, name(table, k) + ": expected " + type_name(want) + ", got " + type_name(v.type()));
+        return false;
+    }
+
+    void unknown(std::string_view table, const toml::key& k, const char* expected) {
+        error(k, "unknown key " + in_quotes(k.str()) + " in " + std::string(table) + "; expected " +
+                     expected);
+    }
+
+    void daemon(const toml::node& node, Fragment& f) {
+        const auto* t = node.as_table();
+        if (!t) {
+            error(node, "daemon: expected a table ([daemon]), got " +
+                            std::string(type_name(node.type())));
+            return;
+        }
+        for (auto&& [k, v] : *t) {
+            if (k == "mode") {
+                if (!expect("daemon", k, v, toml::node_type::string))
+                    continue;
+                const auto& s = v.as_string()->get();
+                if (s == "enforce")
+                    f.mode = Mode::Enforce;
+                else if (s == "observe")
+                    f.mode = Mode::Observe;
+                else
+                    error(v, "daemon.mode: unknown mode " + in_quotes(s) +
+                                 "; expected \"enforce\" or \"observe\"");
+            } else if (k == "write_timeout") {
+                if (!expect("daemon", k, v, toml::node_type::integer))
+                    continue;
+                auto n = v.as_integer()->get();
+                if (n < 1 || n > 3600)
+                    error(v, "daemon.write_timeout: " + std::to_string(n) +
+                                 " is out of range; expected 1..3600 seconds");
+                else
+                    f.write_timeout = static_cast<unsigned>(n);
+            } else if (k == "companions") {
+                if (!expect("daemon", k, v, toml::node_type::string))
+                    continue;
+                const auto& s = v.as_string()->get();
+                if (s == "bind")
+                    f.companions = CompanionPolicy::Bind;
+                else if (s == "refuse")
+                    f.companions = CompanionPolicy::Refuse;
+                else
+                    error(v, "daemon.companions: unknown policy " + in_quotes(s) +
+                                 "; expected \"bind\" or \"refuse\"");
+            } else if (k == "allow_boot_vga") {
+                if (expect("daemon", k, v, toml::node_type::boolean))
+                    f.allow_boot_vga = v.as_boolean()->get();
+            } else {
+                unknown("[daemon]", k, "mode, write_timeout, companions or allow_boot_vga");
+            }
+        }
+    }
+
+    template <typename Entry>
+    void entries(const toml::key& key, const toml::node& node, std::vector<Entry>& out,
+                 std::optional<Entry> (Checker::*one)(const toml::table&)) {
+        const std::string table(key.str());
+        const auto* arr = node.as_array();
+        if (!arr) {
+            error(node, table + ": expected an array of tables ([[" + table + "]]), got " +
+                            type_name(node.type()) +
+                            (node.is_table() ? " ([" + table + "])" : std::string()));
+            return;
+        }
+        for (const auto& elem : *arr) {
+            if (const auto* t = elem.as_table()) {
+                if (auto e = (this->*one)(*t))
+                    out.push_back(std::move(*e));
+            } else {
+                error(elem, table + ": each entry must be a table ([[" + table + "]]), got " +
+                                type_name(elem.type()));
+            }
+        }
+    }
+
+    // selector and address mean the same in [[device]] and [[protect]]. Returns false when k is
+    // neither.
+    bool match_key(std::string_view table, const toml::key& k, const toml::node& v,
+                   std::optional<Selector>& sel, std::optional<PciAddress>& addr) {
+        std::string why;
+        if (k == "selector") {
+            if (!expect(table, k, v, toml::node_type::string))
+                return true;
+            const auto& s = v.as_string()->get();
+            if (!(sel = Selector::parse(s, &why)))
+                error(v, name(table, k) + ": invalid selector " + in_quotes(s) + ": " + why);
+            return true;
+        }
+        if (k == "address") {
+            if (!expect(table, k, v, toml::node_type::string))
+                return true;
+            if (!(addr = PciAddress::parse(v.as_string()->get(), &why)))
+                error(v, name(table, k) + ": " + why);
+            return true;
+        }
+        return false;
+    }
+
+    std::optional<DeviceEntry> device(const toml::table& t) {
+        const size_t before = errors_.size();
+        DeviceEntry e;
+        e.origin = origin(t);
+        bool named = false;  // a selector or address key was given, valid or not
+        for (auto&& [k, v] : t) {
+            if (match_key("device", k, v, e.selector, e.address)) {
+                named = true;
+            } else if (k == "resource_name") {
+                if (!expect("device", k, v, toml::node_type::string))
+                    continue;
+                const auto& s = v.as_string()->get();
+                if (valid_resource_name(s))
+                    e.resource_name = s;
+                else
+                    error(v, "device.resource_name: invalid resource name " + in_quotes(s) +
+                                 "; expected domain/name of letters, digits, '.', '_', '-' "
+                                 "(e.g. nvidia.com/GH100_H100_PCIE)");
+            } else if (k == "driver") {
+                if (!expect("device", k, v, toml::node_type::string))
+                    continue;
+                const auto& s = v.as_string()->get();
+                if (valid_driver(s))
+                    e.driver = s;
+                else
+                    error(v, "device.driver: " + in_quotes(s) +
+                                 " is not a vfio driver; expected vfio-pci or a vfio variant "
+                                 "driver ([a-z0-9_-], containing \"vfio\")");
+            } else if (k == "early") {
+                if (expect("device", k, v, toml::node_type::boolean))
+                    e.early = v.as_boolean()->get();
+            } else {
+                unknown("[[device]]", k, "selector, address, resource_name, driver or early");
+            }
+        }
+        if (!named)
+            error(t, "[[device]] needs a selector or an address");
+        if (errors_.size() != before)
+            return std::nullopt;
+        return e;
+    }
+
+    std::optional<ProtectEntry> protect(const toml::table& t) {
+        const size_t before = errors_.size();
+        ProtectEntry e;
+        e.origin = origin(t);
+        bool named = false;
+        for (auto&& [k, v] : t) {
+            if (match_key("protect", k, v, e.selector, e.address))
+                named = true;
+            else
+                unknown("[[protect]]", k, "selector or address");
+        }
+        if (!named)
+            error(t, "[[protect]] needs a selector or an address");
+        if (errors_.size() != before)
+            return std::nullopt;
+        return e;
+    }
+
+    const std::string& file_;
+    std::vector<Located> errors_;
+};
+
+// Parses and checks one document; nullopt when it has errors (appended to errors).
+std::optional<Fragment> parse_fragment(std::string_view text, const std::string& name,
+                                       std::vector<std::string>& errors) {
+    Checker checker(name);
+    std::optional<Fragment> f;
+    try {
+        auto doc = toml::parse(text, std::string_view(name));
+        f = checker.check(doc);
+    } catch (const toml::parse_error& e) {
+        checker.error(e.source().begin, "TOML syntax error: " + std::string(e.description()));
+    }
+    const size_t before = errors.size();
+    checker.flush(errors);
+    if (errors.size() != before)
+        return std::nullopt;
+    return f;
+}
+
+// "Can one function match both?", decided from the entries alone: addresses must not differ,
+// and selectors must share the vendor and not name two different devices.
+bool may_overlap(const DeviceEntry& a, const DeviceEntry& b) {
+    if (a.address && b.address && *a.address != *b.address)
+        return false;
+    if (a.selector && b.selector) {
+        if (a.selector->vendor != b.selector->vendor)
+            return false;
+        if (a.selector->device && b.selector->device && *a.selector->device != *b.selector->device)
+            return false;
+    }
+    return true;
+}
+
+// Overlaps among [[device]] entries matter because the first one's resource_name and driver
+// win. A [[protect]] entry always wins over a device entry, so that overlap is not news.
+void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
+    for (size_t j = 1; j < c.devices.size(); ++j)
+        for (size_t i = 0; i < j; ++i)
+            if (may_overlap(c.devices[i], c.devices[j]))
+                warnings.push_back(c.devices[j].origin.str() +
+                                   ": [[device]] can match the same functions as the entry at " +
+                                   c.devices[i].origin.str() + "; the first (" +
+                                   c.devices[i].origin.str() + ") wins");
+}
+
+enum class ReadStatus { Ok, Missing, Failed };
+
+ReadStatus read_file(const fs::path& p, std::string* text, std::string* why) {
+    std::error_code ec;
+    auto st = fs::status(p, ec);
+    if (st.type() == fs::file_type::not_found)
+        return ReadStatus::Missing;
+    if (ec) {
+        *why = "cannot read: " + ec.message();
+        return ReadStatus::Failed;
+    }
+    if (!fs::is_regular_file(st)) {
+        *why = "cannot read: not a regular file";
+        return ReadStatus::Failed;
+    }
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        *why = "cannot read: " + std::error_code(errno, std::generic_category()).message();
+        return ReadStatus::Failed;
+    }
+    // Read one byte past the cap instead of trusting file_size: the file may grow meanwhile.
+    text->resize(kMaxFileBytes + 1);
+    in.read(text->data(), static_cast<std::streamsize>(text->size()));
+    if (in.bad()) {
+        *why = "cannot read: I/O error";
+        return ReadStatus::Failed;
+    }
+    text->resize(static_cast<size_t>(in.gcount()));
+    if (text->size() > kMaxFileBytes) {
+        *why = "larger than 1 MiB; refusing to read it";
+        return ReadStatus::Failed;
+    }
+    return ReadStatus::Ok;
+}
+
+// conf.d/*.toml in byte order of the names; a missing directory is simply empty.
+std::vector<fs::path> list_confd(const fs::path& dir, std::vector<std::string>& errors) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    auto st = fs::status(dir, ec);
+    if (st.type() == fs::file_type::not_found)
+        return out;
+    if (!ec && !fs::is_directory(st)) {
+        errors.push_back(dir.string() + ": not a directory");
+        return out;
+    }
+    fs::directory_iterator it(dir, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        auto n = it->path().filename().string();
+        if (n.size() > 5 && n.front() != '.' && n.ends_with(".toml"))
+            out.push_back(it->path());
+    }
+    if (ec) {
+        errors.push_back(dir.string() + ": cannot list: " + ec.message());
+        return {};
+    }
+    std::sort(out.begin(), out.end(),
+              [](const fs::path& a, const fs::path& b) { return a.filename().string() < b.filename().string(); });
+    return out;
+}
+
+ConfigResult finish(Config&& c, std::vector<std::string>&& errors,
+                    std::vector<std::string>&& warnings) {
+    ConfigResult r;
+    if (errors.empty()) {
+        warn_overlaps(c, warnings);
+        r.config = std::move(c);
+    }
+    r.errors = std::move(errors);
+    r.warnings = std::move(warnings);
+    return r;
+}
+
+ConfigResult internal_error(const std::string& name, const char* what) {
+    ConfigResult r;
+    r.errors.push_back(name + ": internal error: " + what);
+    return r;
+}
+
+}  // namespace
+
+ConfigResult parse_config(std::string_view text, const std::string& name) {
+    try {
+        std::vector<std::string> errors;
+        Config c;
+        if (auto f = parse_fragment(text, name, errors))
+            apply(std::move(*f), c);
+        c.files.push_back(name);
+        return finish(std::move(c), std::move(errors), {});
+    } catch (const std::exception& e) {
+        return internal_error(name, e.what());
+    } catch (...) {
+        return internal_error(name, "unknown exception");
+    }
+}
+
+ConfigResult load_config(const std::string& root, const std::optional<std::string>& file) {
+    const fs::path main = file ? fs::path(*file) : fs::path(root) / "etc/vfiod/vfiod.toml";
+    try {
+        std::vector<std::string> errors, warnings;
+        Config c;
+        auto load = [&](const fs::path& p, bool may_be_missing) {
+            std::string text, why;
+            switch (read_file(p, &text, &why)) {
+            case ReadStatus::Missing:
+                if (!may_be_missing)
+                    errors.push_back(p.string() + ": cannot read: not found");
+                return false;
+            case ReadStatus::Failed:
+                errors.push_back(p.string() + ": " + why);
+                return false;
+            case ReadStatus::Ok:
+                break;
+            }
+            if (auto f = parse_fragment(text, p.string(), errors))
+                apply(std::move(*f), c);
+            c.files.push_back(p.string());
+            return true;
+        };
+        const bool found = load(main, !file);
+        const auto extra = list_confd(main.parent_path() / "conf.d", errors);
+        for (const auto& p : extra)
+            load(p, false);
+        if (!found && !file)
+            warnings.push_back(main.string() + (extra.empty()
+                                                    ? ": not found; the allowlist is empty"
+                                                    : ": not found; using conf.d only"));
+        return finish(std::move(c), std::move(errors), std::move(warnings));
+    } catch (const std::exception& e) {
+        return internal_error(main.string(), e.what());
+    } catch (...) {
+        return internal_error(main.string(), "unknown exception");
+    }
+}
+
+}  // namespace vfiod
