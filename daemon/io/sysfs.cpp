@@ -1,1 +1,214 @@
-// placeholder: being written
+#include "sysfs.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+
+namespace vfiod {
+
+namespace {
+
+std::vector<std::string_view> split(std::string_view s) {
+    std::vector<std::string_view> parts;
+    size_t i = 0;
+    while (i < s.size()) {
+        size_t j = s.find('/', i);
+        if (j == std::string_view::npos)
+            j = s.size();
+        if (j > i)
+            parts.push_back(s.substr(i, j - i));
+        i = j + 1;
+    }
+    return parts;
+}
+
+// Every caller-supplied path stays inside the root: an absolute path or a ".." component could
+// reach the host's real /sys from a test tree, or anything at all from a crafted name.
+bool valid_rel(std::string_view rel) {
+    if (!rel.empty() && rel.front() == '/')
+        return false;
+    for (auto part : split(rel))
+        if (part == "..")
+            return false;
+    return true;
+}
+
+// Symlink loops (or a hostile tree) must not spin forever; the kernel's own limit is 40.
+constexpr int kMaxLinks = 40;
+
+}  // namespace
+
+Sysfs::Sysfs(std::string root) : root_(std::move(root)) {
+    while (root_.size() > 1 && root_.back() == '/')
+        root_.pop_back();
+    if (root_.empty())
+        root_.push_back('/');
+}
+
+std::string Sysfs::path(std::string_view rel) const {
+    std::string p = root_;
+    if (rel.empty())
+        return p;
+    if (p.back() != '/')
+        p += '/';
+    p += rel;
+    return p;
+}
+
+std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes) const {
+    if (!valid_rel(rel))
+        return std::nullopt;
+    int fd = ::open(path(rel).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return std::nullopt;
+    std::string out;
+    char buf[4096];
+    bool ok = true;
+    while (out.size() < max_bytes) {
+        size_t want = std::min(sizeof buf, max_bytes - out.size());
+        ssize_t n = ::read(fd, buf, want);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            ok = false;
+            break;
+        }
+        if (n == 0)
+            break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (!ok)
+        return std::nullopt;
+    if (!out.empty() && out.back() == '\n')
+        out.pop_back();
+    return out;
+}
+
+std::optional<std::string> Sysfs::readlink(std::string_view rel) const {
+    if (!valid_rel(rel) || rel.empty())
+        return std::nullopt;
+    char buf[4096];
+    ssize_t n = ::readlink(path(rel).c_str(), buf, sizeof buf);
+    if (n < 0 || static_cast<size_t>(n) >= sizeof buf)
+        return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
+    auto target = readlink(rel);
+    if (!target)
+        return std::nullopt;
+    auto parts = split(*target);
+    if (parts.empty() || parts.back() == ".." || parts.back() == ".")
+        return std::nullopt;
+    return std::string(parts.back());
+}
+
+std::vector<std::string> Sysfs::list(std::string_view rel) const {
+    std::vector<std::string> names;
+    if (!valid_rel(rel))
+        return names;
+    DIR* dir = ::opendir(path(rel).c_str());
+    if (!dir)
+        return names;
+    while (const dirent* e = ::readdir(dir)) {
+        std::string_view name = e->d_name;
+        if (name != "." && name != "..")
+            names.emplace_back(name);
+    }
+    ::closedir(dir);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+bool Sysfs::exists(std::string_view rel) const {
+    if (!valid_rel(rel))
+        return false;
+    // lstat: a link that exists counts even if its target is gone (ask resolve() for that).
+    struct stat st;
+    return ::lstat(path(rel).c_str(), &st) == 0;
+}
+
+std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
+    if (!valid_rel(rel))
+        return std::nullopt;
+    // Walk component by component, so that ".." in a link target is applied to the real parent
+    // and every intermediate result can be checked against the root.
+    std::vector<std::string> done;
+    std::deque<std::string> todo;
+    for (auto part : split(rel))
+        todo.emplace_back(part);
+    int links = 0;
+    while (!todo.empty()) {
+        std::string part = std::move(todo.front());
+        todo.pop_front();
+        if (part == ".")
+            continue;
+        if (part == "..") {
+            if (done.empty())
+                return std::nullopt;  // would leave the root
+            done.pop_back();
+            continue;
+        }
+        done.push_back(std::move(part));
+        std::string so_far;
+        for (const auto& d : done) {
+            if (!so_far.empty())
+                so_far += '/';
+            so_far += d;
+        }
+        struct stat st;
+        if (::lstat(path(so_far).c_str(), &st) != 0)
+            return std::nullopt;
+        if (!S_ISLNK(st.st_mode))
+            continue;
+        if (++links > kMaxLinks)
+            return std::nullopt;
+        char buf[4096];
+        ssize_t n = ::readlink(path(so_far).c_str(), buf, sizeof buf);
+        if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
+            return std::nullopt;
+        std::string_view target(buf, static_cast<size_t>(n));
+        done.pop_back();
+        // An absolute target means "from the root": a captured tree keeps its meaning when it
+        // is moved, and the live host (root "/") gets the usual behaviour.
+        if (target.front() == '/')
+            done.clear();
+        auto tparts = split(target);
+        for (auto it = tparts.rbegin(); it != tparts.rend(); ++it)
+            todo.emplace_front(*it);
+    }
+    std::string out;
+    for (const auto& d : done) {
+        if (!out.empty())
+            out += '/';
+        out += d;
+    }
+    return out;
+}
+
+int Sysfs::write(std::string_view rel, std::string_view value) {
+    if (!valid_rel(rel) || rel.empty())
+        return EINVAL;
+    // No O_CREAT/O_TRUNC: a sysfs attribute either exists or the write is a mistake, and
+    // creating a regular file in its place would hide that.
+    int fd = ::open(path(rel).c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return errno;
+    // One write(2): the kernel's store() sees exactly one buffer, and a retry loop would feed
+    // it a second, truncated command.
+    ssize_t n = ::write(fd, value.data(), value.size());
+    int err = n < 0 ? errno : (static_cast<size_t>(n) != value.size() ? EIO : 0);
+    // Some attributes report their error only when the file is closed.
+    if (::close(fd) != 0 && err == 0)
+        err = errno;
+    return err;
+}
+
+}  // namespace vfiod

@@ -54,7 +54,9 @@ public:
     // upper/lower_<lower>, like bonds/bridges (master) and VLANs/macvlans (upper_ only).
     FakeTree& stack_netdev(const std::string& lower, const std::string& upper, bool as_master);
     // A block disk under the function at <BDF>/<subdir>/block/<name> (subdir e.g. "nvme/nvme0")
-    // with dev "MAJ:MIN", holders/, and sys/class/block/<name> -> it.
+    // with dev "MAJ:MIN", holders/, and sys/class/block/<name> -> it. With bdf "" the disk sits
+    // directly in the virtual device dir `subdir` (relative to the root), like an NVMe multipath
+    // head in sys/devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1.
     FakeTree& add_block(const std::string& bdf, const std::string& subdir, const std::string& name,
                         unsigned major, unsigned minor);
     // A partition <disk>/<name> of an existing disk, with its own dev and class/block link.
