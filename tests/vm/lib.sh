@@ -1,0 +1,63 @@
+# Helpers for guest scenario scripts (busybox sh in the fast guest, the host's sh under systemd).
+# One line per check goes to the second serial port; the host runner reads it, answers requests
+# on the third port, and fails the test on any "not ok" or on a check that never reported.
+
+RESULTS=/dev/ttyS1
+CONTROL=/dev/ttyS2
+
+report() { echo "$*" >"$RESULTS"; echo "vmtest: $*"; }
+
+ok() { report "ok $1"; }
+
+# not_ok NAME DETAIL...: DETAIL is squeezed onto the one result line.
+not_ok() {
+    _name=$1; shift
+    report "not ok $_name $(echo "$*" | tr '\n' ' ' | cut -c1-400)"
+}
+
+# check NAME COMMAND...: ok when COMMAND succeeds; otherwise its last output lines are the detail.
+check() {
+    _name=$1; shift
+    if _out=$("$@" 2>&1); then ok "$_name"; else not_ok "$_name" "$(echo "$_out" | tail -n3)"; fi
+}
+
+# expect_eq NAME EXPECTED ACTUAL
+expect_eq() {
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected '$2', got '$3'"; fi
+}
+
+note() { report "# $*"; }
+
+# measure NAME SECONDS: a timing the host prints in its summary.
+measure() { report "time $1 $2"; }
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+# elapsed_since T0: seconds (two decimals) since uptime T0.
+elapsed_since() { awk -v t0="$1" '{ printf "%.2f", $1 - t0 }' /proc/uptime; }
+
+# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds or time runs out.
+wait_for() {
+    _deadline=$(awk -v s="$1" '{ print $1 + s }' /proc/uptime); shift
+    while ! "$@" >/dev/null 2>&1; do
+        if awk -v d="$_deadline" '{ exit !($1 > d) }' /proc/uptime; then return 1; fi
+        sleep 0.05
+    done
+}
+
+# host_request WORDS...: asks the host runner (e.g. "qmp device_add {...}") and prints its answer;
+# fails when the answer does not start with "ok".
+host_request() {
+    stty -F "$CONTROL" raw -echo 2>/dev/null
+    report "req $*"
+    read -r _answer <"$CONTROL"
+    echo "$_answer"
+    case $_answer in ok*) return 0 ;; *) return 1 ;; esac
+}
+
+# PCI helpers over the real sysfs.
+pci_dev() { echo "/sys/bus/pci/devices/$1"; }
+driver_of() { _l=$(readlink "$(pci_dev "$1")/driver" 2>/dev/null) && basename "$_l"; }
+group_of() { basename "$(readlink "$(pci_dev "$1")/iommu_group")"; }
+
+report "time scenario-start $(uptime_s)"

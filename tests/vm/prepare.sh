@@ -1,0 +1,112 @@
+#!/bin/bash
+# Fetches the guest kernel (a Debian package, nothing else) and builds the base busybox initramfs.
+#
+# usage: prepare.sh OUT_DIR
+# Everything lands under OUT_DIR and is reused: a second run downloads nothing and rebuilds nothing
+# unless an input changed. Concurrent runs (parallel meson tests) serialize on a lock.
+set -euo pipefail
+
+out=${1:?usage: prepare.sh OUT_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+exec 9>"$out/.prepare.lock"
+flock 9
+
+# Modules the guests load by name; their dependencies are resolved below, so only the names the
+# scenarios and /init ask for are listed here.
+modules=(e1000e snd-hda-intel vfio-pci nvme virtio_pci virtio_net 9pnet_virtio 9p overlay)
+
+log() { echo "prepare: $*" >&2; }
+
+fetch_kernel() {
+    local pkg deb
+    mkdir -p "$out/debs"
+    deb=$(ls "$out"/debs/linux-image-*-amd64_*.deb 2>/dev/null | head -n1 || true)
+    if [[ -n $deb ]]; then
+        echo "$deb"; return
+    fi
+    pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    if [[ -z $pkg && $(id -u) == 0 ]]; then
+        log "apt lists are empty; running apt-get update"
+        apt-get update -qq >&2
+        pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    fi
+    [[ -n $pkg ]] || { log "cannot resolve linux-image-amd64 (apt-get update?)"; exit 1; }
+    log "downloading $pkg"
+    (cd "$out/debs" && apt-get download -q "$pkg" >&2) || {
+        [[ $(id -u) == 0 ]] || exit 1
+        apt-get update -qq >&2
+        (cd "$out/debs" && apt-get download -q "$pkg" >&2)
+    }
+    ls "$out"/debs/linux-image-*-amd64_*.deb | head -n1
+}
+
+unpack_kernel() {
+    local deb=$1
+    if [[ -f $out/kernel/.unpacked && $(cat "$out/kernel/.unpacked") == "$(basename "$deb")" ]]; then
+        return
+    fi
+    log "unpacking $(basename "$deb")"
+    rm -rf "$out/kernel"
+    mkdir -p "$out/kernel"
+    dpkg -x "$deb" "$out/kernel"
+    local kver
+    kver=$(ls "$out/kernel/lib/modules" | head -n1)
+    # The package ships no modules.dep; the full tree is also what the systemd guest mounts.
+    depmod -b "$out/kernel" "$kver"
+    basename "$deb" >"$out/kernel/.unpacked"
+}
+
+# Copies the named modules and everything they depend on into the initramfs staging tree.
+stage_modules() {
+    local kroot=$1 kver=$2 stage=$3 m path
+    local dst=$stage/lib/modules/$kver
+    mkdir -p "$dst"
+    for m in "${modules[@]}"; do
+        modprobe -d "$kroot" -S "$kver" --show-depends "$m" | while read -r verb path _; do
+            [[ $verb == insmod ]] || continue
+            mkdir -p "$stage/$(dirname "${path#"$kroot"/}")"
+            cp -n "$path" "$stage/${path#"$kroot"/}"
+        done
+    done
+    cp "$kroot/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$dst/"
+    depmod -b "$stage" "$kver"
+}
+
+build_initramfs() {
+    local kver=$1 stage=$out/initramfs
+    local inputs stamp
+    inputs=$(cat "$here/init" /bin/busybox "$0" | sha256sum | cut -d' ' -f1)
+    stamp="$kver $inputs"
+    if [[ -f $out/base.cpio.gz && -f $out/.base.stamp && $(cat "$out/.base.stamp") == "$stamp" ]]; then
+        return
+    fi
+    log "building base initramfs for $kver"
+    rm -rf "$stage"
+    mkdir -p "$stage"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,run,tmp,lower,upper,newroot,payload}
+    cp /bin/busybox "$stage/bin/busybox"
+    install -m 0755 "$here/init" "$stage/init"
+    stage_modules "$out/kernel" "$kver" "$stage"
+    (cd "$stage" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) |
+        gzip -1 >"$out/base.cpio.gz.tmp"
+    mv "$out/base.cpio.gz.tmp" "$out/base.cpio.gz"
+    echo "$stamp" >"$out/.base.stamp"
+}
+
+for tool in qemu-system-x86_64 cpio depmod modprobe; do
+    command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool || -x /sbin/$tool ]] ||
+        { log "missing $tool (apt-get install qemu-system-x86 cpio kmod)"; exit 1; }
+done
+[[ -x /bin/busybox ]] && /bin/busybox --list | grep -qx switch_root ||
+    { log "missing /bin/busybox (apt-get install busybox-static)"; exit 1; }
+export PATH=$PATH:/usr/sbin:/sbin
+
+deb=$(fetch_kernel)
+unpack_kernel "$deb"
+kver=$(ls "$out/kernel/lib/modules" | head -n1)
+ln -sfn "kernel/boot/vmlinuz-$kver" "$out/vmlinuz"
+echo "$kver" >"$out/kver"
+build_initramfs "$kver"
+log "ready: $out/vmlinuz $out/base.cpio.gz ($kver)"

@@ -1,0 +1,326 @@
+#!/usr/bin/python3
+"""Boots one scenario in a QEMU guest and turns its serial result lines into a test verdict."""
+# Host side of the VM harness. The guest writes "ok NAME" / "not ok NAME detail" / "time NAME S" /
+# "req ..." lines to its second serial port (a file here); requests are answered on the third
+# port (a socket). The test fails on any "not ok", on a check named in the scenario's
+# "# checks:" header that never reported, and when the guest does not finish in time.
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse_header(path):
+    meta = {"checks": [], "topology": "default", "overlay": None, "memory": None}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                if line.strip():
+                    break
+                continue
+            key, _, value = line[1:].strip().partition(":")
+            if key == "checks":
+                meta["checks"] += value.split()
+            elif key in ("topology", "overlay", "memory"):
+                meta[key] = value.strip()
+    return meta
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def copy_binary_with_libs(binary, dest_root, dest_path):
+    """Copies a dynamically linked program and the shared libraries it loads into dest_root."""
+    target = os.path.join(dest_root, dest_path.lstrip("/"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.copy2(binary, target)
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        lib = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
+        if not lib.startswith("/"):
+            continue
+        for path in {lib, os.path.realpath(lib)}:
+            dst = os.path.join(dest_root, path.lstrip("/"))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), dst)
+
+
+def usr_install(build_root, source_root, work):
+    """DESTDIR-installs the project as Debian lays it out (prefix /usr, sysconfdir /etc)."""
+    opts = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", build_root],
+                                     capture_output=True, text=True, check=True).stdout)
+    values = {o["name"]: o["value"] for o in opts}
+    build = build_root
+    if values.get("prefix") != "/usr" or values.get("sysconfdir") not in ("/etc", "etc"):
+        # The guest runs the units and the D-Bus policy from their real places, so a build for
+        # another prefix is rebuilt once, for /usr, beside the work dirs.
+        build = os.path.join(os.path.dirname(work), "usr-build")
+        if not os.path.exists(os.path.join(build, "build.ninja")):
+            sh(["meson", "setup", "--prefix=/usr", "--sysconfdir=/etc", build, source_root],
+               stdout=subprocess.DEVNULL)
+        sh(["ninja", "-C", build], stdout=subprocess.DEVNULL)
+    dest = os.path.join(work, "destdir")
+    shutil.rmtree(dest, ignore_errors=True)
+    sh(["meson", "install", "-C", build, "--no-rebuild", "--quiet", "--destdir", dest],
+       stdout=subprocess.DEVNULL)
+    return dest
+
+
+MASKED_UNITS = [
+    "postgresql.service", "e2scrub_reap.service", "apt-daily.timer", "apt-daily-upgrade.timer",
+    "man-db.timer", "e2scrub_all.timer", "fstrim.timer", "logrotate.timer", "dpkg-db-backup.timer",
+    "systemd-timesyncd.service", "getty@tty1.service", "systemd-networkd-wait-online.service",
+    "networking.service", "ssh.service", "cron.service", "docker.service", "containerd.service",
+    "systemd-tmpfiles-clean.timer", "remote-fs.target", "systemd-update-utmp.service",
+    "systemd-binfmt.service", "systemd-firstboot.service", "ldconfig.service",
+]
+
+TEST_UNIT = """[Unit]
+Description=vfiod VM scenario
+After=basic.target dbus.service systemd-udevd.service
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c '. /vmtest/scenario.sh; echo done >/dev/ttyS1'
+ExecStopPost=/bin/systemctl poweroff --no-block
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+"""
+
+
+def build_payload(args, meta, work):
+    root = os.path.join(work, "payload-root")
+    shutil.rmtree(root, ignore_errors=True)
+    pay = os.path.join(root, "payload")
+    os.makedirs(pay)
+    shutil.copy2(args.scenario, os.path.join(pay, "scenario.sh"))
+    shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(pay, "lib.sh"))
+    if args.mode == "busybox":
+        for prog in args.binary:
+            copy_binary_with_libs(prog, root, "/usr/bin/" + os.path.basename(prog))
+    else:
+        overlay = os.path.join(pay, "overlay")
+        dest = usr_install(args.build_root, args.source_root, work)
+        shutil.copytree(dest, overlay, symlinks=True)
+        system = os.path.join(overlay, "etc/systemd/system")
+        os.makedirs(os.path.join(system, "multi-user.target.wants"), exist_ok=True)
+        for unit in MASKED_UNITS:
+            os.symlink("/dev/null", os.path.join(system, unit))
+        with open(os.path.join(system, "vmtest.service"), "w") as f:
+            f.write(TEST_UNIT)
+        os.symlink("../vmtest.service", os.path.join(system, "multi-user.target.wants/vmtest.service"))
+        if meta["overlay"]:
+            extra = os.path.join(os.path.dirname(args.scenario), meta["overlay"])
+            shutil.copytree(extra, overlay, symlinks=True, dirs_exist_ok=True)
+        with open(os.path.join(pay, "kmods"), "w") as f:
+            kver = open(os.path.join(args.cache, "kver")).read().strip()
+            f.write(os.path.join(os.path.realpath(args.cache), "kernel/lib/modules", kver))
+    archive = os.path.join(work, "initrd.img")
+    with open(archive, "wb") as out:
+        with open(os.path.join(args.cache, "base.cpio.gz"), "rb") as base:
+            shutil.copyfileobj(base, out)
+        files = subprocess.run("find . -print0 | LC_ALL=C sort -z", shell=True, cwd=root,
+                               capture_output=True, check=True).stdout
+        cpio = subprocess.run(["cpio", "--null", "-o", "-H", "newc", "--quiet"], cwd=root,
+                              input=files, capture_output=True, check=True).stdout
+        out.write(subprocess.run(["gzip", "-1"], input=cpio, capture_output=True,
+                                 check=True).stdout)
+    return archive
+
+
+def qemu_command(args, meta, work, initrd):
+    mem = meta["memory"] or ("1024" if args.mode == "systemd" else "512")
+    cmd = [
+        "qemu-system-x86_64", "-accel", "tcg", "-M", "q35,kernel-irqchip=split",
+        "-device", "intel-iommu,intremap=on", "-m", mem, "-smp", "1",
+        "-nodefaults", "-display", "none", "-vga", "none", "-no-reboot",
+        "-kernel", os.path.join(args.cache, "vmlinuz"), "-initrd", initrd,
+        "-append", f"console=ttyS0 intel_iommu=on panic=-1 vmtest.mode={args.mode}",
+        "-serial", "file:" + os.path.join(work, "console.log"),
+        "-serial", "file:" + os.path.join(work, "results.txt"),
+        "-chardev", f"socket,id=ctl,path={os.path.join(work, 'ctl.sock')},server=on,wait=off",
+        "-serial", "chardev:ctl",
+        "-qmp", f"unix:{os.path.join(work, 'qmp.sock')},server=on,wait=off",
+    ]
+    # The management NIC sits on the root bus and carries the guest's own network.
+    mgmt_model = "e1000e" if meta["topology"] == "e1000e-mgmt" else "virtio-net-pci"
+    cmd += ["-netdev", "user,id=mgmt,restrict=on",
+            "-device", f"{mgmt_model},netdev=mgmt,romfile=,addr=02.0"]
+    # The "GPU + HDMI audio": two functions behind one root port, one IOMMU group.
+    cmd += ["-device", "pcie-root-port,id=rp1,chassis=1,slot=1,addr=03.0",
+            "-netdev", "user,id=gpu,restrict=on",
+            "-device", "e1000e,bus=rp1,addr=00.0,multifunction=on,netdev=gpu,romfile=",
+            "-device", "ich9-intel-hda,bus=rp1,addr=00.1"]
+    disk = os.path.join(work, "disk.img")
+    with open(disk, "wb") as f:
+        f.truncate(64 << 20)
+    cmd += ["-device", "pcie-root-port,id=rp2,chassis=2,slot=2,addr=04.0",
+            "-drive", f"if=none,id=d0,file={disk},format=raw",
+            "-device", "nvme,bus=rp2,serial=vmtest-nvme,drive=d0"]
+    # Empty ports for hot-plug, and a spare backend for a hot-plugged NIC.
+    cmd += ["-device", "pcie-root-port,id=rp3,chassis=3,slot=3,addr=05.0",
+            "-device", "pcie-root-port,id=rp4,chassis=4,slot=4,addr=06.0",
+            "-netdev", "user,id=hp,restrict=on"]
+    if args.mode == "systemd":
+        cmd += ["-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on",
+                "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot,addr=07.0"]
+    return cmd
+
+
+class Qmp:
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.file = self.sock.makefile("rw")
+        self._read()  # greeting
+        self.execute("qmp_capabilities")
+
+    def _read(self):
+        while True:
+            msg = json.loads(self.file.readline())
+            if "event" not in msg:
+                return msg
+
+    def execute(self, command, arguments=None):
+        req = {"execute": command}
+        if arguments:
+            req["arguments"] = arguments
+        self.file.write(json.dumps(req) + "\n")
+        self.file.flush()
+        return self._read()
+
+
+def connect_unix(path, deadline):
+    while time.monotonic() < deadline:
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            return s
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"cannot connect to {path}")
+
+
+def answer(qmp_path, words, state):
+    """Serves one guest request; returns the answer line."""
+    if words[:1] == ["qmp"] and len(words) >= 2:
+        if state.get("qmp") is None:
+            state["qmp"] = Qmp(qmp_path)
+        arguments = json.loads(" ".join(words[2:])) if len(words) > 2 else None
+        started = time.monotonic()
+        reply = state["qmp"].execute(words[1], arguments)
+        took = time.monotonic() - started
+        if "error" in reply:
+            return f"err {reply['error'].get('desc', reply)}"
+        return f"ok {took:.3f}"
+    return "err unknown request"
+
+
+def run(args):
+    meta = parse_header(args.scenario)
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    sh([os.path.join(HERE, "prepare.sh"), args.cache], stdout=subprocess.DEVNULL)
+    initrd = build_payload(args, meta, work)
+    cmd = qemu_command(args, meta, work, initrd)
+    with open(os.path.join(work, "qemu-cmd.txt"), "w") as f:
+        f.write(" ".join(cmd) + "\n")
+
+    started = time.monotonic()
+    qemu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(os.path.join(work, "qemu.log"), "w"),
+                            stderr=subprocess.STDOUT)
+    deadline = started + args.timeout
+    results_path = os.path.join(work, "results.txt")
+    ctl = connect_unix(os.path.join(work, "ctl.sock"), started + 30)
+    seen, lines, state, pos, timed_out = {}, [], {}, 0, False
+    first_line_at = None
+    while True:
+        exited = qemu.poll() is not None
+        if os.path.exists(results_path):
+            with open(results_path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            # Only complete lines: the rest is read again next round.
+            complete = chunk[:chunk.rfind(b"\n") + 1]
+            pos += len(complete)
+            for raw in complete.decode(errors="replace").splitlines():
+                line = raw.strip("\r\x00 ")
+                if not line:
+                    continue
+                if first_line_at is None:
+                    first_line_at = time.monotonic() - started
+                lines.append(line)
+                print(line, flush=True)
+                if line.startswith("req "):
+                    reply = answer(os.path.join(work, "qmp.sock"), line.split()[1:], state)
+                    print(f"  -> {reply}", flush=True)
+                    ctl.sendall((reply + "\n").encode())
+                elif line.startswith("not ok "):
+                    seen[line.split()[2]] = False
+                elif line.startswith("ok "):
+                    name = line.split()[1]
+                    seen[name] = seen.get(name, True)
+        if exited:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            qemu.kill()
+            qemu.wait()
+            break
+        time.sleep(0.05)
+    wall = time.monotonic() - started
+
+    missing = [c for c in meta["checks"] if c not in seen]
+    failed = [n for n, good in seen.items() if not good]
+    done = "done" in lines
+    passed = sum(1 for good in seen.values() if good)
+    print(f"# wall {wall:.1f} s; first result line after {first_line_at or 0:.1f} s")
+    for name in missing:
+        print(f"not ok {name} # never reported")
+    if timed_out:
+        print(f"# guest timed out after {args.timeout} s")
+    elif not done:
+        print("# guest stopped before the scenario finished")
+    print(f"{passed} passed, {len(failed) + len(missing)} failed")
+    good = not failed and not missing and done and not timed_out
+    if good and not args.keep:
+        for name in ("initrd.img", "disk.img", "payload-root", "destdir"):
+            path = os.path.join(work, name)
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
+                (os.path.exists(path) and os.remove(path))
+    elif not good:
+        print(f"# console log kept: {os.path.join(work, 'console.log')}")
+        try:
+            with open(os.path.join(work, "console.log"), errors="replace") as f:
+                tail = f.readlines()[-40:]
+            sys.stdout.write("".join("#   " + l for l in tail))
+        except OSError:
+            pass
+    return 0 if good else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--mode", choices=["busybox", "systemd"], required=True)
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--cache", required=True, help="prepare.sh output (kernel, base initramfs)")
+    p.add_argument("--work", required=True, help="this run's directory (logs kept on failure)")
+    p.add_argument("--binary", action="append", default=[], help="program for the busybox guest")
+    p.add_argument("--build-root", help="meson build dir to DESTDIR-install (systemd guest)")
+    p.add_argument("--source-root", help="meson source dir (to rebuild for prefix /usr)")
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--keep", action="store_true", help="keep the work dir even on success")
+    sys.exit(run(p.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
