@@ -26,7 +26,7 @@ expect_eq() {
     if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected '$2', got '$3'"; fi
 }
 
-note() { report "# $*"; }
+note() { report "# $(echo "$*" | tr '\n' ' ')"; }
 
 # measure NAME SECONDS: a timing the host prints in its summary.
 measure() { report "time $1 $2"; }
@@ -55,9 +55,27 @@ host_request() {
     case $_answer in ok*) return 0 ;; *) return 1 ;; esac
 }
 
+# The guest topology run.py builds: a "GPU" (e1000e) + "HDMI audio" (ich9-intel-hda) in one
+# group behind a root port, the management NIC on the root bus, an nvme disk.
+GPU=0000:01:00.0
+AUDIO=0000:01:00.1
+MGMT=0000:00:02.0
+NVME=0000:02:00.0
+
 # PCI helpers over the real sysfs.
 pci_dev() { echo "/sys/bus/pci/devices/$1"; }
 driver_of() { _l=$(readlink "$(pci_dev "$1")/driver" 2>/dev/null) && basename "$_l"; }
 group_of() { basename "$(readlink "$(pci_dev "$1")/iommu_group")"; }
+
+# Plan JSON helpers (the busybox guest has no JSON tool). Texts are compacted to one line without
+# blanks around punctuation first, so patterns are written against compact JSON.
+json_compact() { tr -d '\n' | sed -e 's/": */":/g' -e 's/[[:space:]]*\([][{},]\)[[:space:]]*/\1/g'; }
+# json_has TEXT BRE: TEXT contains a match of BRE.
+json_has() { echo "$1" | json_compact | grep -q -- "$2"; }
+# plan_group JSON N: the object of group N.
+plan_group() { echo "$1" | json_compact | sed 's/{"group":/\n&/g' | grep "^{\"group\":$2,"; }
+
+# write_config < TOML: the main config file vfiod and vfioctl read under root /.
+write_config() { mkdir -p /etc/vfiod; cat >/etc/vfiod/vfiod.toml; }
 
 report "time scenario-start $(uptime_s)"

@@ -5,9 +5,6 @@
 # checks: release-gpu-e1000e release-audio-hda override-cleared
 . /payload/lib.sh
 
-GPU=0000:01:00.0
-AUDIO=0000:01:00.1
-MGMT=0000:00:02.0
 modprobe -a e1000e snd-hda-intel virtio_pci virtio_net vfio-pci
 
 grp=$(group_of $GPU)
