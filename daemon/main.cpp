@@ -1,0 +1,137 @@
+// vfiod: binds allowlisted PCI devices' IOMMU groups to vfio-pci and publishes them on D-Bus.
+// Argument parsing and wiring only; the work is in daemon/service.
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include <sdbus-c++/sdbus-c++.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include "io/sysfs.hpp"
+#include "service/authorization.hpp"
+#include "service/dbus_objects.hpp"
+#include "service/event_loop.hpp"
+#include "service/logging.hpp"
+#include "service/service.hpp"
+#include "service/udev_match.hpp"
+#include "service/udev_monitor.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: vfiod [--root DIR] [--config FILE] [--observe] [--verbose]\n"
+    "       vfiod --udev-match ADDR   (for the udev rule)\n"
+    "\n"
+    "Binds allowlisted PCI devices' whole IOMMU groups to vfio-pci and publishes them as\n"
+    "org.vfiod1 on the system bus (DBUS_SYSTEM_BUS_ADDRESS selects another bus).\n"
+    "\n"
+    "  --root DIR      resolve every path under DIR (default /); udev is used only for /\n"
+    "  --config FILE   read FILE (and conf.d/ beside it) instead of DIR/etc/vfiod/vfiod.toml\n"
+    "  --observe       plan and publish, never write, whatever the config's mode\n"
+    "  --verbose       debug logging\n"
+    "  --help, --version\n";
+
+struct Options {
+    std::string root = "/";
+    vfiod::ServiceOptions service;
+    bool verbose = false;
+    std::optional<std::string> udev_match;
+};
+
+// 0 to run, otherwise the exit code (+1) to leave with.
+int parse(int argc, char** argv, Options* o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const char* name) -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "vfiod: %s needs a value\n", name);
+                return nullptr;
+            }
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            return 1;
+        } else if (a == "--version") {
+            std::puts("vfiod " VFIOD_VERSION);
+            return 1;
+        } else if (a == "--observe") {
+            o->service.force_observe = true;
+        } else if (a == "--verbose") {
+            o->verbose = true;
+        } else if (a == "--root" || a == "--config" || a == "--udev-match") {
+            const char* v = value(a.c_str());
+            if (!v)
+                return 3;
+            if (a == "--root")
+                o->root = v;
+            else if (a == "--config")
+                o->service.config_file = v;
+            else
+                o->udev_match = v;
+        } else {
+            std::fprintf(stderr, "vfiod: unknown argument '%s'\n%s", a.c_str(), kUsage);
+            return 3;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opts;
+    if (int r = parse(argc, argv, &opts))
+        return r - 1;
+    if (opts.udev_match)
+        return vfiod::run_udev_match(opts.root, *opts.udev_match);
+
+    vfiod::setup_logging(opts.verbose);
+    vfiod::block_signals();
+    vfiod::Sysfs fs(opts.root);
+
+    // The monitor exists before the coldplug scan in Service::start(): an event in between is
+    // queued on its socket rather than lost.
+    std::unique_ptr<vfiod::UdevMonitor> monitor;
+    if (fs.live()) {
+        std::string err;
+        monitor = vfiod::UdevMonitor::open(&err);
+        if (!monitor) {
+            spdlog::critical("{}", err);
+            return 1;
+        }
+    }
+
+    std::unique_ptr<sdbus::IConnection> bus;
+    try {
+        bus = sdbus::createSystemBusConnection();
+    } catch (const sdbus::Error& e) {
+        spdlog::critical("cannot connect to the system bus: {}", e.getMessage());
+        return 1;
+    }
+
+    vfiod::Service service(fs, opts.service);
+    vfiod::Authorizer auth(*bus);
+    vfiod::DbusObjects objects(*bus, service, auth);
+    service.set_on_change([&objects](const vfiod::Inventory& inv) { objects.publish(inv); });
+    if (!service.start()) {
+        spdlog::critical("refusing to start with a bad configuration");
+        return 2;  // the unit's RestartPreventExitStatus: retrying cannot fix a config
+    }
+    objects.publish(service.inventory());
+
+    // The name comes last, so a client that sees it finds the whole object tree.
+    try {
+        bus->requestName("org.vfiod1");
+    } catch (const sdbus::Error& e) {
+        spdlog::critical("cannot own org.vfiod1: {}", e.getMessage());
+        return 1;
+    }
+    spdlog::info("vfiod {} ready: mode {}, root {}{}", VFIOD_VERSION,
+                 vfiod::to_string(service.mode()), opts.root,
+                 monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
+    sd_notify(0, "READY=1\nSTATUS=running");
+    return vfiod::run_event_loop(*bus, service, monitor.get());
+}

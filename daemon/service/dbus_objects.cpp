@@ -1,0 +1,223 @@
+#include "service/dbus_objects.hpp"
+
+#include <sdbus-c++/sdbus-c++.h>
+#include <spdlog/spdlog.h>
+
+#include "core/plan_json.hpp"
+#include "org.vfiod1.Device.adaptor.h"
+#include "org.vfiod1.Group.adaptor.h"
+#include "org.vfiod1.Manager.adaptor.h"
+#include "service/authorization.hpp"
+#include "service/service.hpp"
+
+namespace vfiod {
+
+namespace {
+
+constexpr const char* kAccessDenied = "org.freedesktop.DBus.Error.AccessDenied";
+
+const char* error_name(OpResult::Code c) {
+    switch (c) {
+    case OpResult::Code::Ok: return "";
+    case OpResult::Code::InvalidArgs: return "org.freedesktop.DBus.Error.InvalidArgs";
+    case OpResult::Code::NotFound: return "org.vfiod1.Error.NotFound";
+    case OpResult::Code::NotAllowlisted: return "org.vfiod1.Error.NotAllowlisted";
+    case OpResult::Code::Refused: return "org.vfiod1.Error.Refused";
+    case OpResult::Code::Failed: return "org.vfiod1.Error.Failed";
+    }
+    return "org.vfiod1.Error.Failed";
+}
+
+// sdbus-c++ turns a thrown sdbus::Error into the method's error reply; this is the only place
+// results become exceptions.
+void reply(const OpResult& r) {
+    if (!r.ok())
+        throw sdbus::Error(error_name(r.code), r.message);
+}
+
+std::vector<std::string> strings(const std::vector<PciAddress>& list) {
+    std::vector<std::string> out;
+    for (const auto& a : list)
+        out.push_back(a.str());
+    return out;
+}
+
+}  // namespace
+
+class ManagerObject final
+    : public sdbus::AdaptorInterfaces<org::vfiod1::Manager_adaptor, sdbus::ObjectManager_adaptor> {
+public:
+    ManagerObject(sdbus::IConnection& c, Service& service, const Authorizer& auth)
+        : AdaptorInterfaces(c, "/org/vfiod1"), service_(service), auth_(auth) {
+        registerAdaptor();
+    }
+    ~ManagerObject() { unregisterAdaptor(); }
+
+    void update(const Inventory& inv) {
+        std::vector<std::string> changed;
+        if (inv.mode != mode_)
+            changed.push_back("Mode");
+        if (inv.iommu != iommu_)
+            changed.push_back("IommuEnabled");
+        mode_ = inv.mode;
+        iommu_ = inv.iommu;
+        if (!changed.empty() && registered_)
+            getObject().emitPropertiesChangedSignal(Manager_adaptor::INTERFACE_NAME, changed);
+        registered_ = true;
+    }
+
+private:
+    void authorize(const char* method) {
+        const sdbus::Message* msg = getObject().getCurrentlyProcessedMessage();
+        std::string sender = msg ? msg->getSender() : "";
+        if (!auth_.is_privileged(sender)) {
+            spdlog::info("denied {} to {}: not root", method, sender);
+            throw sdbus::Error(kAccessDenied, std::string(method) + " requires root");
+        }
+    }
+
+    void Bind(const std::string& address) override {
+        authorize("Bind");
+        reply(service_.bind(address));
+    }
+    void Release(const std::string& address) override {
+        authorize("Release");
+        reply(service_.release(address));
+    }
+    void Reload() override {
+        authorize("Reload");
+        reply(service_.reload());
+    }
+    std::string Plan() override { return service_.plan_json(); }
+    std::string Version() override { return VFIOD_VERSION; }
+    std::string Mode() override { return mode_; }
+    bool IommuEnabled() override { return iommu_; }
+
+    Service& service_;
+    const Authorizer& auth_;
+    std::string mode_;
+    bool iommu_ = false;
+    bool registered_ = false;
+};
+
+class GroupObject final : public sdbus::AdaptorInterfaces<org::vfiod1::Group_adaptor> {
+public:
+    GroupObject(sdbus::IConnection& c, GroupInfo info)
+        : AdaptorInterfaces(c, group_object_path(info.id)), info_(std::move(info)) {
+        registerAdaptor();
+        getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
+    }
+    ~GroupObject() {
+        getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        unregisterAdaptor();
+    }
+
+    void update(GroupInfo info) {
+        std::vector<std::string> changed;
+        if (info.state != info_.state)
+            changed.push_back("State");
+        if (info.reason != info_.reason)
+            changed.push_back("Reason");
+        if (info.blockers != info_.blockers)
+            changed.push_back("Blockers");
+        if (info.devices != info_.devices)
+            changed.push_back("Devices");
+        info_ = std::move(info);
+        if (!changed.empty())
+            getObject().emitPropertiesChangedSignal(INTERFACE_NAME, changed);
+    }
+
+private:
+    uint32_t Id() override { return info_.id; }
+    std::string State() override { return to_string(info_.state); }
+    std::string Reason() override { return info_.reason; }
+    std::vector<std::string> Blockers() override { return strings(info_.blockers); }
+    std::string VfioPath() override { return "/dev/vfio/" + std::to_string(info_.id); }
+    std::vector<sdbus::ObjectPath> Devices() override {
+        std::vector<sdbus::ObjectPath> out;
+        for (const auto& a : info_.devices)
+            out.emplace_back(device_object_path(a));
+        return out;
+    }
+
+    GroupInfo info_;
+};
+
+class DeviceObject final : public sdbus::AdaptorInterfaces<org::vfiod1::Device_adaptor> {
+public:
+    DeviceObject(sdbus::IConnection& c, DeviceInfo info)
+        : AdaptorInterfaces(c, device_object_path(info.address)), info_(std::move(info)) {
+        registerAdaptor();
+        getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
+    }
+    ~DeviceObject() {
+        getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        unregisterAdaptor();
+    }
+
+    void update(DeviceInfo info) {
+        std::vector<std::string> changed;
+        auto note = [&](bool differs, const char* name) {
+            if (differs)
+                changed.push_back(name);
+        };
+        note(info.vendor != info_.vendor, "Vendor");
+        note(info.device != info_.device, "Device");
+        note(info.class_code != info_.class_code, "Class");
+        note(info.driver != info_.driver, "Driver");
+        note(info.original_driver != info_.original_driver, "OriginalDriver");
+        note(info.group != info_.group, "IommuGroup");
+        note(info.group != info_.group, "Group");
+        note(info.numa_node != info_.numa_node, "NumaNode");
+        note(info.resource_name != info_.resource_name, "ResourceName");
+        note(info.role != info_.role, "Role");
+        info_ = std::move(info);
+        if (!changed.empty())
+            getObject().emitPropertiesChangedSignal(INTERFACE_NAME, changed);
+    }
+
+private:
+    std::string Address() override { return info_.address.str(); }
+    std::string Vendor() override { return hex4(info_.vendor); }
+    std::string Device() override { return hex4(info_.device); }
+    std::string Class() override { return hex6(info_.class_code); }
+    std::string Driver() override { return info_.driver; }
+    std::string OriginalDriver() override { return info_.original_driver; }
+    uint32_t IommuGroup() override { return info_.group; }
+    int32_t NumaNode() override { return info_.numa_node; }
+    std::string ResourceName() override { return info_.resource_name; }
+    std::string Role() override { return to_string(info_.role); }
+    sdbus::ObjectPath Group() override { return group_object_path(info_.group); }
+
+    DeviceInfo info_;
+};
+
+DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, const Authorizer& auth)
+    : connection_(connection),
+      manager_(std::make_unique<ManagerObject>(connection, service, auth)) {}
+
+DbusObjects::~DbusObjects() = default;
+
+void DbusObjects::publish(const Inventory& inv) {
+    manager_->update(inv);
+    // Devices go before their group and come after it, so a device's Group path always names
+    // an exported object.
+    std::erase_if(devices_, [&](const auto& kv) { return !inv.devices.count(kv.first); });
+    std::erase_if(groups_, [&](const auto& kv) { return !inv.groups.count(kv.first); });
+    for (const auto& [id, g] : inv.groups) {
+        auto it = groups_.find(id);
+        if (it == groups_.end())
+            groups_.emplace(id, std::make_unique<GroupObject>(connection_, g));
+        else
+            it->second->update(g);
+    }
+    for (const auto& [addr, d] : inv.devices) {
+        auto it = devices_.find(addr);
+        if (it == devices_.end())
+            devices_.emplace(addr, std::make_unique<DeviceObject>(connection_, d));
+        else
+            it->second->update(d);
+    }
+}
+
+}  // namespace vfiod

@@ -1,0 +1,41 @@
+// The D-Bus face of the service (DESIGN §6): the manager object with the object manager, and one
+// object per published group and function, kept in step with the service's Inventory.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "core/pci_address.hpp"
+#include "service/inventory.hpp"
+
+namespace sdbus {
+class IConnection;
+}
+
+namespace vfiod {
+
+class Authorizer;
+class Service;
+class ManagerObject;
+class GroupObject;
+class DeviceObject;
+
+class DbusObjects {
+public:
+    DbusObjects(sdbus::IConnection& connection, Service& service, const Authorizer& auth);
+    ~DbusObjects();
+    DbusObjects(const DbusObjects&) = delete;
+    DbusObjects& operator=(const DbusObjects&) = delete;
+
+    // Brings the exported objects in line with `inv`: InterfacesAdded for new groups/functions,
+    // InterfacesRemoved for gone ones, PropertiesChanged naming only the properties that changed.
+    void publish(const Inventory& inv);
+
+private:
+    sdbus::IConnection& connection_;
+    std::unique_ptr<ManagerObject> manager_;
+    std::map<unsigned, std::unique_ptr<GroupObject>> groups_;
+    std::map<PciAddress, std::unique_ptr<DeviceObject>> devices_;
+};
+
+}  // namespace vfiod

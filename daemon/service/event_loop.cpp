@@ -1,0 +1,129 @@
+#include "service/event_loop.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <sdbus-c++/sdbus-c++.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include "service/service.hpp"
+#include "service/udev_monitor.hpp"
+
+namespace vfiod {
+
+namespace {
+
+// One GPU hot-plug fires add/bind/… for every function within a few milliseconds; waiting this
+// long after the first event lets the burst finish so the group is decided once, whole.
+constexpr long kCoalesceNs = 100'000'000;
+
+sigset_t handled_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    return set;
+}
+
+class Fd {
+public:
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return fd_; }
+
+private:
+    int fd_;
+};
+
+void reload(Service& service) {
+    sd_notify(0, "RELOADING=1");
+    OpResult r = service.reload();
+    sd_notifyf(0, "READY=1\nSTATUS=%s", r.ok() ? "running" : "running; last reload rejected");
+}
+
+}  // namespace
+
+void block_signals() {
+    sigset_t set = handled_signals();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor) {
+    sigset_t set = handled_signals();
+    Fd sig(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (sig.get() < 0 || timer.get() < 0) {
+        spdlog::critical("cannot create signalfd/timerfd: {}", std::strerror(errno));
+        return 1;
+    }
+    std::set<PciAddress> touched;
+    bool timer_armed = false;
+
+    for (;;) {
+        while (bus.processPendingRequest()) {
+        }
+        sdbus::IConnection::PollData bus_poll = bus.getEventLoopPollData();
+        pollfd fds[4] = {
+            {bus_poll.fd, bus_poll.events, 0},
+            {sig.get(), POLLIN, 0},
+            {timer.get(), POLLIN, 0},
+            {monitor ? monitor->fd() : -1, POLLIN, 0},
+        };
+        int r = poll(fds, 4, bus_poll.getPollTimeout());
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            spdlog::critical("poll: {}", std::strerror(errno));
+            return 1;
+        }
+        if (fds[1].revents & POLLIN) {
+            signalfd_siginfo si;
+            while (read(sig.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+                if (si.ssi_signo == SIGHUP) {
+                    spdlog::info("SIGHUP: reloading the configuration");
+                    reload(service);
+                } else {
+                    spdlog::info("signal {}: stopping", si.ssi_signo);
+                    sd_notify(0, "STOPPING=1");
+                    return 0;
+                }
+            }
+        }
+        if (fds[3].revents & POLLIN) {
+            for (const auto& e : monitor->receive()) {
+                spdlog::debug("udev: {} {}", e.action, e.address.str());
+                touched.insert(e.address);
+            }
+            if (!touched.empty() && !timer_armed) {
+                itimerspec its{};
+                its.it_value.tv_nsec = kCoalesceNs;
+                timerfd_settime(timer.get(), 0, &its, nullptr);
+                timer_armed = true;
+            }
+        }
+        if (fds[2].revents & POLLIN) {
+            uint64_t expirations;
+            (void)!read(timer.get(), &expirations, sizeof expirations);
+            timer_armed = false;
+            std::set<PciAddress> batch;
+            batch.swap(touched);
+            service.handle_events(batch);
+        }
+    }
+}
+
+}  // namespace vfiod

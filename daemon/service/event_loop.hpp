@@ -1,0 +1,22 @@
+// The daemon's one event loop: the bus fd, the udev monitor fd, a signalfd and a coalescing
+// timerfd share a single poll(2). Idle means blocked in poll: no timers, no log lines.
+#pragma once
+
+namespace sdbus {
+class IConnection;
+}
+
+namespace vfiod {
+
+class Service;
+class UdevMonitor;
+
+// Blocks SIGHUP/SIGTERM/SIGINT for the calling thread; call before any thread is started so
+// they are delivered only to the loop's signalfd.
+void block_signals();
+
+// Runs until SIGTERM/SIGINT. `monitor` is null when the root is not "/" (no udev then).
+// Returns the process exit code.
+int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor);
+
+}  // namespace vfiod

@@ -1,0 +1,56 @@
+// What the daemon publishes (DESIGN §6) as plain values: the service layer fills it, the D-Bus
+// layer diffs two of them into InterfacesAdded/Removed and PropertiesChanged. No D-Bus here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "core/plan.hpp"
+
+namespace vfiod {
+
+enum class GroupState { Bound, Pending, Refused, Failed, Released };
+const char* to_string(GroupState s);  // "bound", "pending", …
+
+struct DeviceInfo {
+    PciAddress address;
+    uint16_t vendor = 0;
+    uint16_t device = 0;
+    uint32_t class_code = 0;
+    std::string driver;           // "" when none
+    std::string original_driver;  // "" when unknown or none
+    unsigned group = 0;
+    int numa_node = -1;
+    std::string resource_name;
+    Role role = Role::Companion;
+
+    bool operator==(const DeviceInfo&) const = default;
+};
+
+struct GroupInfo {
+    unsigned id = 0;
+    GroupState state = GroupState::Pending;
+    std::string reason;           // a DESIGN §4 code; "" when none
+    std::vector<PciAddress> blockers;
+    std::vector<PciAddress> devices;
+
+    bool operator==(const GroupInfo&) const = default;
+};
+
+struct Inventory {
+    std::string mode = "observe";
+    bool iommu = false;
+    std::map<unsigned, GroupInfo> groups;
+    std::map<PciAddress, DeviceInfo> devices;
+
+    bool operator==(const Inventory&) const = default;
+};
+
+// D-Bus object paths (DESIGN §6).
+std::string group_object_path(unsigned id);
+std::string device_object_path(const PciAddress& a);
+
+}  // namespace vfiod

@@ -1,0 +1,99 @@
+// The daemon's service layer: event → re-read → plan → execute → publish. It owns the running
+// config and the per-group states; the D-Bus adaptor and the event loop only call into it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/plan.hpp"
+#include "io/snapshot.hpp"
+#include "io/sysfs.hpp"
+#include "service/inventory.hpp"
+
+namespace vfiod {
+
+struct ServiceOptions {
+    std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
+    bool force_observe = false;              // --observe
+};
+
+// The outcome of an operator request, in the closed set of D-Bus errors (DESIGN §6).
+struct OpResult {
+    enum class Code { Ok, InvalidArgs, NotFound, NotAllowlisted, Refused, Failed };
+    Code code = Code::Ok;
+    std::string message;  // for Refused it starts with the reason code
+
+    bool ok() const { return code == Code::Ok; }
+    static OpResult error(Code c, std::string m) { return {c, std::move(m)}; }
+};
+
+class Service {
+public:
+    Service(Sysfs& fs, ServiceOptions options);
+    ~Service();
+    Service(const Service&) = delete;
+    Service& operator=(const Service&) = delete;
+
+    // Loads the config and runs the coldplug pass over every group. False when the config is bad
+    // (errors logged with FILE:LINE:COLUMN): the daemon then refuses to start.
+    bool start();
+
+    // Functions named by a burst of udev events: re-read the host and re-decide only the groups
+    // those functions belong (or belonged) to.
+    void handle_events(const std::set<PciAddress>& touched);
+
+    // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
+    OpResult reload();
+    OpResult bind(std::string_view address);
+    OpResult release(std::string_view address);
+
+    std::string plan_json() const;
+    const Inventory& inventory() const { return inventory_; }
+    Mode mode() const;
+
+    // Called after every change of the inventory, including the `pending` step before a bind
+    // executes, so consumers see each transition.
+    void set_on_change(std::function<void(const Inventory&)> cb) { on_change_ = std::move(cb); }
+
+private:
+    struct Status {
+        GroupState state = GroupState::Pending;
+        std::string reason;
+        std::string message;
+        std::vector<PciAddress> blockers;
+        bool operator==(const Status&) const = default;
+    };
+
+    void reread();
+    void decide(const std::set<unsigned>& groups, bool from_events);
+    Status decide_group(const GroupPlan& gp, bool from_events);
+    Status execute(const GroupPlan& gp);
+    void clear_early_overrides(const GroupPlan& gp);
+    void set_status(unsigned group, Status s);
+    void forget_group(unsigned group);
+    void publish();
+    const GroupPlan* group_plan(unsigned group) const;
+    std::optional<unsigned> group_of(const PciAddress& a) const;
+    std::set<unsigned> groups_whose_entries_changed(const Config& before, const Config& after) const;
+    std::map<PciAddress, std::string> originals(unsigned group) const;
+    bool is_released(unsigned group) const;
+
+    Sysfs& fs_;
+    ServiceOptions options_;
+    Config config_;
+    Snapshot snapshot_;
+    Plan plan_;
+    std::map<unsigned, Status> status_;
+    std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
+    Inventory inventory_;
+    std::function<void(const Inventory&)> on_change_;
+};
+
+}  // namespace vfiod
