@@ -1,13 +1,220 @@
 #include "io/topology_reader.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include "io/proc_parsers.hpp"
+
 namespace vfiod {
 
-// Interim stub so dependants link; the reader lands in the next commit.
-Topology read_topology(const Sysfs&, std::vector<std::string>*) { return {}; }
+namespace {
 
-std::optional<PciFunction> read_function(const Sysfs&, const PciAddress&,
-                                         std::vector<std::string>*) {
-    return std::nullopt;
+// Sysfs content is untrusted text: show it bounded and with control bytes escaped so a strange
+// file cannot forge log lines.
+std::string shown(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s.substr(0, 32)) {
+        if (c < 0x20 || c >= 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (s.size() > 32)
+        out += "...";
+    return "'" + out + "'";
+}
+
+void warn(std::vector<std::string>* warnings, std::string msg) {
+    if (warnings)
+        warnings->push_back(std::move(msg));
+}
+
+std::optional<unsigned> parse_group_number(std::string_view s) {
+    auto v = parse_int_attr(s);
+    if (!v || *v < 0 || *v > static_cast<long>(UINT_MAX))
+        return std::nullopt;
+    return static_cast<unsigned>(*v);
+}
+
+// Reads the attributes of one function. A file that has disappeared together with its device
+// is a hot-unplug race and says nothing; anything else that is odd is worth a warning, and the
+// function is left out rather than guessed at.
+class FunctionReader {
+public:
+    FunctionReader(const Sysfs& fs, const PciAddress& addr, std::vector<std::string>* warnings)
+        : fs_(fs), bdf_(addr.str()), warnings_(warnings) {
+        fn_.address = addr;
+    }
+
+    std::optional<PciFunction> read() {
+        const std::string bus_link = "sys/bus/pci/devices/" + bdf_;
+        if (!fs_.exists(bus_link))
+            return std::nullopt;
+        auto dir = fs_.resolve(bus_link);
+        if (!dir) {
+            if (fs_.exists(bus_link))
+                bad(bus_link + " points nowhere");
+            return std::nullopt;
+        }
+        dir_ = *dir;
+        fn_.devpath = dir_;
+
+        auto vendor = hex("vendor", 4, true);
+        auto device = hex("device", 4, true);
+        auto cls = hex("class", 6, true);
+        auto sub_vendor = hex("subsystem_vendor", 4, false);
+        auto sub_device = hex("subsystem_device", 4, false);
+        if (failed_)
+            return std::nullopt;
+        fn_.vendor = static_cast<uint16_t>(*vendor);
+        fn_.device = static_cast<uint16_t>(*device);
+        fn_.class_code = *cls;
+        fn_.subsystem_vendor = static_cast<uint16_t>(sub_vendor.value_or(0));
+        fn_.subsystem_device = static_cast<uint16_t>(sub_device.value_or(0));
+
+        if (auto o = fs_.read(dir_ + "/driver_override"))
+            fn_.driver_override = *o == "(null)" ? "" : *o;
+        if (auto n = integer("numa_node"))
+            fn_.numa_node = static_cast<int>(std::clamp(*n, -1L, static_cast<long>(INT_MAX)));
+        if (auto v = integer("boot_vga"))
+            fn_.boot_vga = *v != 0;
+        if (auto v = integer("sriov_numvfs")) {
+            if (*v < 0)
+                bad("sriov_numvfs holds " + std::to_string(*v));
+            else
+                fn_.sriov_numvfs = static_cast<unsigned>(std::min(*v, static_cast<long>(UINT_MAX)));
+        }
+
+        if (auto name = link("driver"))
+            fn_.driver = *name;
+        if (auto group = link("iommu_group")) {
+            if (auto n = parse_group_number(*group))
+                fn_.iommu_group = *n;
+            else
+                bad("iommu_group links to " + shown(*group) + ", not a group number");
+        }
+        if (fs_.exists(dir_ + "/physfn")) {
+            auto pf = fs_.resolve(dir_ + "/physfn");
+            auto slash = pf ? pf->rfind('/') : std::string::npos;
+            auto pf_addr = pf ? PciAddress::parse(pf->substr(slash + 1)) : std::nullopt;
+            if (pf_addr)
+                fn_.physfn = pf_addr;
+            else
+                bad("physfn does not lead to a PCI function");
+        }
+        if (failed_ || !fs_.exists(dir_))
+            return std::nullopt;
+        return fn_;
+    }
+
+private:
+    // A read that fails because the whole device went away is silent; the caller drops it.
+    std::optional<std::string> attr(const char* name, bool required) {
+        auto v = fs_.read(dir_ + "/" + name, 4096);
+        if (!v && required && fs_.exists(dir_))
+            bad(std::string("cannot read ") + name);
+        if (!v && required)
+            failed_ = true;
+        return v;
+    }
+
+    std::optional<uint32_t> hex(const char* name, unsigned digits, bool required) {
+        auto text = attr(name, required);
+        if (!text)
+            return std::nullopt;
+        auto v = parse_hex_attr(*text, digits);
+        if (!v)
+            bad(std::string(name) + " holds " + shown(*text) + ", not a " +
+                std::to_string(digits) + "-digit hex value");
+        return v;
+    }
+
+    std::optional<long> integer(const char* name) {
+        auto text = attr(name, false);
+        if (!text)
+            return std::nullopt;
+        auto v = parse_int_attr(*text);
+        if (!v)
+            bad(std::string(name) + " holds " + shown(*text) + ", not an integer");
+        return v;
+    }
+
+    // The last component of a link's target when the link is there and leads somewhere.
+    std::optional<std::string> link(const char* name) {
+        std::string rel = dir_ + "/" + name;
+        if (!fs_.exists(rel))
+            return std::nullopt;
+        auto target = fs_.link_name(rel);
+        if (!target || !fs_.resolve(rel)) {
+            if (fs_.exists(dir_))
+                bad(std::string(name) + " link points nowhere");
+            failed_ = true;
+            return std::nullopt;
+        }
+        return target;
+    }
+
+    void bad(const std::string& what) {
+        failed_ = true;
+        warn(warnings_, "skipping PCI function " + bdf_ + ": " + what);
+    }
+
+    const Sysfs& fs_;
+    std::string bdf_;
+    std::vector<std::string>* warnings_;
+    std::string dir_;
+    PciFunction fn_;
+    bool failed_ = false;
+};
+
+}  // namespace
+
+std::optional<PciFunction> read_function(const Sysfs& fs, const PciAddress& addr,
+                                         std::vector<std::string>* warnings) {
+    return FunctionReader(fs, addr, warnings).read();
+}
+
+Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
+    Topology topo;
+    for (auto& name : fs.list("sys/bus/pci/drivers"))
+        topo.drivers.insert(std::move(name));
+
+    for (const auto& name : fs.list("sys/bus/pci/devices")) {
+        std::string err;
+        auto addr = PciAddress::parse(name, &err);
+        if (!addr) {
+            warn(warnings, "skipping sys/bus/pci/devices entry: " + err);
+            continue;
+        }
+        if (auto fn = read_function(fs, *addr, warnings))
+            topo.functions.emplace(*addr, std::move(*fn));
+    }
+
+    // Group membership comes from the groups themselves, so a member this scan had to skip
+    // still shows up in its group and keeps the planner from binding the group partially.
+    for (const auto& group : fs.list("sys/kernel/iommu_groups")) {
+        auto n = parse_group_number(group);
+        if (!n) {
+            warn(warnings, "skipping IOMMU group " + shown(group) + ": not a group number");
+            continue;
+        }
+        auto& members = topo.groups[*n];
+        for (const auto& member : fs.list("sys/kernel/iommu_groups/" + group + "/devices")) {
+            std::string err;
+            if (auto addr = PciAddress::parse(member, &err))
+                members.push_back(*addr);
+            else
+                warn(warnings, "skipping member of IOMMU group " + group + ": " + err);
+        }
+        std::sort(members.begin(), members.end());
+    }
+
+    topo.iommu_enabled = !fs.list("sys/class/iommu").empty() || !topo.groups.empty();
+    return topo;
 }
 
 }  // namespace vfiod

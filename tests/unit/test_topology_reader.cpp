@@ -1,1 +1,272 @@
+#include "io/topology_reader.hpp"
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "fake_tree.hpp"
+
+using namespace vfiod;
+using test::FakeTree;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+namespace {
+
+PciAddress A(const char* s) { return *PciAddress::parse(s); }
+
+FakeTree::Function fn(const char* address, const char* vendor, const char* device,
+                      const char* class_code, const char* driver, std::optional<unsigned> group,
+                      const char* parent = "") {
+    FakeTree::Function f;
+    f.address = address;
+    f.vendor = vendor;
+    f.device = device;
+    f.class_code = class_code;
+    f.driver = driver;
+    f.group = group;
+    f.parent = parent;
+    return f;
+}
+
+// A root port with a GPU + HDMI audio pair behind it, and an SR-IOV NIC with one VF.
+void build_host(FakeTree& t) {
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_function(fn("0000:00:01.0", "8086", "1901", "060400", "pcieport", 1));
+    auto gpu = fn("0000:01:00.0", "10de", "2331", "030200", "nvidia", 2, "0000:00:01.0");
+    gpu.boot_vga = 0;
+    gpu.numa_node = 1;
+    t.add_function(gpu);
+    auto audio = fn("0000:01:00.1", "10de", "22a3", "040300", "", 2, "0000:00:01.0");
+    audio.driver_override = "vfio-pci";
+    t.add_function(audio);
+    auto pf = fn("0000:00:03.0", "8086", "1521", "020000", "igb", 3);
+    pf.sriov_totalvfs = 7;
+    pf.sriov_numvfs = 1;
+    t.add_function(pf);
+    auto vf = fn("0000:00:03.4", "8086", "1520", "020000", "igbvf", 4);
+    vf.physfn = "0000:00:03.0";
+    t.add_function(vf);
+    auto vga = fn("0000:00:02.0", "1234", "1111", "030000", "bochs-drm", 5);
+    vga.boot_vga = 1;
+    t.add_function(vga);
+}
+
+}  // namespace
+
+TEST(TopologyReader, ReadsIdsClassDriverOverrideAndGroups) {
+    FakeTree t;
+    build_host(t);
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+
+    EXPECT_THAT(warnings, IsEmpty());
+    EXPECT_TRUE(topo.iommu_enabled);
+    ASSERT_EQ(topo.functions.size(), 6u);
+
+    const PciFunction* gpu = topo.find(A("0000:01:00.0"));
+    ASSERT_NE(gpu, nullptr);
+    EXPECT_EQ(gpu->vendor, 0x10de);
+    EXPECT_EQ(gpu->device, 0x2331);
+    EXPECT_EQ(gpu->subsystem_vendor, 0x10de);
+    EXPECT_EQ(gpu->class_code, 0x030200u);
+    EXPECT_EQ(gpu->driver, "nvidia");
+    EXPECT_EQ(gpu->driver_override, "");  // "(null)" in sysfs
+    EXPECT_EQ(gpu->iommu_group, 2u);
+    EXPECT_EQ(gpu->numa_node, 1);
+    EXPECT_FALSE(gpu->boot_vga);
+    EXPECT_FALSE(gpu->is_bridge());
+    EXPECT_EQ(gpu->devpath, "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    EXPECT_EQ(gpu->devpath, t.devpath("0000:01:00.0"));
+
+    const PciFunction* audio = topo.find(A("0000:01:00.1"));
+    ASSERT_NE(audio, nullptr);
+    EXPECT_EQ(audio->driver, "");
+    EXPECT_EQ(audio->driver_override, "vfio-pci");
+    EXPECT_EQ(audio->numa_node, -1);
+
+    const PciFunction* port = topo.find(A("0000:00:01.0"));
+    ASSERT_NE(port, nullptr);
+    EXPECT_TRUE(port->is_bridge());
+    EXPECT_EQ(port->driver, "pcieport");
+
+    EXPECT_TRUE(topo.find(A("0000:00:02.0"))->boot_vga);
+
+    EXPECT_THAT(topo.groups[2], ElementsAre(A("0000:01:00.0"), A("0000:01:00.1")));
+    EXPECT_THAT(topo.groups[1], ElementsAre(A("0000:00:01.0")));
+    EXPECT_EQ(topo.groups.size(), 5u);
+    EXPECT_TRUE(topo.drivers.count("vfio-pci"));
+    EXPECT_TRUE(topo.drivers.count("igb"));
+    EXPECT_FALSE(topo.drivers.count("e1000e"));
+}
+
+TEST(TopologyReader, SriovPfAndVf) {
+    FakeTree t;
+    build_host(t);
+    Sysfs fs(t.root());
+    Topology topo = read_topology(fs, nullptr);
+    const PciFunction* pf = topo.find(A("0000:00:03.0"));
+    const PciFunction* vf = topo.find(A("0000:00:03.4"));
+    ASSERT_NE(pf, nullptr);
+    ASSERT_NE(vf, nullptr);
+    EXPECT_EQ(pf->sriov_numvfs, 1u);
+    EXPECT_FALSE(pf->physfn.has_value());
+    EXPECT_EQ(vf->physfn, A("0000:00:03.0"));
+    EXPECT_EQ(vf->sriov_numvfs, 0u);
+    EXPECT_EQ(vf->driver, "igbvf");
+}
+
+TEST(TopologyReader, NoIommu) {
+    FakeTree t;
+    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", std::nullopt));
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_THAT(warnings, IsEmpty());
+    EXPECT_FALSE(topo.iommu_enabled);
+    EXPECT_TRUE(topo.groups.empty());
+    ASSERT_NE(topo.find(A("0000:00:02.0")), nullptr);
+    EXPECT_FALSE(topo.find(A("0000:00:02.0"))->iommu_group.has_value());
+}
+
+TEST(TopologyReader, GroupsAloneMeanIommuEnabled) {
+    FakeTree t;
+    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 7));
+    Sysfs fs(t.root());
+    EXPECT_TRUE(read_topology(fs, nullptr).iommu_enabled);
+}
+
+TEST(TopologyReader, GarbageVendorSkipsThatFunctionWithAWarning) {
+    FakeTree t;
+    build_host(t);
+    t.write_file(t.devpath("0000:01:00.1") + "/vendor", "nvidia\x1b[2J\n");
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.find(A("0000:01:00.1")), nullptr);
+    EXPECT_NE(topo.find(A("0000:01:00.0")), nullptr);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("0000:01:00.1"));
+    EXPECT_THAT(warnings[0], HasSubstr("vendor"));
+    EXPECT_THAT(warnings[0], HasSubstr("\\x1b"));  // the escape byte is shown, not emitted
+    // The group still lists the skipped member, so nobody can bind the group half.
+    EXPECT_THAT(topo.groups[2], ElementsAre(A("0000:01:00.0"), A("0000:01:00.1")));
+}
+
+TEST(TopologyReader, GarbageGroupLinkAndNumaSkip) {
+    FakeTree t;
+    build_host(t);
+    t.symlink(t.devpath("0000:00:03.4") + "/iommu_group", "../../../kernel/iommu_groups/x1");
+    t.write_file("sys/kernel/iommu_groups/x1/type", "DMA\n");
+    t.write_file(t.devpath("0000:00:02.0") + "/numa_node", "one\n");
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.find(A("0000:00:03.4")), nullptr);
+    EXPECT_EQ(topo.find(A("0000:00:02.0")), nullptr);
+    ASSERT_EQ(warnings.size(), 3u);  // both functions and the odd group directory
+    EXPECT_THAT(warnings, ::testing::Contains(HasSubstr("0000:00:03.4: iommu_group")));
+    EXPECT_THAT(warnings, ::testing::Contains(HasSubstr("0000:00:02.0: numa_node")));
+}
+
+TEST(TopologyReader, DanglingBusLinkIsSkippedWithAWarning) {
+    FakeTree t;
+    build_host(t);
+    t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../devices/pci0000:00/0000:05:00.0");
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.find(A("0000:05:00.0")), nullptr);
+    EXPECT_EQ(topo.functions.size(), 6u);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("0000:05:00.0"));
+    EXPECT_THAT(warnings[0], HasSubstr("points nowhere"));
+}
+
+TEST(TopologyReader, LinkLeavingTheRootIsRejected) {
+    FakeTree t;
+    build_host(t);
+    t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../../../../../../../../../../sys/devices");
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.find(A("0000:05:00.0")), nullptr);
+    EXPECT_THAT(warnings, ElementsAre(HasSubstr("0000:05:00.0")));
+}
+
+TEST(TopologyReader, BadBdfNamesNeverReachAPath) {
+    FakeTree t;
+    build_host(t);
+    const std::string target = "../../../devices/pci0000:00/0000:00:01.0";
+    t.symlink("sys/bus/pci/devices/0000:00:1F.0", target);    // upper case
+    t.symlink("sys/bus/pci/devices/0000:00:01.0 ", target);   // trailing space
+    t.symlink("sys/kernel/iommu_groups/2/devices/..x", target);
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.functions.size(), 6u);
+    EXPECT_EQ(warnings.size(), 3u);
+    EXPECT_THAT(warnings, ::testing::Contains(HasSubstr("0000:00:1F.0")));
+    EXPECT_THAT(topo.groups[2], ElementsAre(A("0000:01:00.0"), A("0000:01:00.1")));
+}
+
+TEST(TopologyReader, VmdDomainAboveFfff) {
+    FakeTree t;
+    t.enable_iommu();
+    t.add_function(fn("0000:00:0e.0", "8086", "467f", "010400", "vmd", 9));
+    t.add_function(fn("10000:e0:1d.0", "8086", "a0b0", "060400", "pcieport", 9, "0000:00:0e.0"));
+    t.add_function(fn("10000:e1:00.0", "144d", "a808", "010802", "nvme", 9, "10000:e0:1d.0"));
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_THAT(warnings, IsEmpty());
+    const PciFunction* nvme = topo.find(A("10000:e1:00.0"));
+    ASSERT_NE(nvme, nullptr);
+    EXPECT_EQ(nvme->address.domain, 0x10000u);
+    EXPECT_EQ(nvme->devpath,
+              "sys/devices/pci0000:00/0000:00:0e.0/pci10000:e0/10000:e0:1d.0/10000:e1:00.0");
+    EXPECT_EQ(topo.groups[9].size(), 3u);
+}
+
+TEST(TopologyReader, ReadFunctionFollowsBindAndRemoval) {
+    FakeTree t;
+    build_host(t);
+    Sysfs fs(t.root());
+    t.bind("0000:01:00.0", "vfio-pci");
+    auto f = read_function(fs, A("0000:01:00.0"), nullptr);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->driver, "vfio-pci");
+    t.unbind("0000:01:00.0");
+    EXPECT_EQ(read_function(fs, A("0000:01:00.0"), nullptr)->driver, "");
+
+    std::vector<std::string> warnings;
+    t.remove_function("0000:01:00.0");
+    EXPECT_FALSE(read_function(fs, A("0000:01:00.0"), &warnings).has_value());
+    EXPECT_THAT(warnings, IsEmpty());  // gone is not odd
+}
+
+// Read-only: the real host this runs on. Every entry `ls /sys/bus/pci/devices` shows must be read.
+TEST(TopologyReader, RealHostSmoke) {
+    namespace stdfs = std::filesystem;
+    std::error_code ec;
+    std::set<std::string> expected;
+    for (const auto& e : stdfs::directory_iterator("/sys/bus/pci/devices", ec))
+        expected.insert(e.path().filename().string());
+    if (expected.empty())
+        GTEST_SKIP() << "no PCI devices visible on this host";
+    Sysfs fs("/");
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    std::set<std::string> found;
+    for (const auto& [addr, f] : topo.functions) {
+        found.insert(addr.str());
+        EXPECT_NE(f.vendor, 0) << addr.str();
+        EXPECT_EQ(f.devpath.rfind("sys/devices/", 0), 0u) << f.devpath;
+    }
+    EXPECT_EQ(found, expected);
+    EXPECT_THAT(warnings, IsEmpty());
+}
