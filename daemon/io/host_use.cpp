@@ -1,8 +1,245 @@
 #include "io/host_use.hpp"
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <deque>
+#include <map>
+#include <set>
+
+#include "io/proc_parsers.hpp"
+
 namespace vfiod {
 
-// Interim stub so dependants link; the detector lands in a following commit.
-HostUse read_host_use(const Sysfs&, const Topology&, std::vector<std::string>*) { return {}; }
+namespace {
+
+// Mount tables on container hosts run to megabytes; reading them short would miss mounts.
+constexpr size_t kProcMax = 64u << 20;
+
+std::vector<std::string_view> components(std::string_view path) {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (i < path.size()) {
+        size_t j = path.find('/', i);
+        if (j == std::string_view::npos)
+            j = path.size();
+        if (j > i)
+            out.push_back(path.substr(i, j - i));
+        i = j + 1;
+    }
+    return out;
+}
+
+// The deepest PCI function on a device path: the one that owns the disk or netdev. Only the
+// deepest, because the root port above an NVMe drive is not itself in use.
+std::optional<PciAddress> nearest_function(std::string_view devpath) {
+    auto parts = components(devpath);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        if (auto a = PciAddress::parse(*it))
+            return a;
+    return std::nullopt;
+}
+
+// An NVMe namespace under native multipath lives in the virtual subsystem directory, away from
+// any PCI device; the controllers that serve it are the nvme<N> links beside it.
+std::set<PciAddress> multipath_controllers(const Sysfs& fs, std::string_view devpath) {
+    std::set<PciAddress> out;
+    constexpr std::string_view kPrefix = "sys/devices/virtual/nvme-subsystem/";
+    if (devpath.substr(0, kPrefix.size()) != kPrefix)
+        return out;
+    auto rest = devpath.substr(kPrefix.size());
+    std::string subsys_dir = std::string(kPrefix) + std::string(rest.substr(0, rest.find('/')));
+    for (const auto& name : fs.list(subsys_dir)) {
+        if (name.size() < 5 || name.compare(0, 4, "nvme") != 0 ||
+            name.find_first_not_of("0123456789", 4) != std::string::npos)
+            continue;
+        const std::string link = subsys_dir + "/" + name;
+        if (!fs.readlink(link))
+            continue;
+        if (auto target = fs.resolve(link))
+            if (auto a = nearest_function(*target))
+                out.insert(*a);
+    }
+    return out;
+}
+
+std::set<PciAddress> owners(const Sysfs& fs, std::string_view devpath) {
+    if (auto a = nearest_function(devpath))
+        return {*a};
+    return multipath_controllers(fs, devpath);
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v)
+        out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+struct MountTables {
+    std::map<std::pair<unsigned, unsigned>, std::string> by_devnum;  // first mount point
+    std::map<std::string, std::string> by_source;
+    std::set<std::string> swaps;
+};
+
+MountTables read_mount_tables(const Sysfs& fs) {
+    MountTables t;
+    if (auto text = fs.read("proc/self/mountinfo", kProcMax))
+        for (auto& m : parse_mountinfo(*text))
+            t.by_devnum.emplace(std::make_pair(m.major, m.minor), std::move(m.mount_point));
+    if (auto text = fs.read("proc/mounts", kProcMax))
+        for (auto& m : parse_mounts(*text))
+            t.by_source.emplace(std::move(m.source), std::move(m.mount_point));
+    if (auto text = fs.read("proc/swaps", kProcMax))
+        for (auto& s : parse_swaps(*text))
+            t.swaps.insert(std::move(s));
+    return t;
+}
+
+std::optional<std::pair<unsigned, unsigned>> parse_devnum(std::string_view s) {
+    auto colon = s.find(':');
+    if (colon == std::string_view::npos)
+        return std::nullopt;
+    auto maj = parse_int_attr(s.substr(0, colon));
+    auto min = parse_int_attr(s.substr(colon + 1));
+    if (!maj || !min || *maj < 0 || *min < 0 || *maj > 0xfffff || *min > 0xfffff)
+        return std::nullopt;
+    return std::make_pair(static_cast<unsigned>(*maj), static_cast<unsigned>(*min));
+}
+
+std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name,
+                                        const std::string& dir, const MountTables& mounts,
+                                        std::vector<std::string>* warnings) {
+    std::vector<std::string> out;
+    const std::string dev_node = "/dev/" + name;
+    bool mounted = false;
+    if (auto dev = fs.read(dir + "/dev")) {
+        auto devnum = parse_devnum(*dev);
+        if (!devnum && warnings)
+            warnings->push_back("block device " + name + ": dev does not hold MAJOR:MINOR");
+        if (devnum) {
+            auto it = mounts.by_devnum.find(*devnum);
+            if (it != mounts.by_devnum.end()) {
+                out.push_back(name + " (" + *dev + ") is mounted on " + it->second);
+                mounted = true;
+            }
+        }
+    }
+    if (!mounted) {
+        auto it = mounts.by_source.find(dev_node);
+        if (it != mounts.by_source.end())
+            out.push_back(name + " is mounted on " + it->second);
+    }
+    if (mounts.swaps.count(dev_node))
+        out.push_back(name + " is swap");
+    auto holders = fs.list(dir + "/holders");
+    if (!holders.empty())
+        out.push_back(name + " is held by " + join(holders));
+    return out;
+}
+
+void find_storage(const Sysfs& fs, HostUse* use, std::vector<std::string>* warnings) {
+    MountTables mounts = read_mount_tables(fs);
+    for (const auto& name : fs.list("sys/class/block")) {
+        auto dir = fs.resolve("sys/class/block/" + name);
+        if (!dir)
+            continue;
+        auto owned_by = owners(fs, *dir);
+        if (owned_by.empty())
+            continue;
+        auto lines = block_findings(fs, name, *dir, mounts, warnings);
+        for (const auto& owner : owned_by)
+            for (const auto& line : lines)
+                use->storage[owner].push_back(line);
+    }
+}
+
+// Interfaces with an IPv4 or a global IPv6 address, from the running kernel.
+std::set<std::string> live_addressed_ifaces() {
+    std::set<std::string> out;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0)
+        return out;
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+        if (!a->ifa_addr || !a->ifa_name)
+            continue;
+        if (a->ifa_addr->sa_family == AF_INET) {
+            out.insert(a->ifa_name);
+        } else if (a->ifa_addr->sa_family == AF_INET6) {
+            auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+            if (!IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
+                out.insert(a->ifa_name);
+        }
+    }
+    freeifaddrs(list);
+    return out;
+}
+
+// name itself first, then every device stacked above it (bridge, bond, VLAN, macvlan, …).
+std::vector<std::string> stack_above(const Sysfs& fs, const std::string& name) {
+    std::vector<std::string> order;
+    std::set<std::string> seen;
+    std::deque<std::string> todo{name};
+    while (!todo.empty()) {
+        std::string dev = std::move(todo.front());
+        todo.pop_front();
+        if (!seen.insert(dev).second)
+            continue;
+        order.push_back(dev);
+        const std::string dir = "sys/class/net/" + dev;
+        if (auto master = fs.link_name(dir + "/master"))
+            todo.push_back(*master);
+        for (const auto& entry : fs.list(dir))
+            if (entry.size() > 6 && entry.compare(0, 6, "upper_") == 0)
+                todo.push_back(entry.substr(6));
+    }
+    return order;
+}
+
+void find_network(const Sysfs& fs, HostUse* use) {
+    std::set<std::string> routed;
+    if (auto text = fs.read("proc/net/route", kProcMax))
+        routed = parse_route_ifaces(*text);
+    if (auto text = fs.read("proc/net/ipv6_route", kProcMax))
+        routed.merge(parse_ipv6_route_ifaces(*text));
+    // Addresses are only meaningful for the kernel we run on, never for a captured tree.
+    std::set<std::string> addressed;
+    if (fs.live())
+        addressed = live_addressed_ifaces();
+
+    for (const auto& name : fs.list("sys/class/net")) {
+        auto dir = fs.resolve("sys/class/net/" + name);
+        if (!dir)
+            continue;
+        auto owner = nearest_function(*dir);
+        if (!owner)
+            continue;
+        std::vector<std::string> lines;
+        if (auto master = fs.link_name("sys/class/net/" + name + "/master"))
+            lines.push_back(name + " is enslaved to " + *master);
+        for (const auto& dev : stack_above(fs, name)) {
+            std::string via = dev == name ? "" : " (via " + dev + ")";
+            if (routed.count(dev))
+                lines.push_back(name + " carries a route" + via);
+            if (addressed.count(dev))
+                lines.push_back(name + " has an address" + via);
+        }
+        for (auto& line : lines)
+            use->network[*owner].push_back(std::move(line));
+    }
+}
+
+}  // namespace
+
+// Findings are keyed by address whatever the topology holds: a function the reader had to skip
+// is still one the host may depend on.
+HostUse read_host_use(const Sysfs& fs, const Topology& /*topo*/,
+                      std::vector<std::string>* warnings) {
+    HostUse use;
+    find_storage(fs, &use, warnings);
+    find_network(fs, &use);
+    return use;
+}
 
 }  // namespace vfiod
