@@ -58,7 +58,7 @@ std::optional<Selector> Selector::parse(std::string_view text, std::string* err)
     };
     auto colon = text.find(':');
     if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos)
-        return fail("wrong shape");
+        return fail("not vendor:device");
     Selector s;
     if (!parse_hex4(text.substr(0, colon), &s.vendor))
         return fail("the vendor is not 4 hex digits");

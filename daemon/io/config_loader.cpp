@@ -112,9 +112,12 @@ public:
                 entries(key, node, f.devices, &Checker::device);
             else if (key == "protect")
                 entries(key, node, f.protects, &Checker::protect);
-            else if (node.is_table() || node.is_array_of_tables())
-                error(key, "unknown table " + printable(key.str()) +
-                               "; expected [daemon], [[device]] or [[protect]]");
+            else if (node.is_table())
+                error(node, "unknown table [" + printable(key.str()) +
+                                "]; expected [daemon], [[device]] or [[protect]]");
+            else if (node.is_array_of_tables())
+                error(node, "unknown table [[" + printable(key.str()) +
+                                "]]; expected [daemon], [[device]] or [[protect]]");
             else
                 error(key, "unknown key " + in_quotes(key.str()) +
                                "; expected [daemon], [[device]] or [[protect]]");

@@ -1,1 +1,644 @@
+// Config loader: every class of bad input with its exact FILE:LINE:COLUMN, merging of
+// vfiod.toml + conf.d, overlap warnings, and the shipped example config.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fake_tree.hpp"
+#include "io/config_loader.hpp"
+
+namespace vfiod {
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v)
+        out += "\n  " + s;
+    return out;
+}
+
+// doc must fail with exactly one error, at t.toml:AT, whose message contains `what`.
+::testing::AssertionResult OneError(const std::string& doc, const std::string& at,
+                                    const std::string& what) {
+    auto r = parse_config(doc, "t.toml");
+    if (r.config)
+        return ::testing::AssertionFailure() << "accepted:\n" << doc;
+    if (r.errors.size() != 1)
+        return ::testing::AssertionFailure() << r.errors.size() << " errors:" << joined(r.errors);
+    const auto& e = r.errors[0];
+    if (e.rfind("t.toml:" + at + ": ", 0) != 0 || e.find(what) == std::string::npos)
+        return ::testing::AssertionFailure()
+               << "got    " << e << "\nwanted t.toml:" << at << ": …" << what << "…";
+    return ::testing::AssertionSuccess();
+}
+
+Config Parsed(const std::string& doc) {
+    auto r = parse_config(doc, "t.toml");
+    EXPECT_TRUE(r.errors.empty()) << joined(r.errors);
+    return r.config.value_or(Config{});
+}
+
+std::string device(const std::string& key, const std::string& value) {
+    return "[[device]]\n" + key + " = " + value + "\n";
+}
+
+// ---- syntax -------------------------------------------------------------------------------
+
+TEST(ConfigSyntax, MissingValue) {
+    EXPECT_TRUE(OneError("[daemon]\nmode = \n", "2:8", "TOML syntax error"));
+}
+
+TEST(ConfigSyntax, UnterminatedString) {
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\n", "2:22", "TOML syntax error"));
+}
+
+TEST(ConfigSyntax, DuplicateKeyPointsAtTheSecondValue) {
+    EXPECT_TRUE(OneError("[daemon]\nmode = \"observe\"\nmode = \"enforce\"\n", "3:8",
+                         "TOML syntax error"));
+}
+
+// ---- unknown keys and tables --------------------------------------------------------------
+
+TEST(ConfigUnknown, KeyInDaemon) {
+    EXPECT_TRUE(OneError("[daemon]\nmode = \"observe\"\nverbose = true\n", "3:1",
+                         "unknown key \"verbose\" in [daemon]"));
+}
+
+TEST(ConfigUnknown, KeyInDevice) {
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nresource = \"a.com/b\"\n", "3:1",
+                         "unknown key \"resource\" in [[device]]"));
+}
+
+TEST(ConfigUnknown, KeyInProtect) {
+    EXPECT_TRUE(OneError("[[protect]]\naddress = \"0000:00:02.0\"\n  vendor = \"8086\"\n", "3:3",
+                         "unknown key \"vendor\" in [[protect]]"));
+}
+
+TEST(ConfigUnknown, TopLevelKey) {
+    EXPECT_TRUE(OneError("\nmode = \"observe\"\n", "2:1", "unknown key \"mode\"; expected [daemon]"));
+}
+
+TEST(ConfigUnknown, Table) {
+    EXPECT_TRUE(OneError("[daemon]\n\n[devices]\nselector = \"10de:2331\"\n", "3:1",
+                         "unknown table [devices]"));
+    EXPECT_TRUE(OneError("[[protects]]\naddress = \"0000:00:02.0\"\n", "1:1",
+                         "unknown table [[protects]]"));
+}
+
+TEST(ConfigUnknown, SubtableOfDevice) {
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\n[device.extra]\nx = 1\n", "3:9",
+                         "unknown key \"extra\" in [[device]]"));
+}
+
+TEST(ConfigUnknown, ControlCharactersInKeysAreEscaped) {
+    auto r = parse_config("[daemon]\n\"a\\u001bb\" = 1\n", "t.toml");
+    ASSERT_EQ(r.errors.size(), 1u);
+    EXPECT_NE(r.errors[0].find("\"a\\x1bb\""), std::string::npos) << r.errors[0];
+    EXPECT_EQ(r.errors[0].find('\x1b'), std::string::npos);
+}
+
+// ---- shapes and types ---------------------------------------------------------------------
+
+TEST(ConfigShape, DeviceTableInsteadOfArrayOfTables) {
+    EXPECT_TRUE(OneError("[device]\nselector = \"10de:2331\"\n", "1:1",
+                         "device: expected an array of tables ([[device]]), got a table ([device])"));
+    EXPECT_TRUE(OneError("[protect]\naddress = \"0000:00:02.0\"\n", "1:1",
+                         "protect: expected an array of tables ([[protect]])"));
+}
+
+TEST(ConfigShape, DeviceNotAnArray) {
+    EXPECT_TRUE(OneError("device = \"10de:2331\"\n", "1:10",
+                         "device: expected an array of tables ([[device]]), got a string"));
+}
+
+TEST(ConfigShape, ArrayElementNotATable) {
+    EXPECT_TRUE(OneError("device = [{ selector = \"10de:2331\" }, 7]\n", "1:39",
+                         "device: each entry must be a table ([[device]]), got an integer"));
+}
+
+TEST(ConfigShape, DaemonNotATable) {
+    EXPECT_TRUE(OneError("daemon = \"enforce\"\n", "1:10",
+                         "daemon: expected a table ([daemon]), got a string"));
+}
+
+TEST(ConfigShape, InlineTablesAreTheSameAsHeaders) {
+    auto c = Parsed("daemon = { mode = \"observe\" }\ndevice = [{ selector = \"10de:2331\" }]\n");
+    EXPECT_EQ(c.mode, Mode::Observe);
+    ASSERT_EQ(c.devices.size(), 1u);
+    EXPECT_EQ(c.devices[0].selector->str(), "10de:2331");
+}
+
+TEST(ConfigType, DaemonKeys) {
+    EXPECT_TRUE(OneError("[daemon]\nmode = 1\n", "2:8", "daemon.mode: expected a string, got an integer"));
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = \"10\"\n", "2:17",
+                         "daemon.write_timeout: expected an integer, got a string"));
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 10.0\n", "2:17",
+                         "daemon.write_timeout: expected an integer, got a floating-point number"));
+    EXPECT_TRUE(OneError("[daemon]\ncompanions = true\n", "2:14",
+                         "daemon.companions: expected a string, got a boolean"));
+    EXPECT_TRUE(OneError("[daemon]\nallow_boot_vga = \"no\"\n", "2:18",
+                         "daemon.allow_boot_vga: expected a boolean, got a string"));
+    EXPECT_TRUE(OneError("[daemon]\nallow_boot_vga = 1\n", "2:18",
+                         "daemon.allow_boot_vga: expected a boolean, got an integer"));
+}
+
+TEST(ConfigType, DeviceKeys) {
+    EXPECT_TRUE(OneError(device("selector", "0x10de"), "2:12",
+                         "device.selector: expected a string, got an integer"));
+    EXPECT_TRUE(OneError(device("address", "1"), "2:11",
+                         "device.address: expected a string, got an integer"));
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nresource_name = [\"a.com/b\"]\n",
+                         "3:17", "device.resource_name: expected a string, got an array"));
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\ndriver = 1\n", "3:10",
+                         "device.driver: expected a string, got an integer"));
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nearly = \"yes\"\n", "3:9",
+                         "device.early: expected a boolean, got a string"));
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nearly = 1979-05-27\n", "3:9",
+                         "device.early: expected a boolean, got a date"));
+}
+
+TEST(ConfigType, ProtectKeys) {
+    EXPECT_TRUE(OneError("[[protect]]\nselector = 8086\n", "2:12",
+                         "protect.selector: expected a string, got an integer"));
+    EXPECT_TRUE(OneError("[[protect]]\naddress = true\n", "2:11",
+                         "protect.address: expected a string, got a boolean"));
+}
+
+// ---- values -------------------------------------------------------------------------------
+
+TEST(ConfigValue, BadSelectors) {
+    for (const char* s : {"10de", "10de:2331:0", "10d:2331", "10de:23311", "xyzw:2331", "10de:",
+                          ":2331", "*:2331", "10de:**", "", " 10de:2331", "10de:2331 ", "10de-2331",
+                          "+10d:2331", "0x10:2331"}) {
+        EXPECT_TRUE(OneError(device("selector", "\"" + std::string(s) + "\""), "2:12",
+                             "device.selector: invalid selector \"" + std::string(s) + "\""))
+            << s;
+    }
+    EXPECT_TRUE(OneError("[[protect]]\nselector = \"80 86:10d3\"\n", "2:12",
+                         "protect.selector: invalid selector"));
+}
+
+TEST(ConfigValue, SelectorsAreCaseInsensitiveAndNormalised) {
+    auto c = Parsed(device("selector", "\"10DE:23aB\"") + device("selector", "\"8086:*\""));
+    ASSERT_EQ(c.devices.size(), 2u);
+    EXPECT_EQ(c.devices[0].selector, (Selector{0x10de, 0x23ab}));
+    EXPECT_EQ(c.devices[0].selector->str(), "10de:23ab");
+    EXPECT_EQ(c.devices[1].selector, (Selector{0x8086, std::nullopt}));
+    EXPECT_EQ(c.devices[1].selector->str(), "8086:*");
+}
+
+TEST(ConfigValue, BadAddresses) {
+    for (const char* a : {"0000:0A:00.0",        // upper case
+                          "0000:01:00.0/..",     // traversal
+                          "../0000:01:00.0",     //
+                          "0000:01:00.0/driver", // a path, not an address
+                          "..",                  //
+                          "0000:01:20.0",        // slot > 1f
+                          "0000:01:00.8",        // function > 7
+                          "0000:100:00.0",       // bus > ff
+                          " 0000:01:00.0",       // spaces
+                          "0000:01:00.0 ",       //
+                          "0000:01: 00.0",       //
+                          "0000:1:00.0",         // not canonical
+                          "01:00.0",             // no domain
+                          ""}) {
+        EXPECT_TRUE(OneError(device("address", "\"" + std::string(a) + "\""), "2:11",
+                             "device.address: invalid PCI address"))
+            << a;
+    }
+    EXPECT_TRUE(OneError("[[protect]]\naddress = \"0000:00:02.0/../..\"\n", "2:11",
+                         "protect.address: invalid PCI address"));
+}
+
+TEST(ConfigValue, AddressesParse) {
+    auto c = Parsed(device("address", "\"0000:01:00.0\"") +
+                    "[[protect]]\naddress = \"10000:e1:1f.7\"\n");
+    ASSERT_EQ(c.devices.size(), 1u);
+    EXPECT_EQ(c.devices[0].address, (PciAddress{0, 1, 0, 0}));
+    EXPECT_FALSE(c.devices[0].selector);
+    ASSERT_EQ(c.protects.size(), 1u);
+    EXPECT_EQ(c.protects[0].address, (PciAddress{0x10000, 0xe1, 0x1f, 7}));
+}
+
+TEST(ConfigValue, BadEnums) {
+    EXPECT_TRUE(OneError("[daemon]\nmode = \"Enforce\"\n", "2:8",
+                         "daemon.mode: unknown mode \"Enforce\"; expected \"enforce\" or \"observe\""));
+    EXPECT_TRUE(OneError("[daemon]\n  mode = \"dry-run\"\n", "2:10", "unknown mode \"dry-run\""));
+    EXPECT_TRUE(OneError("[daemon]\ncompanions = \"allow\"\n", "2:14",
+                         "daemon.companions: unknown policy \"allow\"; expected \"bind\" or \"refuse\""));
+}
+
+TEST(ConfigValue, WriteTimeoutRange) {
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 0\n", "2:17",
+                         "daemon.write_timeout: 0 is out of range; expected 1..3600"));
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 3601\n", "2:17", "3601 is out of range"));
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = -5\n", "2:17", "-5 is out of range"));
+    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 9999999999999\n", "2:17", "out of range"));
+    EXPECT_EQ(Parsed("[daemon]\nwrite_timeout = 1\n").write_timeout, 1u);
+    EXPECT_EQ(Parsed("[daemon]\nwrite_timeout = 3600\n").write_timeout, 3600u);
+}
+
+TEST(ConfigValue, EntryWithoutSelectorOrAddressPointsAtItsHeader) {
+    EXPECT_TRUE(OneError("[[device]]\nresource_name = \"a.com/b\"\n", "1:1",
+                         "[[device]] needs a selector or an address"));
+    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\n\n  [[device]]\n  early = true\n",
+                         "4:3", "[[device]] needs a selector or an address"));
+    EXPECT_TRUE(OneError("[[protect]]\n", "1:1", "[[protect]] needs a selector or an address"));
+}
+
+TEST(ConfigValue, BadSelectorDoesNotAlsoSayMissing) {
+    // One problem, one message: the selector is there, it is just wrong.
+    EXPECT_TRUE(OneError(device("selector", "\"nope\""), "2:12", "invalid selector"));
+}
+
+TEST(ConfigValue, BadResourceNames) {
+    for (const char* n : {"nvidia.com", "/gpu", "nvidia.com/", "a/b/c", "nvidia.com/GPU X",
+                          "nvidia.com/gpu\\n", "nvidia.com/gpu:1", "", "nvidia.com//gpu"}) {
+        EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nresource_name = \"" +
+                                 std::string(n) + "\"\n",
+                             "3:17", "device.resource_name: invalid resource name"))
+            << n;
+    }
+}
+
+TEST(ConfigValue, GoodResourceNames) {
+    auto c = Parsed(device("selector", "\"10de:2331\"") +
+                    "resource_name = \"nvidia.com/GH100_H100_PCIE\"\n" +
+                    device("selector", "\"8086:4940\"") + "resource_name = \"intel.com/qat-4xxx\"\n" +
+                    device("selector", "\"1af4:1041\""));
+    ASSERT_EQ(c.devices.size(), 3u);
+    EXPECT_EQ(c.devices[0].resource_name, "nvidia.com/GH100_H100_PCIE");
+    EXPECT_EQ(c.devices[1].resource_name, "intel.com/qat-4xxx");
+    EXPECT_EQ(c.devices[2].resource_name, "");
+}
+
+TEST(ConfigValue, BadDrivers) {
+    for (const char* d : {"nvidia", "VFIO-PCI", "vfio/../nvidia", "", "vfio pci", "nouveau",
+                          "vfio-pci\\n", "Vfio"}) {
+        EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\ndriver = \"" + std::string(d) +
+                                 "\"\n",
+                             "3:10", "is not a vfio driver"))
+            << d;
+    }
+}
+
+TEST(ConfigValue, DriverDefaultsAndVariants) {
+    auto c = Parsed(device("selector", "\"10de:2331\"") + device("selector", "\"10de:2342\"") +
+                    "driver = \"nvgrace_gpu_vfio_pci\"\nearly = true\n");
+    ASSERT_EQ(c.devices.size(), 2u);
+    EXPECT_EQ(c.devices[0].driver, "vfio-pci");
+    EXPECT_FALSE(c.devices[0].early);
+    EXPECT_EQ(c.devices[1].driver, "nvgrace_gpu_vfio_pci");
+    EXPECT_TRUE(c.devices[1].early);
+}
+
+// ---- whole documents ----------------------------------------------------------------------
+
+TEST(ConfigParse, EveryKeyAndOrigins) {
+    auto c = Parsed("[daemon]\n"
+                    "mode = \"observe\"\n"
+                    "write_timeout = 30\n"
+                    "companions = \"refuse\"\n"
+                    "allow_boot_vga = true\n"
+                    "\n"
+                    "[[device]]\n"
+                    "selector = \"10de:2331\"\n"
+                    "address = \"0000:01:00.0\"\n"
+                    "resource_name = \"nvidia.com/H100\"\n"
+                    "driver = \"vfio-pci\"\n"
+                    "early = true\n"
+                    "\n"
+                    "  [[protect]]\n"
+                    "  selector = \"8086:10d3\"\n");
+    EXPECT_EQ(c.mode, Mode::Observe);
+    EXPECT_EQ(c.write_timeout, 30u);
+    EXPECT_EQ(c.companions, CompanionPolicy::Refuse);
+    EXPECT_TRUE(c.allow_boot_vga);
+    ASSERT_EQ(c.devices.size(), 1u);
+    const auto& d = c.devices[0];
+    EXPECT_EQ(d.selector, (Selector{0x10de, 0x2331}));
+    EXPECT_EQ(d.address, (PciAddress{0, 1, 0, 0}));
+    EXPECT_EQ(d.resource_name, "nvidia.com/H100");
+    EXPECT_TRUE(d.early);
+    EXPECT_EQ(d.origin.str(), "t.toml:7:1");
+    ASSERT_EQ(c.protects.size(), 1u);
+    EXPECT_EQ(c.protects[0].selector, (Selector{0x8086, 0x10d3}));
+    EXPECT_FALSE(c.protects[0].address);
+    EXPECT_EQ(c.protects[0].origin.str(), "t.toml:14:3");
+    EXPECT_EQ(c.files, std::vector<std::string>{"t.toml"});
+}
+
+TEST(ConfigParse, EmptyDocumentGivesDefaults) {
+    auto c = Parsed("# nothing\n");
+    EXPECT_EQ(c.mode, Mode::Enforce);
+    EXPECT_EQ(c.write_timeout, 10u);
+    EXPECT_EQ(c.companions, CompanionPolicy::Bind);
+    EXPECT_FALSE(c.allow_boot_vga);
+    EXPECT_TRUE(c.devices.empty());
+    EXPECT_TRUE(c.protects.empty());
+}
+
+TEST(ConfigParse, AllErrorsAreReportedInDocumentOrder) {
+    auto r = parse_config("[daemon]\n"
+                          "write_timeout = 0\n"
+                          "mode = \"x\"\n"
+                          "[[device]]\n"
+                          "selector = \"10de:2331\"\n"
+                          "[[device]]\n"
+                          "selector = \"bad\"\n"
+                          "driver = \"nvidia\"\n"
+                          "[[protect]]\n"
+                          "colour = \"red\"\n",
+                          "t.toml");
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 6u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0].substr(0, 12), "t.toml:2:17:");
+    EXPECT_EQ(r.errors[1].substr(0, 11), "t.toml:3:8:");
+    EXPECT_EQ(r.errors[2].substr(0, 12), "t.toml:7:12:");
+    EXPECT_EQ(r.errors[3].substr(0, 12), "t.toml:8:10:");
+    EXPECT_EQ(r.errors[4].substr(0, 11), "t.toml:9:1:");   // protect without selector/address
+    EXPECT_EQ(r.errors[5].substr(0, 12), "t.toml:10:1:");  // unknown key
+}
+
+TEST(ConfigModel, StringsAndEquality) {
+    EXPECT_STREQ(to_string(Mode::Enforce), "enforce");
+    EXPECT_STREQ(to_string(Mode::Observe), "observe");
+    EXPECT_STREQ(to_string(CompanionPolicy::Bind), "bind");
+    EXPECT_STREQ(to_string(CompanionPolicy::Refuse), "refuse");
+    EXPECT_EQ((Origin{"/etc/vfiod/vfiod.toml", 12, 1}).str(), "/etc/vfiod/vfiod.toml:12:1");
+    std::string err;
+    EXPECT_FALSE(Selector::parse("10de", &err));
+    EXPECT_NE(err.find("vvvv:dddd"), std::string::npos) << err;
+
+    // Moving an entry to another line is not a change; changing what it does is.
+    auto a = Parsed(device("selector", "\"10de:2331\""));
+    auto b = Parsed("\n\n" + device("selector", "\"10DE:2331\""));
+    EXPECT_NE(a.devices[0].origin.line, b.devices[0].origin.line);
+    EXPECT_TRUE(a == b);
+    auto c = Parsed(device("selector", "\"10de:2331\"") + "early = true\n");
+    EXPECT_FALSE(a == c);
+    auto d = Parsed("[daemon]\nmode = \"observe\"\n" + device("selector", "\"10de:2331\""));
+    EXPECT_FALSE(a == d);
+}
+
+// ---- overlaps -----------------------------------------------------------------------------
+
+std::vector<std::string> Warnings(const std::string& doc) {
+    auto r = parse_config(doc, "t.toml");
+    EXPECT_TRUE(r.errors.empty()) << joined(r.errors);
+    EXPECT_TRUE(r.config);
+    return r.warnings;
+}
+
+TEST(ConfigOverlap, WildcardAfterExactWarnsAtTheSecond) {
+    auto w = Warnings(device("selector", "\"10de:2331\"") + device("selector", "\"10de:*\""));
+    ASSERT_EQ(w.size(), 1u) << joined(w);
+    EXPECT_EQ(w[0], "t.toml:3:1: [[device]] can match the same functions as the entry at "
+                    "t.toml:1:1; the first (t.toml:1:1) wins");
+}
+
+TEST(ConfigOverlap, DisjointEntriesAreQuiet) {
+    EXPECT_TRUE(Warnings(device("selector", "\"10de:2331\"") + device("selector", "\"10de:2330\""))
+                    .empty());
+    EXPECT_TRUE(Warnings(device("selector", "\"10de:*\"") + device("selector", "\"8086:*\"")).empty());
+    EXPECT_TRUE(Warnings(device("address", "\"0000:01:00.0\"") + device("address", "\"0000:02:00.0\""))
+                    .empty());
+    // Same selector, different slots.
+    EXPECT_TRUE(Warnings(device("selector", "\"10de:2331\"") + "address = \"0000:01:00.0\"\n" +
+                         device("selector", "\"10de:2331\"") + "address = \"0000:02:00.0\"\n")
+                    .empty());
+}
+
+TEST(ConfigOverlap, AddressOnlyOverlapsEntriesWithoutAddressOrTheSameOne) {
+    auto w = Warnings(device("address", "\"0000:01:00.0\"") + device("selector", "\"8086:10d3\""));
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].substr(0, 11), "t.toml:3:1:");
+    w = Warnings(device("address", "\"0000:01:00.0\"") + device("selector", "\"8086:10d3\"") +
+                 "address = \"0000:01:00.0\"\n");
+    EXPECT_EQ(w.size(), 1u);
+    w = Warnings(device("selector", "\"10de:2331\"") + device("selector", "\"10de:2331\""));
+    EXPECT_EQ(w.size(), 1u);
+}
+
+TEST(ConfigOverlap, EveryOverlappingPairIsNamed) {
+    auto w = Warnings(device("selector", "\"10de:2331\"") + device("selector", "\"10de:*\"") +
+                      device("address", "\"0000:01:00.0\""));
+    ASSERT_EQ(w.size(), 3u) << joined(w);
+    EXPECT_NE(w[0].find("t.toml:3:1: [[device]] can match the same functions as the entry at t.toml:1:1"),
+              std::string::npos);
+    EXPECT_NE(w[1].find("t.toml:5:1: [[device]] can match the same functions as the entry at t.toml:1:1"),
+              std::string::npos);
+    EXPECT_NE(w[2].find("t.toml:5:1: [[device]] can match the same functions as the entry at t.toml:3:1"),
+              std::string::npos);
+}
+
+TEST(ConfigOverlap, ProtectOverlappingADeviceIsQuiet) {
+    EXPECT_TRUE(Warnings(device("selector", "\"10de:2331\"") + "[[protect]]\nselector = \"10de:*\"\n")
+                    .empty());
+}
+
+// ---- files and merging --------------------------------------------------------------------
+
+class ConfigFiles : public ::testing::Test {
+protected:
+    test::FakeTree tree;
+    std::string at(const std::string& rel) const { return tree.root() + "/" + rel; }
+    void put(const std::string& rel, const std::string& text) { tree.write_file(rel, text); }
+    ConfigResult load(const std::optional<std::string>& file = std::nullopt) {
+        return load_config(tree.root(), file);
+    }
+};
+
+TEST_F(ConfigFiles, MissingDefaultMeansEmptyAllowlistWithOneWarning) {
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_TRUE(r.errors.empty());
+    EXPECT_TRUE(r.config->devices.empty());
+    EXPECT_TRUE(r.config->files.empty());
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_EQ(r.warnings[0], at("etc/vfiod/vfiod.toml") + ": not found; the allowlist is empty");
+}
+
+TEST_F(ConfigFiles, MissingDefaultWithConfDReadsConfD) {
+    put("etc/vfiod/conf.d/gpu.toml", device("selector", "\"10de:2331\""));
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_EQ(r.config->devices.size(), 1u);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_EQ(r.warnings[0], at("etc/vfiod/vfiod.toml") + ": not found; using conf.d only");
+}
+
+TEST_F(ConfigFiles, ConfDIsMergedInLexicalOrder) {
+    put("etc/vfiod/vfiod.toml", "[daemon]\nmode = \"observe\"\nwrite_timeout = 20\n" +
+                                    device("selector", "\"1af4:1041\""));
+    put("etc/vfiod/conf.d/20-b.toml", "[daemon]\ncompanions = \"refuse\"\nwrite_timeout = 40\n" +
+                                          device("selector", "\"8086:10d3\""));
+    put("etc/vfiod/conf.d/10-a.toml", "[daemon]\nwrite_timeout = 30\n" +
+                                          device("selector", "\"10de:2331\"") +
+                                          "[[protect]]\naddress = \"0000:00:02.0\"\n");
+    put("etc/vfiod/conf.d/3-c.toml",
+        "\n" + device("address", "\"0000:05:00.0\"") + "selector = \"1234:5678\"\n");
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_TRUE(r.warnings.empty()) << joined(r.warnings);
+    const Config& c = *r.config;
+    EXPECT_EQ(c.files, (std::vector<std::string>{at("etc/vfiod/vfiod.toml"),
+                                                 at("etc/vfiod/conf.d/10-a.toml"),
+                                                 at("etc/vfiod/conf.d/20-b.toml"),
+                                                 at("etc/vfiod/conf.d/3-c.toml")}));
+    EXPECT_EQ(c.mode, Mode::Observe);                  // set only in the main file
+    EXPECT_EQ(c.write_timeout, 40u);                   // 20, then 30, then 40
+    EXPECT_EQ(c.companions, CompanionPolicy::Refuse);  // set only in 20-b
+    ASSERT_EQ(c.devices.size(), 4u);
+    EXPECT_EQ(c.devices[0].selector->str(), "1af4:1041");
+    EXPECT_EQ(c.devices[1].selector->str(), "10de:2331");
+    EXPECT_EQ(c.devices[2].selector->str(), "8086:10d3");
+    EXPECT_EQ(c.devices[3].address->str(), "0000:05:00.0");
+    EXPECT_EQ(c.devices[0].origin.str(), at("etc/vfiod/vfiod.toml") + ":4:1");
+    EXPECT_EQ(c.devices[1].origin.str(), at("etc/vfiod/conf.d/10-a.toml") + ":3:1");
+    EXPECT_EQ(c.devices[3].origin.str(), at("etc/vfiod/conf.d/3-c.toml") + ":2:1");
+    ASSERT_EQ(c.protects.size(), 1u);
+    EXPECT_EQ(c.protects[0].origin.str(), at("etc/vfiod/conf.d/10-a.toml") + ":5:1");
+}
+
+TEST_F(ConfigFiles, OnlyTomlFilesInConfDAreRead) {
+    put("etc/vfiod/vfiod.toml", "");
+    put("etc/vfiod/conf.d/a.toml", device("selector", "\"10de:2331\""));
+    for (const char* junk : {"README", "b.toml.bak", "c.toml~", ".d.toml", "e.toml.dpkg-old",
+                             "f.TOML", "sub/g.toml"})
+        put(std::string("etc/vfiod/conf.d/") + junk, "this is not = = toml");
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_EQ(r.config->files, (std::vector<std::string>{at("etc/vfiod/vfiod.toml"),
+                                                         at("etc/vfiod/conf.d/a.toml")}));
+    EXPECT_EQ(r.config->devices.size(), 1u);
+}
+
+TEST_F(ConfigFiles, ExplicitFileReplacesTheDefaultAndBringsItsConfD) {
+    put("etc/vfiod/vfiod.toml", device("selector", "\"1111:1111\""));
+    put("etc/vfiod/conf.d/a.toml", device("selector", "\"2222:2222\""));
+    put("elsewhere/my.toml", "[daemon]\nmode = \"observe\"\n" + device("selector", "\"10de:2331\""));
+    put("elsewhere/conf.d/x.toml", device("selector", "\"8086:10d3\""));
+    auto r = load(at("elsewhere/my.toml"));
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_TRUE(r.warnings.empty()) << joined(r.warnings);
+    EXPECT_EQ(r.config->files, (std::vector<std::string>{at("elsewhere/my.toml"),
+                                                         at("elsewhere/conf.d/x.toml")}));
+    ASSERT_EQ(r.config->devices.size(), 2u);
+    EXPECT_EQ(r.config->devices[0].selector->str(), "10de:2331");
+    EXPECT_EQ(r.config->devices[1].selector->str(), "8086:10d3");
+    EXPECT_EQ(r.config->mode, Mode::Observe);
+}
+
+TEST_F(ConfigFiles, MissingExplicitFileIsAnError) {
+    put("etc/vfiod/vfiod.toml", device("selector", "\"10de:2331\""));
+    auto r = load(at("nope.toml"));
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("nope.toml") + ": cannot read: not found");
+}
+
+TEST_F(ConfigFiles, ExplicitDirectoryIsAnError) {
+    auto r = load(at("sys"));
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("sys") + ": cannot read: not a regular file");
+}
+
+TEST_F(ConfigFiles, AnErrorInConfDMeansNoConfigAndAllErrorsAreListed) {
+    put("etc/vfiod/vfiod.toml", "[daemon]\nmode = \"obsreve\"\n" + device("selector", "\"10de:2331\""));
+    put("etc/vfiod/conf.d/10-ok.toml", device("selector", "\"8086:10d3\""));
+    put("etc/vfiod/conf.d/20-bad.toml", "\n\n" + device("address", "\"0000:01:00.0/..\""));
+    put("etc/vfiod/conf.d/30-syntax.toml", "[[device]\n");
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 3u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0].rfind(at("etc/vfiod/vfiod.toml") + ":2:8: daemon.mode: unknown mode", 0), 0u)
+        << r.errors[0];
+    EXPECT_EQ(r.errors[1].rfind(at("etc/vfiod/conf.d/20-bad.toml") + ":4:11: device.address:", 0), 0u)
+        << r.errors[1];
+    EXPECT_EQ(r.errors[2].rfind(at("etc/vfiod/conf.d/30-syntax.toml") + ":1:", 0), 0u) << r.errors[2];
+    EXPECT_NE(r.errors[2].find("TOML syntax error"), std::string::npos);
+}
+
+TEST_F(ConfigFiles, UnreadableConfDFilesAreErrors) {
+    put("etc/vfiod/vfiod.toml", "");
+    tree.symlink("etc/vfiod/conf.d/dangling.toml", "/nonexistent/x.toml");
+    put("etc/vfiod/conf.d/dir.toml/inner", "");
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 2u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("etc/vfiod/conf.d/dangling.toml") + ": cannot read: not found");
+    EXPECT_EQ(r.errors[1], at("etc/vfiod/conf.d/dir.toml") + ": cannot read: not a regular file");
+}
+
+TEST_F(ConfigFiles, ConfDThatIsNotADirectoryIsAnError) {
+    put("etc/vfiod/vfiod.toml", "");
+    put("etc/vfiod/conf.d", "oops");
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("etc/vfiod/conf.d") + ": not a directory");
+}
+
+TEST_F(ConfigFiles, OversizedFileIsRefused) {
+    put("etc/vfiod/vfiod.toml", std::string((1 << 20) + 1, '#'));
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("etc/vfiod/vfiod.toml") + ": larger than 1 MiB; refusing to read it");
+    // Exactly 1 MiB of comment is still fine.
+    put("etc/vfiod/vfiod.toml", std::string(1 << 20, '#'));
+    EXPECT_TRUE(load().config);
+}
+
+TEST_F(ConfigFiles, OverlapAcrossFilesNamesBothFiles) {
+    put("etc/vfiod/vfiod.toml", device("selector", "\"10de:*\""));
+    put("etc/vfiod/conf.d/gpu.toml", "\n" + device("selector", "\"10de:2331\""));
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_EQ(r.warnings[0], at("etc/vfiod/conf.d/gpu.toml") +
+                                 ":2:1: [[device]] can match the same functions as the entry at " +
+                                 at("etc/vfiod/vfiod.toml") + ":1:1; the first (" +
+                                 at("etc/vfiod/vfiod.toml") + ":1:1) wins");
+}
+
+TEST(ConfigShipped, ExampleLoadsCleanWithAnEmptyAllowlist) {
+    const std::string path = std::string(VFIOD_SOURCE_DIR) + "/config/vfiod.toml";
+    auto r = load_config("/nonexistent-root", path);
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_TRUE(r.errors.empty());
+    EXPECT_TRUE(r.warnings.empty()) << joined(r.warnings);
+    EXPECT_EQ(r.config->files, std::vector<std::string>{path});
+    EXPECT_TRUE(r.config->devices.empty());
+    EXPECT_TRUE(r.config->protects.empty());
+    // The example spells out the defaults, so installing it changes nothing.
+    EXPECT_TRUE(*r.config == Config{});
+}
+
+TEST(ConfigShipped, CommentedExamplesAreValidWhenUncommented) {
+    // The examples in the shipped file must work when an admin removes the '# ' in front of them.
+    const std::string path = std::string(VFIOD_SOURCE_DIR) + "/config/vfiod.toml";
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << path;
+    std::string text, line;
+    while (std::getline(in, line)) {
+        const auto eq = line.find(" = ");
+        if (line == "# [[device]]" || line == "# [[protect]]" ||
+            (line.rfind("# ", 0) == 0 && line[2] != ' ' && eq != std::string::npos && eq < 20))
+            line = line.substr(2);
+        text += line + "\n";
+    }
+    auto c = Parsed(text);
+    ASSERT_EQ(c.devices.size(), 1u) << text;
+    EXPECT_EQ(c.devices[0].selector->str(), "10de:2331");
+    EXPECT_EQ(c.devices[0].address->str(), "0000:01:00.0");
+    ASSERT_EQ(c.protects.size(), 1u);
+    EXPECT_EQ(c.protects[0].selector->str(), "8086:10d3");
+}
+
+}  // namespace
+}  // namespace vfiod
