@@ -1,0 +1,430 @@
+#include "exec/executor.hpp"
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+namespace vfiod {
+
+namespace {
+
+constexpr int kStuck = -1;  // timed_write(): the write did not return within the timeout
+constexpr const char* kProbePath = "sys/bus/pci/drivers_probe";
+
+std::string dev_path(const PciAddress& a, const char* leaf = nullptr) {
+    std::string p = "sys/bus/pci/devices/" + a.str();
+    if (leaf)
+        p += std::string("/") + leaf;
+    return p;
+}
+
+std::string error_text(int err) {
+    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+std::string shown(const std::string& value) { return value == "\n" ? "\\n" : value; }
+
+std::string step_name(Write::Kind k) {
+    switch (k) {
+    case Write::Kind::Override: return "driver_override";
+    case Write::Kind::Unbind: return "unbind";
+    case Write::Kind::Probe: return "drivers_probe";
+    }
+    return "write";
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+    std::string out;
+    for (const auto& p : parts)
+        out += (out.empty() ? "" : sep) + p;
+    return out;
+}
+
+}  // namespace
+
+// A named driver ("" = none), or, when a release does not know the host driver, anything except
+// the vfio driver it is leaving; plus the driver_override wanted.
+struct Executor::Home {
+    std::optional<std::string> driver;
+    std::string avoid;
+    std::string override_;
+
+    bool satisfied_by(const std::string& cur) const {
+        return driver ? cur == *driver : (avoid.empty() || cur != avoid);
+    }
+    std::string describe() const {
+        if (driver)
+            return driver->empty() ? "no driver" : "'" + *driver + "'";
+        return "a driver other than '" + avoid + "'";
+    }
+};
+
+struct Executor::Pending {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    int err = 0;
+};
+
+const char* to_string(GroupOutcome::State s) {
+    switch (s) {
+    case GroupOutcome::State::Bound: return "bound";
+    case GroupOutcome::State::Released: return "released";
+    case GroupOutcome::State::Refused: return "refused";
+    case GroupOutcome::State::Failed: return "failed";
+    case GroupOutcome::State::Stuck: return "stuck";
+    case GroupOutcome::State::RolledBack: return "rolled-back";
+    }
+    return "?";
+}
+
+Executor::Executor(Sysfs& fs, Journal* journal, std::chrono::milliseconds write_timeout)
+    : fs_(fs), journal_(journal), timeout_(write_timeout) {}
+
+Executor::~Executor() = default;
+
+// A sysfs store() can sleep forever (a driver's remove() waiting for its users), and a thread
+// blocked in the kernel cannot be interrupted. So each write runs on its own thread and the
+// caller waits at most write_timeout; a blocked thread is left behind, holding only the shared
+// Pending and the Sysfs, and its function is remembered so nobody writes to it again meanwhile.
+int Executor::timed_write(const PciAddress& fn, const std::string& rel, const std::string& value) {
+    auto pending = std::make_shared<Pending>();
+    try {
+        std::thread([pending, fs = &fs_, rel, value] {
+            int err = fs->write(rel, value);
+            std::lock_guard lock(pending->m);
+            pending->done = true;
+            pending->err = err;
+            pending->cv.notify_all();
+        }).detach();
+    } catch (const std::system_error& e) {
+        return e.code().value() ? e.code().value() : EAGAIN;
+    }
+    std::unique_lock lock(pending->m);
+    if (!pending->cv.wait_for(lock, timeout_, [&] { return pending->done; })) {
+        stuck_[fn] = pending;
+        return kStuck;
+    }
+    return pending->err;
+}
+
+std::vector<PciAddress> Executor::stuck() const {
+    std::vector<PciAddress> out;
+    for (const auto& [addr, p] : stuck_) {
+        std::lock_guard lock(p->m);
+        if (!p->done)
+            out.push_back(addr);
+    }
+    return out;
+}
+
+std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan) {
+    std::erase_if(stuck_, [](const auto& kv) {
+        std::lock_guard lock(kv.second->m);
+        return kv.second->done;
+    });
+    GroupOutcome out;
+    for (const auto& d : plan.devices)
+        if (stuck_.count(d.address))
+            out.blockers.push_back(d.address);
+    if (out.blockers.empty())
+        return std::nullopt;
+    out.group = plan.group;
+    out.state = GroupOutcome::State::Stuck;
+    out.reason = "stuck";
+    out.message = out.blockers.front().str() +
+                  ": an earlier write is still blocked in the kernel; the group is left alone "
+                  "until it returns";
+    return out;
+}
+
+namespace {
+
+std::string read_override(const Sysfs& fs, const PciAddress& a) {
+    std::string v = fs.read(dev_path(a, "driver_override")).value_or("");
+    return v == "(null)" ? "" : v;
+}
+
+std::string read_driver(const Sysfs& fs, const PciAddress& a) {
+    return fs.link_name(dev_path(a, "driver")).value_or("");
+}
+
+}  // namespace
+
+// Drives one function to `home` in the same race-free order as a bind: override first, so the
+// probe can only pick the wanted driver; then unbind; then probe; then look. Used for rollback
+// and for reconciling interrupted operations. Problems are appended to *note.
+bool Executor::converge(const PciAddress& fn, const Home& home, std::string* note) {
+    auto problem = [&](const std::string& s) {
+        *note += (note->empty() ? "" : "; ") + fn.str() + ": " + s;
+    };
+    // A removed function has nothing left to restore and no override to leave behind.
+    if (!fs_.exists(dev_path(fn)))
+        return true;
+    auto step = [&](const std::string& rel, const std::string& value, const char* name) {
+        int err = timed_write(fn, rel, value);
+        if (err == 0)
+            return true;
+        problem(std::string(name) + ": writing '" + shown(value) + "' to " + rel + ": " +
+                (err == kStuck ? "blocked; left as it is" : error_text(err)));
+        return false;
+    };
+    // Stop at the first failed step: with the wrong override a probe could attach the wrong
+    // driver, and after a blocked write every later one would block on the device lock too.
+    if (read_override(fs_, fn) != home.override_ &&
+        !step(dev_path(fn, "driver_override"), home.override_.empty() ? "\n" : home.override_,
+              "driver_override"))
+        return false;
+    std::string cur = read_driver(fs_, fn);
+    if (!cur.empty() && !home.satisfied_by(cur) &&
+        !step(dev_path(fn, "driver/unbind"), fn.str(), "unbind"))
+        return false;
+    bool wants_a_driver = !home.driver || !home.driver->empty();
+    if (read_driver(fs_, fn).empty() && wants_a_driver && !step(kProbePath, fn.str(), "drivers_probe"))
+        return false;
+    cur = read_driver(fs_, fn);
+    if (!home.satisfied_by(cur)) {
+        problem("driver is " + (cur.empty() ? std::string("none") : "'" + cur + "'") +
+                ", expected " + home.describe());
+        return false;
+    }
+    return true;
+}
+
+GroupOutcome Executor::apply(const GroupPlan& plan) { return run(plan, JournalEntry::Op::Bind); }
+
+GroupOutcome Executor::release(const GroupPlan& plan) {
+    return run(plan, JournalEntry::Op::Release);
+}
+
+namespace {
+
+const JournalEntry::Function* find_function(const std::optional<JournalEntry>& e,
+                                            const PciAddress& a) {
+    if (!e)
+        return nullptr;
+    for (const auto& f : e->functions)
+        if (f.address == a)
+            return &f;
+    return nullptr;
+}
+
+}  // namespace
+
+GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
+    using State = GroupOutcome::State;
+    const bool binding = op == JournalEntry::Op::Bind;
+    GroupOutcome out;
+    out.group = plan.group;
+    if (plan.action == Action::Refuse || !plan.group) {
+        out.state = State::Refused;
+        out.reason = plan.group ? to_string(plan.reason) : to_string(Reason::NoIommu);
+        out.blockers = plan.blockers;
+        out.message = join(plan.details, "; ");
+        return out;
+    }
+    if (auto held = held_by_stuck_write(plan))
+        return *held;
+
+    std::optional<JournalEntry> prev;
+    if (journal_)
+        prev = journal_->load(*plan.group);  // an unreadable entry is as good as none here
+
+    JournalEntry entry;
+    entry.group = *plan.group;
+    entry.op = op;
+    for (const auto& d : plan.devices) {
+        if (!d.target)
+            continue;  // bridges stay with the host and are never written
+        JournalEntry::Function f;
+        f.address = d.address;
+        f.before = read_driver(fs_, d.address);
+        f.before_override = read_override(fs_, d.address);
+        f.target = *d.target;
+        const auto* pf = find_function(prev, d.address);
+        if (!binding)
+            f.original = pf ? pf->original : *d.target;
+        else if (!f.before.empty() && f.before != *d.target)
+            f.original = f.before;  // on a host driver now: that is the one to give back
+        else
+            f.original = pf ? pf->original : f.before;
+        entry.functions.push_back(std::move(f));
+    }
+
+    if (plan.action == Action::Bound) {
+        out.state = binding ? State::Bound : State::Released;
+        if (binding || !journal_)
+            return out;
+        // Already home, but the operator asked for it: keep it released (sticky).
+        if (prev && !prev->functions.empty())
+            entry.functions = prev->functions;
+        entry.phase = JournalEntry::Phase::Done;
+        entry.released = true;
+        if (int err = journal_->store(entry))
+            out.message = "journal " + journal_->entry_path(entry.group) + ": " + error_text(err);
+        return out;
+    }
+
+    if (binding) {
+        for (const auto& d : plan.devices) {
+            if (!d.target || d.writes.empty() || fs_.exists("sys/bus/pci/drivers/" + *d.target))
+                continue;
+            out.state = State::Failed;
+            out.reason = "vfio-unavailable";
+            out.blockers = {d.address};
+            out.message = "sys/bus/pci/drivers/" + *d.target + " does not exist: the '" +
+                          *d.target + "' driver is not loaded (modprobe it); nothing was written";
+            return out;
+        }
+    }
+
+    entry.phase = JournalEntry::Phase::Started;
+    if (journal_) {
+        if (int err = journal_->store(entry)) {
+            out.state = State::Failed;
+            out.reason = "write-failed";
+            out.message = "journal " + journal_->entry_path(entry.group) + ": " +
+                          error_text(err) + "; nothing was written";
+            return out;
+        }
+    }
+
+    // Undo the functions already touched, newest first, then record and report.
+    std::vector<size_t> moved;
+    auto abandon = [&](const PciAddress& at, const std::string& what, bool stuck) {
+        std::string notes;
+        for (auto it = moved.rbegin(); it != moved.rend(); ++it) {
+            const auto& f = entry.functions[*it];
+            converge(f.address, Home{f.before, "", f.before_override}, &notes);
+        }
+        entry.phase = stuck ? JournalEntry::Phase::Stuck : JournalEntry::Phase::RolledBack;
+        out.state = stuck ? State::Stuck : State::Failed;
+        out.reason = stuck ? "stuck" : "write-failed";
+        out.blockers = {at};
+        out.message = what + "; " +
+                      (notes.empty() ? std::string(stuck ? "the group's other functions were "
+                                                           "rolled back"
+                                                         : "the group was rolled back")
+                                     : "rollback incomplete: " + notes);
+        if (journal_) {
+            if (int err = journal_->store(entry))
+                out.message += "; journal " + journal_->entry_path(entry.group) + ": " +
+                               error_text(err);
+        }
+        return out;
+    };
+
+    size_t index = 0;
+    for (const auto& d : plan.devices) {
+        if (!d.target)
+            continue;
+        const auto& f = entry.functions[index];
+        if (!d.writes.empty())
+            moved.push_back(index);
+        ++index;
+        for (const auto& w : d.writes) {
+            int err = timed_write(d.address, w.path, w.value);
+            if (err == 0)
+                continue;
+            std::string what = d.address.str() + ": " + step_name(w.kind) + ": writing '" +
+                               shown(w.value) + "' to " + w.path + ": ";
+            if (err == kStuck) {
+                moved.pop_back();  // its device lock is held: rolling it back would block too
+                return abandon(d.address,
+                               what + "no answer within " + std::to_string(timeout_.count()) +
+                                   " ms; left as it is (a blocked kernel write cannot be "
+                                   "cancelled)",
+                               true);
+            }
+            return abandon(d.address, what + error_text(err), false);
+        }
+        Home want = binding || !d.target->empty() ? Home{*d.target, "", ""}
+                                                   : Home{std::nullopt, f.before, ""};
+        if (!fs_.exists(dev_path(d.address)))
+            return abandon(d.address, d.address.str() + ": verify: the device is gone", false);
+        std::string cur = read_driver(fs_, d.address);
+        if (!want.satisfied_by(cur))
+            return abandon(d.address,
+                           d.address.str() + ": verify: driver is " +
+                               (cur.empty() ? std::string("none") : "'" + cur + "'") +
+                               ", expected " + want.describe(),
+                           false);
+    }
+
+    entry.phase = JournalEntry::Phase::Done;
+    entry.released = !binding;
+    out.state = binding ? State::Bound : State::Released;
+    if (journal_) {
+        // The kernel state is right; a stale "started" entry is finished by reconcile().
+        if (int err = journal_->store(entry))
+            out.message = "journal " + journal_->entry_path(entry.group) + ": " + error_text(err);
+    }
+    return out;
+}
+
+std::vector<GroupOutcome> Executor::reconcile() {
+    using State = GroupOutcome::State;
+    std::vector<GroupOutcome> outs;
+    if (!journal_)
+        return outs;
+    std::vector<std::string> errors;
+    for (auto& e : journal_->load_all(&errors)) {
+        if (e.phase == JournalEntry::Phase::Done || e.phase == JournalEntry::Phase::RolledBack)
+            continue;
+        GroupOutcome out;
+        out.group = e.group;
+        std::string notes;
+        bool ok = true;
+        if (e.op == JournalEntry::Op::Bind) {
+            bool complete = true;
+            for (const auto& f : e.functions)
+                complete = complete && fs_.exists(dev_path(f.address)) &&
+                           read_driver(fs_, f.address) == f.target;
+            if (complete) {
+                // The crash came after the last write: finishing is only bookkeeping.
+                e.phase = JournalEntry::Phase::Done;
+                out.state = State::Bound;
+                out.message = "an interrupted bind had completed";
+            } else {
+                for (auto it = e.functions.rbegin(); it != e.functions.rend(); ++it)
+                    ok = converge(it->address, Home{it->before, "", it->before_override},
+                                  &notes) && ok;
+                e.phase = JournalEntry::Phase::RolledBack;
+                out.state = State::RolledBack;
+                out.message = "an interrupted bind was rolled back";
+            }
+        } else {
+            // The operator asked for the group back: finish the release.
+            for (const auto& f : e.functions)
+                ok = converge(f.address,
+                              f.target.empty() ? Home{std::nullopt, f.before, ""}
+                                               : Home{f.target, "", ""},
+                              &notes) && ok;
+            e.phase = JournalEntry::Phase::Done;
+            e.released = true;
+            out.state = State::Released;
+            out.message = "an interrupted release was finished";
+        }
+        if (!ok) {
+            // Leave the entry unfinished: the next start tries once more, nothing loops.
+            out.state = State::Failed;
+            out.reason = "write-failed";
+            out.message += " only in part: " + notes;
+        } else if (int err = journal_->store(e)) {
+            out.message += "; journal " + journal_->entry_path(e.group) + ": " + error_text(err);
+        }
+        outs.push_back(std::move(out));
+    }
+    for (const auto& err : errors) {
+        GroupOutcome out;
+        out.state = State::Failed;
+        out.message = "unreadable journal entry left alone: " + err;
+        outs.push_back(std::move(out));
+    }
+    return outs;
+}
+
+}  // namespace vfiod

@@ -1,0 +1,79 @@
+// Turns a GroupPlan into kernel state (DESIGN §4): whole groups or nothing, every write checked,
+// failures rolled back to the original drivers, blocked writes contained, all of it journaled.
+// No D-Bus here: the service layer maps GroupOutcome to the published State.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "core/plan.hpp"
+#include "exec/journal.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod {
+
+struct GroupOutcome {
+    enum class State {
+        Bound,       // every non-bridge function is on its target
+        Released,    // every function is back on its original driver (sticky in the journal)
+        Refused,     // the plan refused; nothing was written
+        Failed,      // nothing changed, or a failure was rolled back (reason says which)
+        Stuck,       // a write blocked past write_timeout; that function was left as it was
+        RolledBack,  // reconcile() undid an interrupted bind; plan the group again
+    };
+    std::optional<unsigned> group;
+    State state = State::Failed;
+    // DESIGN codes: "vfio-unavailable", "write-failed" (also when the journal could not be
+    // written: then nothing was), "stuck", or the plan's refuse reason; "" otherwise.
+    std::string reason;
+    std::string message;               // step, path and strerror(errno), for humans and logs
+    std::vector<PciAddress> blockers;  // the functions at fault
+};
+
+const char* to_string(GroupOutcome::State s);
+
+class Executor {
+public:
+    // journal may be null (nothing recorded, nothing to reconcile). fs must outlive every write
+    // still blocked when the executor goes away: such a write cannot be cancelled.
+    Executor(Sysfs& fs, Journal* journal,
+             std::chrono::milliseconds write_timeout = std::chrono::seconds(10));
+    ~Executor();
+    Executor(const Executor&) = delete;
+    Executor& operator=(const Executor&) = delete;
+
+    // A bind plan: its writes, function by function, each verified; `bound` is a no-op and
+    // `refuse` writes nothing. Clears a sticky `released` mark, so automatic callers check
+    // Journal::released() first: only an explicit Bind may undo a Release.
+    GroupOutcome apply(const GroupPlan& plan);
+    // A plan from plan_release(): back to the original drivers, then marked released.
+    GroupOutcome release(const GroupPlan& plan);
+    // On start: finish (if complete) or roll back every journal entry a crash or a blocked
+    // write left unfinished. One outcome per entry it touched.
+    std::vector<GroupOutcome> reconcile();
+
+    // Functions with a write still blocked in the kernel; groups holding one are not touched
+    // again (no retry loop) until it returns.
+    std::vector<PciAddress> stuck() const;
+
+    struct Pending;  // one write in flight on its worker thread
+    struct Home;     // where a function should end up
+
+private:
+    int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
+    GroupOutcome run(const GroupPlan& plan, JournalEntry::Op op);
+    bool converge(const PciAddress& fn, const Home& home, std::string* note);
+    std::optional<GroupOutcome> held_by_stuck_write(const GroupPlan& plan);
+
+    Sysfs& fs_;
+    Journal* journal_;
+    std::chrono::milliseconds timeout_;
+    std::map<PciAddress, std::shared_ptr<Pending>> stuck_;
+};
+
+}  // namespace vfiod

@@ -1,0 +1,321 @@
+#include "exec/journal.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <sstream>
+
+namespace vfiod {
+
+namespace {
+
+constexpr const char* kMagic = "vfiod-journal 1";
+
+// Driver names are plain words, but driver_override holds whatever an admin wrote; escaping
+// keeps one field per token whatever it contains.
+std::string escape(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '_' || c == '-' || c == '.' || c == ':';
+        if (plain) {
+            out += static_cast<char>(c);
+        } else {
+            char buf[4];
+            std::snprintf(buf, sizeof buf, "%%%02x", c);
+            out += buf;
+        }
+    }
+    return out;
+}
+
+std::optional<std::string> unescape(const std::string& s) {
+    auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9')
+            return c - '0';
+        if (c >= 'a' && c <= 'f')
+            return c - 'a' + 10;
+        return -1;
+    };
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '%') {
+            out += s[i];
+            continue;
+        }
+        int hi = i + 2 < s.size() ? hex(s[i + 1]) : -1;
+        int lo = i + 2 < s.size() ? hex(s[i + 2]) : -1;
+        if (hi < 0 || lo < 0)
+            return std::nullopt;
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+    }
+    return out;
+}
+
+template <typename E, size_t N>
+std::optional<E> from_string(const std::string& s, const std::pair<E, const char*> (&table)[N]) {
+    for (const auto& [value, name] : table)
+        if (s == name)
+            return value;
+    return std::nullopt;
+}
+
+constexpr std::pair<JournalEntry::Op, const char*> kOps[] = {
+    {JournalEntry::Op::Bind, "bind"},
+    {JournalEntry::Op::Release, "release"},
+};
+constexpr std::pair<JournalEntry::Phase, const char*> kPhases[] = {
+    {JournalEntry::Phase::Started, "started"},
+    {JournalEntry::Phase::Done, "done"},
+    {JournalEntry::Phase::RolledBack, "rolled-back"},
+    {JournalEntry::Phase::Stuck, "stuck"},
+};
+
+bool fail(std::string* err, std::string msg) {
+    if (err)
+        *err = std::move(msg);
+    return false;
+}
+
+int write_all(int fd, const std::string& data) {
+    size_t done = 0;
+    while (done < data.size()) {
+        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        done += static_cast<size_t>(n);
+    }
+    return 0;
+}
+
+// mkdir -p for the journal dir only (run/ normally exists; run/vfiod does under systemd).
+int make_dirs(const std::string& abs) {
+    for (size_t i = 1; i <= abs.size(); ++i) {
+        if (i != abs.size() && abs[i] != '/')
+            continue;
+        std::string part = abs.substr(0, i);
+        if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+            return errno;
+    }
+    return 0;
+}
+
+int fsync_dir(const std::string& abs) {
+    int fd = ::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int err = ::fsync(fd) == 0 ? 0 : errno;
+    ::close(fd);
+    return err;
+}
+
+}  // namespace
+
+const char* to_string(JournalEntry::Op op) {
+    for (const auto& [value, name] : kOps)
+        if (value == op)
+            return name;
+    return "?";
+}
+
+const char* to_string(JournalEntry::Phase phase) {
+    for (const auto& [value, name] : kPhases)
+        if (value == phase)
+            return name;
+    return "?";
+}
+
+std::map<PciAddress, std::string> JournalEntry::originals() const {
+    std::map<PciAddress, std::string> out;
+    for (const auto& f : functions)
+        out[f.address] = f.original;
+    return out;
+}
+
+std::string serialize(const JournalEntry& e) {
+    std::string out = std::string(kMagic) + "\n";
+    out += "group " + std::to_string(e.group) + "\n";
+    out += std::string("op ") + to_string(e.op) + "\n";
+    out += std::string("phase ") + to_string(e.phase) + "\n";
+    out += std::string("released ") + (e.released ? "1" : "0") + "\n";
+    for (const auto& f : e.functions)
+        out += "function " + f.address.str() + " original=" + escape(f.original) +
+               " before=" + escape(f.before) + " before_override=" + escape(f.before_override) +
+               " target=" + escape(f.target) + "\n";
+    return out;
+}
+
+std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
+    std::istringstream in(text);
+    std::string line;
+    if (!std::getline(in, line) || line != kMagic) {
+        fail(err, "not a vfiod journal (first line is not '" + std::string(kMagic) + "')");
+        return std::nullopt;
+    }
+    JournalEntry e;
+    bool have_group = false, have_op = false, have_phase = false;
+    unsigned lineno = 1;
+    while (std::getline(in, line)) {
+        ++lineno;
+        std::istringstream fields(line);
+        std::string key, value;
+        fields >> key >> value;
+        auto bad = [&](const std::string& why) {
+            fail(err, "line " + std::to_string(lineno) + ": " + why);
+            return std::nullopt;
+        };
+        if (key.empty())
+            continue;
+        if (key == "group") {
+            char* end = nullptr;
+            unsigned long g = std::strtoul(value.c_str(), &end, 10);
+            if (value.empty() || *end || g > 0xffffffffUL)
+                return bad("bad group '" + value + "'");
+            e.group = static_cast<unsigned>(g);
+            have_group = true;
+        } else if (key == "op") {
+            auto op = from_string(value, kOps);
+            if (!op)
+                return bad("unknown op '" + value + "'");
+            e.op = *op;
+            have_op = true;
+        } else if (key == "phase") {
+            auto ph = from_string(value, kPhases);
+            if (!ph)
+                return bad("unknown phase '" + value + "'");
+            e.phase = *ph;
+            have_phase = true;
+        } else if (key == "released") {
+            if (value != "0" && value != "1")
+                return bad("bad released '" + value + "'");
+            e.released = value == "1";
+        } else if (key == "function") {
+            auto addr = PciAddress::parse(value);
+            if (!addr)
+                return bad("bad address '" + value + "'");
+            JournalEntry::Function f{*addr, "", "", "", ""};
+            std::string kv;
+            while (fields >> kv) {
+                auto eq = kv.find('=');
+                auto v = eq == std::string::npos ? std::nullopt : unescape(kv.substr(eq + 1));
+                if (!v)
+                    return bad("bad field '" + kv + "'");
+                std::string k = kv.substr(0, eq);
+                if (k == "original")
+                    f.original = *v;
+                else if (k == "before")
+                    f.before = *v;
+                else if (k == "before_override")
+                    f.before_override = *v;
+                else if (k == "target")
+                    f.target = *v;
+                else
+                    return bad("unknown field '" + k + "'");
+            }
+            e.functions.push_back(std::move(f));
+        } else {
+            return bad("unknown key '" + key + "'");
+        }
+    }
+    if (!have_group || !have_op || !have_phase) {
+        fail(err, "incomplete entry (group, op and phase are required)");
+        return std::nullopt;
+    }
+    return e;
+}
+
+Journal::Journal(const Sysfs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
+
+std::string Journal::entry_path(unsigned group) const {
+    return dir_ + "/group-" + std::to_string(group);
+}
+
+std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+    auto text = fs_.read(entry_path(group));
+    if (!text)
+        return std::nullopt;
+    std::string why;
+    auto e = parse_journal(*text + "\n", &why);
+    if (!e) {
+        fail(err, entry_path(group) + ": " + why);
+        return std::nullopt;
+    }
+    if (e->group != group) {
+        fail(err, entry_path(group) + ": names group " + std::to_string(e->group));
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) const {
+    std::vector<JournalEntry> out;
+    for (const auto& name : fs_.list(dir_)) {
+        // Leftover temp files of an interrupted store() are not entries: the rename never
+        // happened, so the previous entry (if any) is still the truth.
+        if (name.rfind("group-", 0) != 0 || name.find('.') != std::string::npos)
+            continue;
+        char* end = nullptr;
+        unsigned long g = std::strtoul(name.c_str() + 6, &end, 10);
+        if (name.size() == 6 || *end || g > 0xffffffffUL)
+            continue;
+        std::string err;
+        auto e = load(static_cast<unsigned>(g), &err);
+        if (e)
+            out.push_back(std::move(*e));
+        else if (errors && !err.empty())
+            errors->push_back(err);
+    }
+    return out;
+}
+
+int Journal::store(const JournalEntry& entry) {
+    const std::string dir = fs_.path(dir_);
+    if (int err = make_dirs(dir))
+        return err;
+    const std::string final_path = fs_.path(entry_path(entry.group));
+    const std::string tmp_path = final_path + ".tmp";
+    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return errno;
+    int err = write_all(fd, serialize(entry));
+    if (!err && ::fsync(fd) != 0)
+        err = errno;
+    if (::close(fd) != 0 && !err)
+        err = errno;
+    if (!err && ::rename(tmp_path.c_str(), final_path.c_str()) != 0)
+        err = errno;
+    if (err) {
+        ::unlink(tmp_path.c_str());
+        return err;
+    }
+    // The rename is durable only once the directory is.
+    return fsync_dir(dir);
+}
+
+int Journal::remove(unsigned group) {
+    if (::unlink(fs_.path(entry_path(group)).c_str()) != 0 && errno != ENOENT)
+        return errno;
+    return 0;
+}
+
+bool Journal::released(unsigned group) const {
+    auto e = load(group);
+    return e && e->released;
+}
+
+int Journal::clear_released(unsigned group) {
+    auto e = load(group);
+    if (!e || !e->released)
+        return 0;
+    e->released = false;
+    return store(*e);
+}
+
+}  // namespace vfiod

@@ -1,0 +1,76 @@
+// The executor's crash-safe record of what it is doing to each IOMMU group (DESIGN §4, §6): intent
+// and every function's original driver before the first write, the outcome after. It lives in
+// run/vfiod under the root, so it survives daemon restarts and, rightly, not reboots.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod {
+
+struct JournalEntry {
+    enum class Op { Bind, Release };
+    // Started: writes may have begun, nothing is known to be consistent (reconcile decides).
+    // Stuck: a write blocked; the named function was left as it was when it blocked.
+    enum class Phase { Started, Done, RolledBack, Stuck };
+
+    struct Function {
+        PciAddress address;
+        std::string original;         // host driver before vfiod first moved it, for Release
+        std::string before;           // driver right before this operation; "" for none
+        std::string before_override;  // driver_override right before it; "" for none
+        std::string target;           // where this operation moves it; "" for "any host driver"
+    };
+
+    unsigned group = 0;
+    Op op = Op::Bind;
+    Phase phase = Phase::Started;
+    // Sticky (DESIGN §6): the operator gave this group back; only Bind or a config change
+    // that touches the group clears it.
+    bool released = false;
+    std::vector<Function> functions;
+
+    // The driver each function had before vfiod first moved it, for Release.
+    std::map<PciAddress, std::string> originals() const;
+};
+
+const char* to_string(JournalEntry::Op op);
+const char* to_string(JournalEntry::Phase phase);
+
+class Journal {
+public:
+    // The journal directory is vfiod's own, not a kernel attribute, so it is written with plain
+    // POSIX calls on fs.path(); reads go through the access layer like everything else.
+    explicit Journal(const Sysfs& fs, std::string dir = "run/vfiod");
+
+    // nullopt when the group has no entry; *err says why an existing entry could not be used.
+    std::optional<JournalEntry> load(unsigned group, std::string* err = nullptr) const;
+    // Every readable entry, by group; unreadable ones are named in *errors and skipped.
+    std::vector<JournalEntry> load_all(std::vector<std::string>* errors = nullptr) const;
+
+    // Atomically replaces the group's entry (temp file, fsync, rename, fsync dir). 0 or errno.
+    int store(const JournalEntry& entry);
+    int remove(unsigned group);
+
+    bool released(unsigned group) const;
+    // Clears the sticky mark (Bind, or a reload that changes the group's entries). 0 or errno.
+    int clear_released(unsigned group);
+
+    // The relative path of a group's entry, for messages.
+    std::string entry_path(unsigned group) const;
+
+private:
+    const Sysfs& fs_;
+    std::string dir_;
+};
+
+// The text form, exposed for tests: one "key value" line each, one "function" line per function.
+std::string serialize(const JournalEntry& entry);
+std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err);
+
+}  // namespace vfiod

@@ -1,0 +1,22 @@
+// Finds IOMMU groups and functions a user (a VM) holds open, so Release can refuse with
+// in-use-vfio instead of silently breaking the holder (DESIGN §4).
+#pragma once
+
+#include "core/topology.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod {
+
+// Fills use->vfio, one line per finding, for every function of a group whose /dev/vfio/<N> is
+// open, every function whose iommufd node dev/vfio/devices/vfio<M> is open, and every function
+// on a vfio driver whose `enable` count is above 0.
+//
+// Why a /proc scan and not a probe open() of the node: the legacy group node admits one opener,
+// so a probe that wins the race against a VM that is starting makes that VM fail, and it still
+// answers nothing about the iommufd cdev or a device fd whose group fd was closed. Reading
+// proc/*/fd links changes nothing on the host; it needs CAP_SYS_PTRACE for other users'
+// processes (the unit grants it), and its own race (a VM opening right after the scan) is
+// narrowed by the `enable` count, which vfio-pci raises while any user has the device open.
+void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use);
+
+}  // namespace vfiod

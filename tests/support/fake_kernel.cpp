@@ -1,0 +1,218 @@
+#include "fake_kernel.hpp"
+
+#include <cerrno>
+
+#include "core/pci_address.hpp"
+
+namespace vfiod::test {
+
+namespace {
+
+const std::string kDevices = "sys/bus/pci/devices/";
+const std::string kDrivers = "sys/bus/pci/drivers/";
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+    return s.rfind(prefix, 0) == 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// sysfs stores see the caller's bytes; the PCI core compares names up to a trailing newline
+// (sysfs_streq) and driver_override keeps what comes before the first newline.
+std::string first_line(const std::string& v) { return v.substr(0, v.find('\n')); }
+
+}  // namespace
+
+FakeKernel::FakeKernel(FakeTree& tree) : Sysfs(tree.root()), tree_(tree) {
+    for (const auto& bdf : list("sys/bus/pci/devices"))
+        native_[bdf] = driver_of(bdf);
+}
+
+FakeKernel::~FakeKernel() {
+    std::unique_lock lock(m_);
+    released_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+void FakeKernel::set_native_driver(const std::string& bdf, const std::string& driver) {
+    std::lock_guard lock(m_);
+    native_[bdf] = driver;
+}
+
+void FakeKernel::fail_probe(const std::string& bdf, const std::string& driver) {
+    std::lock_guard lock(m_);
+    failing_probes_[bdf].push_back(driver);
+}
+
+void FakeKernel::fail_path(const std::string& rel, int err, unsigned nth) {
+    std::lock_guard lock(m_);
+    path_faults_[rel][path_counts_[rel] + nth] = err;
+}
+
+void FakeKernel::fail_step(unsigned k, int err) {
+    std::lock_guard lock(m_);
+    step_faults_[k] = err;
+}
+
+void FakeKernel::block_path(const std::string& rel) {
+    std::lock_guard lock(m_);
+    blocked_paths_.push_back(rel);
+}
+
+void FakeKernel::unblock() {
+    std::lock_guard lock(m_);
+    released_ = true;
+    cv_.notify_all();
+}
+
+void FakeKernel::before_step(std::function<void(unsigned, const std::string&)> hook) {
+    std::lock_guard lock(m_);
+    hook_ = std::move(hook);
+}
+
+void FakeKernel::remove_function(const std::string& bdf) {
+    std::lock_guard lock(m_);
+    tree_.remove_function(bdf);
+}
+
+std::vector<FakeKernel::Record> FakeKernel::writes() const {
+    std::lock_guard lock(m_);
+    return records_;
+}
+
+unsigned FakeKernel::blocked_now() const {
+    std::lock_guard lock(m_);
+    return blocked_;
+}
+
+int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
+    std::string rel(rel_view), value(value_view);
+    std::unique_lock lock(m_);
+    ++in_flight_;
+    unsigned k = ++steps_;
+    unsigned nth = ++path_counts_[rel];
+    if (auto hook = hook_) {
+        lock.unlock();  // the hook may remove a device, which takes the lock
+        hook(k, rel);
+        lock.lock();
+    }
+    bool blocks = false;
+    for (const auto& p : blocked_paths_)
+        blocks = blocks || p == rel;
+    if (blocks && !released_) {
+        ++blocked_;
+        cv_.wait(lock, [&] { return released_; });
+        --blocked_;
+    }
+    int result;
+    auto path_fault = path_faults_.find(rel);
+    if (step_faults_.count(k))
+        result = step_faults_[k];
+    else if (path_fault != path_faults_.end() && path_fault->second.count(nth))
+        result = path_fault->second[nth];
+    else
+        result = apply(rel, value);
+    records_.push_back({rel, value, result});
+    --in_flight_;
+    cv_.notify_all();
+    return result;
+}
+
+// Called with m_ held: one kernel-side change at a time, as the device lock gives.
+int FakeKernel::apply(const std::string& rel, const std::string& value) {
+    const std::string arg = first_line(value);
+    if (rel == "sys/bus/pci/drivers_probe")
+        return probe(arg);
+    if (starts_with(rel, kDevices)) {
+        std::string rest = rel.substr(kDevices.size());
+        std::string bdf = rest.substr(0, rest.find('/'));
+        std::string attr = rest.find('/') == std::string::npos ? "" : rest.substr(rest.find('/') + 1);
+        if (!device_exists(bdf))
+            return ENOENT;  // open() of an attribute of a vanished device
+        if (attr == "driver_override") {
+            if (value.size() >= 4095)
+                return EINVAL;
+            // A lone newline (or nothing before the first one) clears the override.
+            std::string dir = tree_.devpath(bdf);
+            tree_.write_file(dir + "/driver_override", (arg.empty() ? "(null)" : arg) + "\n");
+            return 0;
+        }
+        if (attr == "driver/unbind") {
+            std::string drv = driver_of(bdf);
+            return drv.empty() ? ENOENT : unbind_from(arg, drv);
+        }
+    } else if (starts_with(rel, kDrivers)) {
+        std::string rest = rel.substr(kDrivers.size());
+        std::string drv = rest.substr(0, rest.find('/'));
+        if (!exists(kDrivers + drv))
+            return ENOENT;
+        if (ends_with(rel, "/unbind"))
+            return unbind_from(arg, drv);
+        if (ends_with(rel, "/bind"))
+            return bind_to(arg, drv);
+    }
+    if (!exists(rel))
+        return ENOENT;
+    return Sysfs::write(rel, value);  // any other attribute: store the bytes
+}
+
+bool FakeKernel::device_exists(const std::string& bdf) const {
+    return PciAddress::parse(bdf).has_value() && exists(kDevices + bdf);
+}
+
+std::string FakeKernel::driver_of(const std::string& bdf) const {
+    return link_name(kDevices + bdf + "/driver").value_or("");
+}
+
+std::string FakeKernel::override_of(const std::string& bdf) const {
+    std::string v = read(kDevices + bdf + "/driver_override").value_or("");
+    return v == "(null)" ? "" : v;
+}
+
+// drivers_probe: ENODEV only when there is no such device; otherwise it succeeds whether or not
+// a driver attached (the probe's own failure is only logged).
+int FakeKernel::probe(const std::string& bdf) {
+    if (!device_exists(bdf))
+        return ENODEV;
+    if (!driver_of(bdf).empty())
+        return 0;
+    std::string ov = override_of(bdf);
+    std::string candidate = ov.empty() ? native_[bdf] : ov;
+    if (candidate.empty() || !exists(kDrivers + candidate))
+        return 0;
+    for (const auto& d : failing_probes_[bdf])
+        if (d == candidate)
+            return 0;
+    tree_.bind(bdf, candidate);
+    return 0;
+}
+
+// bind: ENODEV unless the driver may take the device (driver_override decides when set), EBUSY
+// when it already has a driver.
+int FakeKernel::bind_to(const std::string& bdf, const std::string& driver) {
+    if (!device_exists(bdf))
+        return ENODEV;
+    std::string ov = override_of(bdf);
+    bool matches = ov.empty() ? native_[bdf] == driver : ov == driver;
+    if (!matches)
+        return ENODEV;
+    if (!driver_of(bdf).empty())
+        return EBUSY;
+    for (const auto& d : failing_probes_[bdf])
+        if (d == driver)
+            return ENODEV;
+    tree_.bind(bdf, driver);
+    return 0;
+}
+
+int FakeKernel::unbind_from(const std::string& bdf, const std::string& driver) {
+    if (!device_exists(bdf) || driver_of(bdf) != driver)
+        return ENODEV;
+    tree_.unbind(bdf);
+    return 0;
+}
+
+}  // namespace vfiod::test

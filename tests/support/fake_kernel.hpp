@@ -1,0 +1,83 @@
+// A Sysfs whose writes behave as Linux 6.1's PCI core does on a FakeTree: driver_override decides
+// which driver a probe may attach, unbind drops the driver link, bind/probe report the kernel's
+// errors. Faults (an errno, a removal, a write that blocks) can be injected per path and step.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fake_tree.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod::test {
+
+class FakeKernel : public Sysfs {
+public:
+    // Each function's native driver (what its ID tables match without an override) starts as the
+    // driver it is bound to now.
+    explicit FakeKernel(FakeTree& tree);
+    // Lets blocked writes return and waits for them, so no worker outlives the tree.
+    ~FakeKernel() override;
+
+    // What a probe without an override attaches to bdf ("" for nothing).
+    void set_native_driver(const std::string& bdf, const std::string& driver);
+    // A probe of `driver` on bdf fails (the driver's probe() returns an error, as when the
+    // hardware does not answer): the kernel logs it and drivers_probe still succeeds.
+    void fail_probe(const std::string& bdf, const std::string& driver);
+
+    // The nth write to rel from now on (1 = the next) fails with err and changes nothing.
+    void fail_path(const std::string& rel, int err, unsigned nth = 1);
+    // The kth write counted from construction (1-based) fails with err and changes nothing.
+    void fail_step(unsigned k, int err);
+    // Writes to rel block (as an unbind does while a driver waits for its users) until
+    // unblock(); then they complete normally.
+    void block_path(const std::string& rel);
+    void unblock();
+    // Called on the writing thread before the kth write takes effect (k counts every write),
+    // e.g. to remove the device mid-operation or to snapshot the tree.
+    void before_step(std::function<void(unsigned k, const std::string& rel)> hook);
+
+    // Surprise removal, through the kernel's lock like any other change.
+    void remove_function(const std::string& bdf);
+
+    struct Record {
+        std::string path;
+        std::string value;
+        int result;  // 0 or errno
+    };
+    std::vector<Record> writes() const;
+    unsigned blocked_now() const;
+
+    int write(std::string_view rel, std::string_view value) override;
+
+private:
+    int apply(const std::string& rel, const std::string& value);
+    int probe(const std::string& bdf);
+    int bind_to(const std::string& bdf, const std::string& driver);
+    int unbind_from(const std::string& bdf, const std::string& driver);
+    std::string override_of(const std::string& bdf) const;
+    std::string driver_of(const std::string& bdf) const;
+    bool device_exists(const std::string& bdf) const;
+
+    FakeTree& tree_;
+    mutable std::mutex m_;
+    std::condition_variable cv_;
+    std::map<std::string, std::string> native_;
+    std::map<std::string, std::vector<std::string>> failing_probes_;
+    std::map<std::string, std::map<unsigned, int>> path_faults_;  // rel -> nth -> errno
+    std::map<std::string, unsigned> path_counts_;
+    std::map<unsigned, int> step_faults_;
+    std::vector<std::string> blocked_paths_;
+    bool released_ = false;
+    unsigned steps_ = 0;
+    unsigned in_flight_ = 0;
+    unsigned blocked_ = 0;
+    std::function<void(unsigned, const std::string&)> hook_;
+    std::vector<Record> records_;
+};
+
+}  // namespace vfiod::test
