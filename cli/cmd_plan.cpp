@@ -41,7 +41,7 @@ int run_plan(const Args& args) {
     std::printf("IOMMU: %s, %zu groups; vfio-pci driver: %s\n",
                 t.iommu_enabled ? "enabled" : "DISABLED", t.groups.size(),
                 t.drivers.count("vfio-pci") ? "loaded" : "not loaded");
-    std::printf("config: %s; %zu device entries, %zu protect entries\n",
+    std::printf("config: %s; %zu [[device]], %zu [[protect]]\n",
                 cr.config->files.empty() ? "(none)" : cr.config->files.front().c_str(),
                 cr.config->devices.size(), cr.config->protects.size());
     if (plan.groups.empty()) {

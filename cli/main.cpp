@@ -32,6 +32,10 @@ const Verb kVerbs[] = {
     {"plan", run_plan, kRoot | kConfig | kJson, nullptr,
      "show what vfiod would do to each IOMMU group, and why (writes nothing)"},
     {"check-config", run_check_config, kJson, "FILE", "validate a configuration file"},
+    {"status", run_status, kRoot | kConfig | kJson | kOffline, nullptr,
+     "the daemon's inventory over D-Bus (--offline: read the host instead)"},
+    {"bind", run_bind, 0, "ADDR", "ask the daemon to bind ADDR's whole IOMMU group"},
+    {"release", run_release, 0, "ADDR", "ask the daemon to give ADDR's group back to the host"},
 };
 
 const char kHelp[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
@@ -83,10 +87,8 @@ void print_verb_help(const Verb& v) {
     std::printf("\n\n%s.\n\nSee vfioctl --help for the options and exit codes.\n", v.summary);
 }
 
-int usage_error(const char* fmt, const std::string& what) {
-    std::fprintf(stderr, "vfioctl: ");
-    std::fprintf(stderr, fmt, what.c_str());
-    std::fprintf(stderr, "\nTry 'vfioctl --help'.\n");
+int usage_error(const std::string& message) {
+    std::fprintf(stderr, "vfioctl: %s\nTry 'vfioctl --help'.\n", message.c_str());
     return kExitUsage;
 }
 
@@ -130,25 +132,25 @@ int main(int argc, char** argv) {
             seen |= kOffline;
         } else if (is("--root")) {
             if (!take_value("--root") || value.empty())
-                return usage_error("%s needs a directory", "--root");
+                return usage_error("--root needs a directory");
             args.root = value;
             seen |= kRoot;
         } else if (is("--config")) {
             if (!take_value("--config") || value.empty())
-                return usage_error("%s needs a file", "--config");
+                return usage_error("--config needs a file");
             args.config = value;
             seen |= kConfig;
         } else if (a == "--") {
             for (++i; i < argl.size(); ++i)
                 operands.emplace_back(argl[i]);
         } else if (a.size() > 1 && a[0] == '-') {
-            return usage_error("unknown option '%s'", std::string(a));
+            return usage_error("unknown option '" + std::string(a) + "'");
         } else if (!verb) {
             for (const Verb& v : kVerbs)
                 if (a == v.name)
                     verb = &v;
             if (!verb)
-                return usage_error("unknown command '%s'", std::string(a));
+                return usage_error("unknown command '" + std::string(a) + "'");
         } else {
             operands.emplace_back(a);
         }
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
             std::fputs(kHelp, stdout);
             return kExitOk;
         }
-        return usage_error("%s", "no command given");
+        return usage_error("no command given");
     }
     if (help) {
         print_verb_help(*verb);
@@ -169,18 +171,18 @@ int main(int argc, char** argv) {
         {kRoot, "--root"}, {kConfig, "--config"}, {kJson, "--json"}, {kOffline, "--offline"}};
     for (auto [bit, name] : kNames)
         if ((seen & bit) && !(verb->opts & bit))
-            return usage_error("%s does not apply to this command", name);
+            return usage_error(std::string(name) + " does not apply to '" + verb->name + "'");
     if (verb->operand) {
         if (operands.size() != 1)
-            return usage_error("this command takes exactly one %s", verb->operand);
+            return usage_error(std::string("'") + verb->name + "' takes exactly one " + verb->operand);
         args.operand = operands[0];
     } else if (!operands.empty()) {
-        return usage_error("unexpected argument '%s'", operands[0]);
+        return usage_error("unexpected argument '" + operands[0] + "'");
     }
     if (seen & kRoot) {
         struct stat st;
         if (stat(args.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-            return usage_error("--root %s: not a directory", args.root);
+            return usage_error("--root " + args.root + ": not a directory");
     }
     return verb->run(args);
 }

@@ -51,7 +51,7 @@ std::string render_group(const GroupPlan& g, bool with_writes,
         r.cols[1] = hex4(d.vendor) + ":" + hex4(d.device);
         r.cols[2] = class_name(d.class_code);
         std::string drv = d.driver.empty() ? "(no driver)" : d.driver;
-        if (d.target && !d.target->empty() && *d.target != d.driver)
+        if (g.action == Action::Bind && d.target && !d.target->empty() && *d.target != d.driver)
             drv += " -> " + *d.target;
         r.cols[3] = drv;
         r.cols[4] = to_string(d.role);

@@ -1,0 +1,102 @@
+#include "scenarios.hpp"
+
+namespace vfiod::test {
+
+namespace {
+
+using Fn = FakeTree::Function;
+
+Fn fn(const char* addr, const char* vendor, const char* device, const char* cls,
+      const char* driver, unsigned group, const char* parent = "") {
+    Fn f;
+    f.address = addr;
+    f.vendor = vendor;
+    f.device = device;
+    f.class_code = cls;
+    f.driver = driver;
+    f.group = group;
+    f.parent = parent;
+    f.numa_node = 0;
+    return f;
+}
+
+const char kGpuHostConfig[] = R"(# vfiod.toml for the bundled demo host
+[daemon]
+mode = "enforce"
+companions = "bind"
+
+[[device]]                        # the H100: KubeVirt pciHostDevices entry
+selector = "10de:2331"
+resource_name = "nvidia.com/GH100_H100_PCIE"
+
+[[device]]                        # spare NICs for a DPDK VM
+selector = "8086:1533"
+resource_name = "intel.com/I210"
+
+[[device]]                        # someone allowlisted the NVMe model: vfiod must refuse
+selector = "144d:a808"
+resource_name = "samsung.com/PM9A1"
+
+[[protect]]                       # the boot iGPU, never
+address = "0000:00:02.0"
+)";
+
+}  // namespace
+
+void build_gpu_host(FakeTree& t) {
+    t.enable_iommu();
+    t.add_function(fn("0000:00:00.0", "8086", "3e30", "060000", "", 0));
+    Fn igpu = fn("0000:00:02.0", "8086", "3e92", "030000", "i915", 1);
+    igpu.boot_vga = 1;
+    t.add_function(igpu);
+    t.add_function(fn("0000:00:01.0", "8086", "1901", "060400", "pcieport", 2));
+    t.add_function(fn("0000:01:00.0", "10de", "2331", "030200", "nvidia", 13, "0000:00:01.0"));
+    t.add_function(fn("0000:01:00.1", "10de", "22a3", "040300", "snd_hda_intel", 13,
+                      "0000:00:01.0"));
+    t.add_function(fn("0000:00:1d.0", "8086", "a330", "060400", "pcieport", 10));
+    t.add_function(fn("0000:02:00.0", "144d", "a808", "010802", "nvme", 14, "0000:00:1d.0"));
+    t.add_block("0000:02:00.0", "nvme/nvme0", "nvme0n1", 259, 0);
+    t.add_partition("nvme0n1", "nvme0n1p1", 259, 1);
+    t.add_partition("nvme0n1", "nvme0n1p2", 259, 2);
+    t.add_function(fn("0000:00:1f.6", "8086", "15bb", "020000", "e1000e", 9));
+    t.add_netdev("0000:00:1f.6", "eno1");
+    t.add_function(fn("0000:00:1c.0", "8086", "a33c", "060400", "pcieport", 11));
+    t.add_function(fn("0000:03:00.0", "8086", "1533", "020000", "igb", 15, "0000:00:1c.0"));
+    t.add_netdev("0000:03:00.0", "enp3s0");
+    t.add_function(fn("0000:00:1c.1", "8086", "a33d", "060400", "pcieport", 12));
+    t.add_function(fn("0000:04:00.0", "8086", "1533", "020000", "igb", 16, "0000:00:1c.1"));
+    t.add_netdev("0000:04:00.0", "enp4s0");
+    t.add_virtual_netdev("bond0");
+    t.stack_netdev("enp4s0", "bond0", true);
+    t.add_driver("vfio-pci");
+
+    t.write_file("proc/self/mountinfo",
+                 "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/root rw\n"
+                 "23 22 259:1 / /boot/efi rw,relatime shared:2 - vfat /dev/nvme0n1p1 rw\n"
+                 "24 22 0:21 / /proc rw,nosuid shared:3 - proc proc rw\n");
+    t.write_file("proc/mounts",
+                 "/dev/root / ext4 rw,relatime 0 0\n"
+                 "/dev/nvme0n1p1 /boot/efi vfat rw,relatime 0 0\n"
+                 "proc /proc proc rw,nosuid 0 0\n");
+    t.write_file("proc/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
+    t.write_file("proc/net/route",
+                 "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+                 "eno1\t00000000\t0102A8C0\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+                 "eno1\t0002A8C0\t00000000\t0001\t0\t0\t100\t00FFFFFF\t0\t0\t0\n"
+                 "bond0\t000010AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n");
+    t.write_file("proc/net/ipv6_route", "");
+    t.write_file("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 intel_iommu=on iommu=pt\n");
+    t.write_file("etc/vfiod/vfiod.toml", kGpuHostConfig);
+}
+
+std::vector<std::string> scenario_names() { return {"gpu-host"}; }
+
+bool build_scenario(const std::string& name, FakeTree& t) {
+    if (name == "gpu-host") {
+        build_gpu_host(t);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace vfiod::test
