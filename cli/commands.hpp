@@ -26,5 +26,9 @@ struct Args {
 
 int run_plan(const Args& args);
 int run_check_config(const Args& args);
+int run_apply(const Args& args);   // executes the plan once, without the daemon (root)
+int run_status(const Args& args);   // D-Bus client (daemon); --offline reads the host
+int run_bind(const Args& args);     // D-Bus client: Bind(operand)
+int run_release(const Args& args);  // D-Bus client: Release(operand)
 
 }  // namespace vfiod::cli

@@ -31,6 +31,8 @@ struct Verb {
 const Verb kVerbs[] = {
     {"plan", run_plan, kRoot | kConfig | kJson, nullptr,
      "show what vfiod would do to each IOMMU group, and why (writes nothing)"},
+    {"apply", run_apply, kRoot | kConfig | kJson, nullptr,
+     "execute the plan once without the daemon (root); exit 0 only if every group ended bound"},
     {"check-config", run_check_config, kJson, "FILE", "validate a configuration file"},
     {"status", run_status, kRoot | kConfig | kJson | kOffline, nullptr,
      "the daemon's inventory over D-Bus (--offline: read the host instead)"},

@@ -1,9 +1,14 @@
 #include "service/service.hpp"
 
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include "core/plan_json.hpp"
+#include "exec/executor.hpp"
+#include "exec/journal.hpp"
 #include "io/config_loader.hpp"
+#include "io/vfio_use.hpp"
 
 namespace vfiod {
 
@@ -40,6 +45,39 @@ std::string describe_devices(const GroupPlan& gp) {
     return join(s);
 }
 
+// What decides a function's fate in a config: its first matching [[device]] entry and whether a
+// [[protect]] entry matches. Origins are left out: moving an entry to another line changes
+// nothing about the group.
+std::string entry_signature(const Config& c, const PciFunction& fn) {
+    std::string sig;
+    for (const auto& p : c.protects)
+        if (p.matches(fn.address, fn.vendor, fn.device)) {
+            sig += "protected;";
+            break;
+        }
+    for (const auto& e : c.devices)
+        if (e.matches(fn.address, fn.vendor, fn.device)) {
+            sig += (e.selector ? e.selector->str() : "") + "|" +
+                   (e.address ? e.address->str() : "") + "|" + e.driver + "|" + e.resource_name +
+                   "|" + (e.early ? "early" : "");
+            break;
+        }
+    return sig;
+}
+
+Service::Status from_outcome(const GroupOutcome& o) {
+    switch (o.state) {
+    case GroupOutcome::State::Bound: return {GroupState::Bound, "", "", {}};
+    case GroupOutcome::State::Released: return {GroupState::Released, "", "", {}};
+    case GroupOutcome::State::Refused: return {GroupState::Refused, o.reason, o.message, o.blockers};
+    case GroupOutcome::State::Stuck:
+        return {GroupState::Failed, o.reason.empty() ? "stuck" : o.reason, o.message, o.blockers};
+    case GroupOutcome::State::Failed:
+    case GroupOutcome::State::RolledBack: break;
+    }
+    return {GroupState::Failed, o.reason, o.message, o.blockers};
+}
+
 }  // namespace
 
 const char* to_string(GroupState s) {
@@ -59,7 +97,8 @@ std::string device_object_path(const PciAddress& a) {
     return "/org/vfiod1/device/" + a.object_path_element();
 }
 
-Service::Service(Sysfs& fs, ServiceOptions options) : fs_(fs), options_(std::move(options)) {}
+Service::Service(Sysfs& fs, ServiceOptions options)
+    : fs_(fs), options_(std::move(options)), journal_(std::make_unique<Journal>(fs_)) {}
 
 Service::~Service() = default;
 
@@ -75,12 +114,15 @@ bool Service::start() {
         return false;
     }
     config_ = std::move(*r.config);
+    make_executor();
     if (config_.files.empty())
         spdlog::info("no configuration file: the allowlist is empty, nothing to do");
     else
         spdlog::info("configuration {}: {} device entries, {} protect entries, mode {}",
                      join(config_.files), config_.devices.size(), config_.protects.size(),
                      to_string(mode()));
+    if (mode() == Mode::Enforce)
+        reconcile();
     reread();
     std::set<unsigned> all;
     for (const auto& g : plan_.groups)
@@ -136,6 +178,11 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
         }
         set_status(g, decide_group(*gp, from_events));
     }
+    // Published drivers must be what the kernel now says, not what the plan started from.
+    if (wrote_) {
+        reread();
+        wrote_ = false;
+    }
 }
 
 Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
@@ -171,23 +218,68 @@ Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
     return execute(gp);
 }
 
+void Service::make_executor() {
+    // A write still blocked in the kernel belongs to the old executor's bookkeeping; keep it
+    // (and its timeout) rather than forget that the function is stuck.
+    if (executor_ && !executor_->stuck().empty())
+        return;
+    executor_ = std::make_unique<Executor>(fs_, journal_.get(),
+                                           std::chrono::seconds(config_.write_timeout));
+}
+
+void Service::reconcile() {
+    for (const auto& o : executor_->reconcile()) {
+        std::string g = o.group ? std::to_string(*o.group) : "?";
+        if (o.state == GroupOutcome::State::Failed || o.state == GroupOutcome::State::Stuck)
+            spdlog::error("group {}: unfinished operation from the last run: {} {}: {}", g,
+                          to_string(o.state), o.reason, o.message);
+        else
+            spdlog::warn("group {}: unfinished operation from the last run: {}{}{}", g,
+                         to_string(o.state), o.message.empty() ? "" : ": ", o.message);
+        wrote_ = true;
+    }
+}
+
 Service::Status Service::execute(const GroupPlan& gp) {
-    // Enforce mode: the executor lands here (see report); until then nothing is written.
-    return {GroupState::Pending, "", "would bind " + describe_devices(gp), {}};
+    unsigned id = *gp.group;
+    // Consumers see `pending` while the writes run.
+    set_status(id, {GroupState::Pending, "", "binding " + describe_devices(gp), {}});
+    publish();
+    GroupOutcome o = executor_->apply(gp);
+    wrote_ = true;
+    return from_outcome(o);
 }
 
 void Service::clear_early_overrides(const GroupPlan& gp) {
-    (void)gp;
+    // The udev rule set driver_override on an `early` function before this group could be judged;
+    // now that it is refused, give the function back to the host instead of leaving it parked on
+    // an override nothing will ever complete.
+    for (const auto& d : gp.devices) {
+        const PciFunction* fn = snapshot_.topology.find(d.address);
+        if (!fn || !d.target || fn->driver_override.empty() || fn->is_bridge())
+            continue;
+        if (!fn->driver.empty() && fn->driver != fn->driver_override)
+            continue;  // a host driver holds it despite the override: nothing is parked
+        if (snapshot_.use.vfio.count(fn->address))
+            continue;
+        spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and probing "
+                     "the host driver",
+                     *gp.group, fn->address.str(), fn->driver_override);
+        for (const auto& w : release_writes(*fn)) {
+            if (int err = fs_.write(w.path, w.value)) {
+                spdlog::error("group {}: writing {}: {}", *gp.group, w.path, std::strerror(err));
+                break;
+            }
+        }
+        wrote_ = true;
+    }
 }
 
-bool Service::is_released(unsigned group) const {
-    (void)group;
-    return false;
-}
+bool Service::is_released(unsigned group) const { return journal_->released(group); }
 
 std::map<PciAddress, std::string> Service::originals(unsigned group) const {
-    (void)group;
-    return {};
+    auto entry = journal_->load(group);
+    return entry ? entry->originals() : std::map<PciAddress, std::string>{};
 }
 
 void Service::set_status(unsigned group, Status s) {
@@ -282,9 +374,14 @@ OpResult Service::reload() {
         spdlog::warn("{}", w);
     Config before = std::move(config_);
     config_ = std::move(*r.config);
-    std::set<unsigned> changed = groups_whose_entries_changed(before, config_);
-    for (unsigned g : changed)
-        reasserted_.erase(g);
+    make_executor();
+    for (unsigned g : groups_whose_entries_changed(before, config_)) {
+        if (journal_->released(g)) {
+            spdlog::info("group {}: the entries matching it changed; no longer held released", g);
+            journal_->clear_released(g);
+        }
+    }
+    // A new config is a deliberate act: drift gets its one re-assertion again.
     reasserted_.clear();
     std::set<unsigned> groups;
     for (const auto& [g, st] : status_)
@@ -302,9 +399,23 @@ OpResult Service::reload() {
 
 std::set<unsigned> Service::groups_whose_entries_changed(const Config& before,
                                                          const Config& after) const {
-    (void)before;
-    (void)after;
-    return {};
+    std::set<unsigned> changed;
+    for (const auto& [g, members] : snapshot_.topology.groups)
+        for (const auto& a : members)
+            if (const PciFunction* fn = snapshot_.topology.find(a))
+                if (entry_signature(before, *fn) != entry_signature(after, *fn))
+                    changed.insert(g);
+    return changed;
+}
+
+OpResult Service::refusal(const GroupPlan& gp) const {
+    std::string msg = std::string(to_string(gp.reason)) + ": group " +
+                      (gp.group ? std::to_string(*gp.group) : "(none)");
+    if (!gp.blockers.empty())
+        msg += ", blocked by " + addresses(gp.blockers);
+    if (!gp.details.empty())
+        msg += ": " + join(gp.details, "; ");
+    return OpResult::error(OpResult::Code::Refused, msg);
 }
 
 OpResult Service::bind(std::string_view address) {
@@ -312,8 +423,44 @@ OpResult Service::bind(std::string_view address) {
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
         return OpResult::error(OpResult::Code::InvalidArgs, err);
-    (void)addr;
-    return OpResult::error(OpResult::Code::Failed, "not implemented yet");
+    reread();  // decide on the host as it is now, not as the last event left it
+    const PciFunction* fn = snapshot_.topology.find(*addr);
+    if (!fn)
+        return OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str());
+    const GroupPlan* gp = nullptr;
+    for (const auto& g : plan_.groups)
+        for (const auto& d : g.devices)
+            if (d.address == *addr)
+                gp = &g;
+    if (!gp)
+        return OpResult::error(OpResult::Code::NotAllowlisted,
+                               addr->str() + " matches no [[device]] entry, nor does any "
+                                             "function of its IOMMU group");
+    if (gp->action == Action::Refuse) {
+        if (gp->group)
+            set_status(*gp->group, decide_group(*gp, false));
+        publish();
+        return refusal(*gp);
+    }
+    unsigned id = *gp->group;
+    if (mode() == Mode::Observe)
+        return OpResult::error(OpResult::Code::Failed,
+                               "vfiod runs in observe mode and writes nothing; group " +
+                                   std::to_string(id) + " stays pending");
+    spdlog::info("group {}: Bind requested for {}", id, addr->str());
+    if (journal_->released(id))
+        journal_->clear_released(id);
+    reasserted_.erase(id);
+    Status st = gp->action == Action::Bound ? Status{GroupState::Bound, "", "", {}} : execute(*gp);
+    set_status(id, st);
+    if (wrote_) {
+        reread();
+        wrote_ = false;
+    }
+    publish();
+    if (st.state == GroupState::Bound)
+        return {};
+    return OpResult::error(OpResult::Code::Failed, st.reason + ": " + st.message);
 }
 
 OpResult Service::release(std::string_view address) {
@@ -321,7 +468,35 @@ OpResult Service::release(std::string_view address) {
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
         return OpResult::error(OpResult::Code::InvalidArgs, err);
-    return OpResult::error(OpResult::Code::Failed, "not implemented yet");
+    reread();
+    const PciFunction* fn = snapshot_.topology.find(*addr);
+    if (!fn)
+        return OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str());
+    if (!fn->iommu_group || !status_.count(*fn->iommu_group))
+        return OpResult::error(OpResult::Code::NotAllowlisted,
+                               addr->str() + " is not in a group vfiod manages");
+    unsigned id = *fn->iommu_group;
+    if (mode() == Mode::Observe)
+        return OpResult::error(OpResult::Code::Failed,
+                               "vfiod runs in observe mode and writes nothing");
+    HostUse use = snapshot_.use;
+    read_vfio_use(fs_, snapshot_.topology, &use);
+    GroupPlan rp = plan_release(snapshot_.topology, use, id, originals(id));
+    if (rp.action == Action::Refuse) {
+        spdlog::warn("group {}: Release refused: {}", id, join(rp.details, "; "));
+        return refusal(rp);
+    }
+    spdlog::info("group {}: Release requested for {}", id, addr->str());
+    GroupOutcome o = executor_->release(rp);
+    Status st = from_outcome(o);
+    set_status(id, st);
+    reread();
+    publish();
+    if (st.state == GroupState::Released)
+        return {};
+    if (st.state == GroupState::Refused)
+        return OpResult::error(OpResult::Code::Refused, st.reason + ": " + st.message);
+    return OpResult::error(OpResult::Code::Failed, st.reason + ": " + st.message);
 }
 
 }  // namespace vfiod

@@ -19,6 +19,9 @@
 
 namespace vfiod {
 
+class Executor;
+class Journal;
+
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
     bool force_observe = false;              // --observe
@@ -62,7 +65,7 @@ public:
     // executes, so consumers see each transition.
     void set_on_change(std::function<void(const Inventory&)> cb) { on_change_ = std::move(cb); }
 
-private:
+    // One group's published state and why.
     struct Status {
         GroupState state = GroupState::Pending;
         std::string reason;
@@ -71,11 +74,16 @@ private:
         bool operator==(const Status&) const = default;
     };
 
+private:
+
     void reread();
     void decide(const std::set<unsigned>& groups, bool from_events);
     Status decide_group(const GroupPlan& gp, bool from_events);
     Status execute(const GroupPlan& gp);
     void clear_early_overrides(const GroupPlan& gp);
+    void make_executor();
+    void reconcile();
+    OpResult refusal(const GroupPlan& gp) const;
     void set_status(unsigned group, Status s);
     void forget_group(unsigned group);
     void publish();
@@ -92,6 +100,9 @@ private:
     Plan plan_;
     std::map<unsigned, Status> status_;
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
+    bool wrote_ = false;             // the host changed under us: re-read before publishing
+    std::unique_ptr<Journal> journal_;
+    std::unique_ptr<Executor> executor_;
     Inventory inventory_;
     std::function<void(const Inventory&)> on_change_;
 };

@@ -1,0 +1,82 @@
+// vfioctl status: the daemon's inventory over D-Bus, or with --offline the host read directly.
+#include <cstdio>
+
+#include "commands.hpp"
+#include "core/plan_json.hpp"
+#include "dbus_client.hpp"
+#include "io/config_loader.hpp"
+#include "io/snapshot.hpp"
+#include "text.hpp"
+
+namespace vfiod::cli {
+
+namespace {
+
+// Without the daemon there is no State; what it would publish follows from the decision.
+std::string offline_state(const GroupPlan& g) {
+    switch (g.action) {
+    case Action::Bind: return "pending";
+    case Action::Bound: return "bound";
+    case Action::Refuse: return "refused";
+    }
+    return "pending";
+}
+
+int print(const DaemonView& view, bool json) {
+    if (json) {
+        JsonWriter w;
+        w.begin_object();
+        w.key("iommu").value(view.iommu);
+        w.key("groups").begin_array();
+        for (const auto& g : view.groups)
+            write_group_json(w, g.plan, g.state);
+        w.end_array();
+        w.end_object();
+        std::fputs(w.str().c_str(), stdout);
+        return kExitOk;
+    }
+    if (!view.version.empty())
+        std::printf("vfiod %s, mode %s, IOMMU %s\n", view.version.c_str(), view.mode.c_str(),
+                    view.iommu ? "enabled" : "DISABLED");
+    else
+        std::printf("offline view (no daemon asked), IOMMU %s\n",
+                    view.iommu ? "enabled" : "DISABLED");
+    if (view.groups.empty())
+        std::printf("\nNo IOMMU group holds an allowlisted device.\n");
+    for (const auto& g : view.groups)
+        std::printf("\n%s", render_group(g.plan, false, g.state).c_str());
+    return kExitOk;
+}
+
+int offline(const Args& args) {
+    ConfigResult cr = load_config(args.root, args.config);
+    if (!cr.config) {
+        for (const auto& e : cr.errors)
+            std::fprintf(stderr, "vfioctl: %s\n", e.c_str());
+        return kExitUsage;
+    }
+    Sysfs fs(args.root);
+    Snapshot snap = read_snapshot(fs);
+    Plan plan = make_plan(snap.topology, snap.use, *cr.config);
+    DaemonView view;
+    view.iommu = plan.iommu;
+    for (const auto& g : plan.groups)
+        view.groups.push_back({g, offline_state(g)});
+    return print(view, args.json);
+}
+
+}  // namespace
+
+int run_status(const Args& args) {
+    if (args.offline)
+        return offline(args);
+    DaemonView view;
+    ClientResult r = fetch_view(&view);
+    if (r.exit_code != kExitOk) {
+        std::fprintf(stderr, "vfioctl: %s\n", r.message.c_str());
+        return r.exit_code;
+    }
+    return print(view, args.json);
+}
+
+}  // namespace vfiod::cli

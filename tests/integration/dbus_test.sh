@@ -1,0 +1,269 @@
+#!/bin/bash
+# Integration test of vfiod's D-Bus API on a private system bus (DESIGN §6): the real vfiod in
+# observe mode on a synthetic GPU host, busctl and vfioctl as clients.
+# Usage: dbus_test.sh VFIOD VFIOCTL MKFIXTURE POLICY_CONF
+# Exit 0 when every check passed, 1 otherwise, 77 (skip) when the tools are missing.
+set -u
+
+VFIOD=$1 VFIOCTL=$2 MKFIXTURE=$3 POLICY=$4
+for tool in dbus-daemon busctl dbus-monitor; do
+    command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+
+# Every uid must reach the socket: the unprivileged checks connect as uid 65534.
+WORK=$(mktemp -d /tmp/vfiod-it.XXXXXX)
+chmod 755 "$WORK"
+BUS_PID= VFIOD_PID= MON_PID=
+cleanup() {
+    for pid in $MON_PID $VFIOD_PID $BUS_PID; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
+    if [ "$failures" -ne 0 ]; then
+        echo "--- vfiod log ---"; cat "$WORK/vfiod.log" 2>/dev/null
+        echo "--- kept in $WORK ---"
+    else
+        rm -rf "$WORK"
+    fi
+}
+failures=0
+trap cleanup EXIT
+
+pass() { echo "ok - $1"; }
+fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi; }
+# check_contains NAME NEEDLE HAYSTACK
+check_contains() {
+    case "$3" in *"$2"*) pass "$1" ;; *) fail "$1" "'$2' not in: $3" ;; esac
+}
+
+# --- a private bus with the system bus's default policy plus our own policy file ---
+own_rule=
+[ "$(id -u)" -ne 0 ] && own_rule="<allow own=\"org.vfiod1\"/>"  # a developer not running as root
+cat > "$WORK/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$WORK/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus"/>
+    $own_rule
+  </policy>
+  <include>$POLICY</include>
+</busconfig>
+CONF
+dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
+BUS_PID=$!
+export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
+for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
+chmod 666 "$WORK/bus"
+BUSCTL=(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS")
+
+# --- the fixture host and vfiod on it ---
+"$MKFIXTURE" gpu-host "$WORK/root" || { fail "fixture"; exit 1; }
+CONFIG=$WORK/vfiod.toml
+cp "$WORK/root/etc/vfiod/vfiod.toml" "$CONFIG"
+cp "$CONFIG" "$WORK/original.toml"
+
+# vfioctl without a daemon: a clear message and the "unavailable" exit code.
+out=$("$VFIOCTL" status 2>&1); rc=$?
+check "vfioctl status without daemon exits 3" 3 "$rc"
+check_contains "vfioctl status without daemon says so" "not running" "$out"
+
+"$VFIOD" --root "$WORK/root" --config "$CONFIG" --observe >"$WORK/vfiod.log" 2>&1 &
+VFIOD_PID=$!
+for _ in $(seq 100); do
+    "${BUSCTL[@]}" status org.vfiod1 >/dev/null 2>&1 && break
+    sleep 0.1
+done
+
+# The error name of a Manager call ("" on success): dbus-send prints "Error NAME: message".
+call_error() {
+    local method=$1; shift
+    dbus-send --bus="$DBUS_SYSTEM_BUS_ADDRESS" --print-reply --dest=org.vfiod1 /org/vfiod1 \
+        "org.vfiod1.Manager.$method" "$@" 2>&1 | sed -n 's/^Error \([^:]*\):.*/\1/p'
+}
+prop() { "${BUSCTL[@]}" get-property org.vfiod1 "$1" "$2" "$3" 2>&1; }
+GROUP=org.vfiod1.Group DEVICE=org.vfiod1.Device MANAGER=org.vfiod1.Manager
+
+# --- objects and properties for a multi-group host ---
+tree=$("${BUSCTL[@]}" tree --list org.vfiod1 2>&1)
+for path in /org/vfiod1 /org/vfiod1/group/13 /org/vfiod1/group/14 /org/vfiod1/group/15 \
+            /org/vfiod1/device/0000_01_00_0 /org/vfiod1/device/0000_01_00_1 \
+            /org/vfiod1/device/0000_02_00_0 /org/vfiod1/device/0000_03_00_0; do
+    check_contains "object $path exported" "$path" "$tree"
+done
+case "$tree" in *group/1\ *|*device/0000_00_02_0*) fail "protected iGPU not published" ;;
+    *) pass "protected iGPU not published" ;; esac
+check "Manager.Mode" 's "observe"' "$(prop /org/vfiod1 $MANAGER Mode)"
+check "Manager.IommuEnabled" 'b true' "$(prop /org/vfiod1 $MANAGER IommuEnabled)"
+check "Manager.Version" "s \"$("$VFIOD" --version | cut -d' ' -f2)\"" "$(prop /org/vfiod1 $MANAGER Version)"
+check "group 13 pending in observe mode" 's "pending"' "$(prop /org/vfiod1/group/13 $GROUP State)"
+check "group 13 Id" 'u 13' "$(prop /org/vfiod1/group/13 $GROUP Id)"
+check "group 13 VfioPath" 's "/dev/vfio/13"' "$(prop /org/vfiod1/group/13 $GROUP VfioPath)"
+check "group 13 Devices" 'ao 2 "/org/vfiod1/device/0000_01_00_0" "/org/vfiod1/device/0000_01_00_1"' \
+    "$(prop /org/vfiod1/group/13 $GROUP Devices)"
+check "group 14 refused" 's "refused"' "$(prop /org/vfiod1/group/14 $GROUP State)"
+check "group 14 reason" 's "in-use-storage"' "$(prop /org/vfiod1/group/14 $GROUP Reason)"
+check "group 14 blockers" 'as 1 "0000:02:00.0"' "$(prop /org/vfiod1/group/14 $GROUP Blockers)"
+D=/org/vfiod1/device/0000_01_00_1
+check "audio function Address" 's "0000:01:00.1"' "$(prop $D $DEVICE Address)"
+check "audio function Vendor/Device" 's "10de" s "22a3"' "$(prop $D $DEVICE Vendor) $(prop $D $DEVICE Device)"
+check "audio function Class" 's "040300"' "$(prop $D $DEVICE Class)"
+check "audio function Driver" 's "snd_hda_intel"' "$(prop $D $DEVICE Driver)"
+check "audio function Role" 's "companion"' "$(prop $D $DEVICE Role)"
+check "audio function IommuGroup" 'u 13' "$(prop $D $DEVICE IommuGroup)"
+check "audio function NumaNode" 'i 0' "$(prop $D $DEVICE NumaNode)"
+check "audio function Group" 'o "/org/vfiod1/group/13"' "$(prop $D $DEVICE Group)"
+check "GPU ResourceName" 's "nvidia.com/GH100_H100_PCIE"' \
+    "$(prop /org/vfiod1/device/0000_01_00_0 $DEVICE ResourceName)"
+check "GPU Role" 's "allowlisted"' "$(prop /org/vfiod1/device/0000_01_00_0 $DEVICE Role)"
+objects=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 org.freedesktop.DBus.ObjectManager \
+    GetManagedObjects 2>&1)
+check_contains "ObjectManager lists group objects" '"/org/vfiod1/group/15"' "$objects"
+plan=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Plan 2>&1)
+check_contains "Plan() has the GPU group's bind" '\"action\": \"bind\"' "$plan"
+check_contains "Plan() has the NVMe refusal" '\"reason\": \"in-use-storage\"' "$plan"
+
+# --- vfioctl as a client ---
+out=$("$VFIOCTL" status 2>&1); rc=$?
+check "vfioctl status exits 0" 0 "$rc"
+check_contains "vfioctl status names group 13" "13" "$out"
+out=$("$VFIOCTL" status --json 2>&1)
+check_contains "vfioctl status --json has the state" '"state": "refused"' "$out"
+check_contains "vfioctl status --json has the reason" '"reason": "in-use-storage"' "$out"
+
+# --- malformed arguments and operator errors (as root: authorization passes) ---
+if [ "$(id -u)" -eq 0 ]; then
+    for bad in "../../../etc" "0000:01:00.0/" "0000:01:00.0 " "0000:1:0.0" "0000:01:00.8" \
+               "0000:01:20.0" "0000:01:00:0" "0000:01:0A.0" "" "0000:01:00.0/../../x"; do
+        check "Bind '$bad' is InvalidArgs" org.freedesktop.DBus.Error.InvalidArgs \
+            "$(call_error Bind string:"$bad")"
+    done
+    check "Release 'x/y' is InvalidArgs" org.freedesktop.DBus.Error.InvalidArgs \
+        "$(call_error Release string:x/y)"
+    check "Bind of an absent function is NotFound" org.vfiod1.Error.NotFound \
+        "$(call_error Bind string:0000:09:00.0)"
+    check "Bind of a non-allowlisted function is NotAllowlisted" org.vfiod1.Error.NotAllowlisted \
+        "$(call_error Bind string:0000:00:1f.6)"
+    check "Bind of the protected, not allowlisted iGPU is NotAllowlisted" \
+        org.vfiod1.Error.NotAllowlisted "$(call_error Bind string:0000:00:02.0)"
+    check "Bind of a companion's group in observe mode is Failed (no writes)" \
+        org.vfiod1.Error.Failed "$(call_error Bind string:0000:01:00.1)"
+    check "Release in observe mode is Failed (no writes)" org.vfiod1.Error.Failed \
+        "$(call_error Release string:0000:01:00.0)"
+    out=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Bind s 0000:02:00.0 2>&1)
+    check_contains "a refusal's message starts with its reason" "Call failed: in-use-storage:" "$out"
+    out=$("$VFIOCTL" bind 0000:00:1f.6 2>&1); rc=$?
+    check "vfioctl bind of a non-allowlisted function exits 1" 1 "$rc"
+    check_contains "vfioctl bind says not allowlisted" "allowlist" "$out"
+    out=$("$VFIOCTL" bind 0000:02:00.0 2>&1); rc=$?
+    check "vfioctl bind of a refused group exits 1" 1 "$rc"
+    check_contains "vfioctl bind names the refusal reason" "in-use-storage" "$out"
+    out=$("$VFIOCTL" bind '0000:01:00.0/../x' 2>&1); rc=$?
+    check "vfioctl bind of a malformed address exits 2" 2 "$rc"
+else
+    echo "# not root: the privileged operator checks are skipped"
+fi
+
+# --- unprivileged callers: reads allowed, changes denied ---
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+    NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    out=$("${NOBODY[@]}" "${BUSCTL[@]}" get-property org.vfiod1 /org/vfiod1/group/13 $GROUP State 2>&1)
+    check "uid 65534 may read State" 's "pending"' "$out"
+    for call in "Bind s 0000:01:00.0" "Release s 0000:01:00.0" "Reload"; do
+        # shellcheck disable=SC2086
+        out=$("${NOBODY[@]}" "${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER $call 2>&1)
+        check_contains "uid 65534 ${call%% *} is AccessDenied" "Access denied" "$out"
+    done
+    out=$("${NOBODY[@]}" "${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Bind s "../x" 2>&1)
+    check_contains "uid 65534 is denied before its argument is looked at" "Access denied" "$out"
+else
+    echo "# not root: the setpriv checks are skipped"
+fi
+
+# --- Reload: PropertiesChanged and InterfacesRemoved for a config change ---
+if [ "$(id -u)" -eq 0 ]; then
+    dbus-monitor --address "$DBUS_SYSTEM_BUS_ADDRESS" \
+        "type='signal',sender='org.vfiod1'" >"$WORK/monitor.log" 2>&1 &
+    MON_PID=$!
+    sleep 0.5
+    # Protect the spare NIC, drop the NVMe entry.
+    cat >"$CONFIG" <<'TOML'
+[[device]]
+selector = "10de:2331"
+resource_name = "nvidia.com/GH100_H100_PCIE"
+
+[[device]]
+selector = "8086:1533"
+resource_name = "intel.com/I210"
+
+[[protect]]
+address = "0000:00:02.0"
+
+[[protect]]
+address = "0000:03:00.0"
+TOML
+    out=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Reload 2>&1); rc=$?
+    check "Reload succeeds" 0 "$rc"
+    check "group 15 refused after reload" 's "refused"' "$(prop /org/vfiod1/group/15 $GROUP State)"
+    check "group 15 reason protected" 's "protected"' "$(prop /org/vfiod1/group/15 $GROUP Reason)"
+    check "Bind of a protected, allowlisted function is Refused" org.vfiod1.Error.Refused \
+        "$(call_error Bind string:0000:03:00.0)"
+    out=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Bind s 0000:03:00.0 2>&1)
+    check_contains "the refusal starts with 'protected:'" "Call failed: protected:" "$out"
+    tree=$("${BUSCTL[@]}" tree --list org.vfiod1 2>&1)
+    case "$tree" in *group/14*) fail "group 14 gone after reload" "$tree" ;;
+        *) pass "group 14 gone after reload" ;; esac
+    sleep 0.5
+    mon=$(cat "$WORK/monitor.log")
+    check_contains "PropertiesChanged for group 15" \
+        "path=/org/vfiod1/group/15; interface=org.freedesktop.DBus.Properties; member=PropertiesChanged" "$mon"
+    check_contains "InterfacesRemoved for group 14" "member=InterfacesRemoved" "$mon"
+    check_contains "InterfacesRemoved names group 14" 'object path "/org/vfiod1/group/14"' "$mon"
+
+    # A bad config is rejected with FILE:LINE:COLUMN and the previous one keeps running.
+    cp "$CONFIG" "$WORK/good.toml"
+    printf '\n[daemon]\nmode = "sometimes"\n' >>"$CONFIG"
+    out=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Reload 2>&1); rc=$?
+    check "bad Reload fails" 1 "$rc"
+    check_contains "bad Reload names FILE:LINE" "$CONFIG:" "$out"
+    check "old config still active" 's "protected"' "$(prop /org/vfiod1/group/15 $GROUP Reason)"
+    check "group 13 unchanged" 's "pending"' "$(prop /org/vfiod1/group/13 $GROUP State)"
+    grep -q "$CONFIG:[0-9]*:[0-9]*" "$WORK/vfiod.log" && pass "bad reload logged with FILE:LINE:COL" \
+        || fail "bad reload logged with FILE:LINE:COL"
+    kill -HUP "$VFIOD_PID"
+    sleep 0.5
+    check "SIGHUP with a bad config keeps the old one" 's "protected"' \
+        "$(prop /org/vfiod1/group/15 $GROUP Reason)"
+    cp "$WORK/original.toml" "$CONFIG"
+    kill -HUP "$VFIOD_PID"
+    sleep 0.5
+    check "SIGHUP with a good config applies it" 's "pending"' \
+        "$(prop /org/vfiod1/group/15 $GROUP State)"
+    check_contains "group 14 is back (InterfacesAdded)" 'object path "/org/vfiod1/group/14"' \
+        "$(grep -A1 InterfacesAdded "$WORK/monitor.log")"
+fi
+
+# --- idle is silent, and the daemon survived everything above ---
+before=$(wc -l <"$WORK/vfiod.log")
+sleep 3
+after=$(wc -l <"$WORK/vfiod.log")
+check "no log line while idle (3 s)" "$before" "$after"
+if kill -0 "$VFIOD_PID" 2>/dev/null; then pass "vfiod alive"; else fail "vfiod alive"; fi
+check "vfiod still answers" 'b true' "$(prop /org/vfiod1 $MANAGER IommuEnabled)"
+
+echo "# $failures failure(s)"
+[ "$failures" -eq 0 ]
