@@ -41,6 +41,30 @@ bool valid_rel(std::string_view rel) {
 // Symlink loops (or a hostile tree) must not spin forever; the kernel's own limit is 40.
 constexpr int kMaxLinks = 40;
 
+// The host path to hand to the kernel for rel. Under a test or captured root the kernel must not
+// follow links itself: an absolute link would lead out to the real /sys. So the path is resolved
+// here, within the root (follow_last=false keeps the last component as is, for lstat/readlink).
+std::optional<std::string> host_path(const Sysfs& fs, std::string_view rel, bool follow_last) {
+    if (!valid_rel(rel))
+        return std::nullopt;
+    if (fs.live())
+        return fs.path(rel);
+    if (follow_last) {
+        auto r = fs.Sysfs::resolve(rel);
+        return r ? std::optional(fs.path(*r)) : std::nullopt;
+    }
+    auto parts = split(rel);
+    if (parts.empty())
+        return fs.path("");
+    std::string parent;
+    for (size_t i = 0; i + 1 < parts.size(); ++i)
+        parent.append(parent.empty() ? "" : "/").append(parts[i]);
+    auto r = fs.Sysfs::resolve(parent);
+    if (!r)
+        return std::nullopt;
+    return fs.path(*r + (r->empty() ? "" : "/") + std::string(parts.back()));
+}
+
 }  // namespace
 
 Sysfs::Sysfs(std::string root) : root_(std::move(root)) {
@@ -61,9 +85,10 @@ std::string Sysfs::path(std::string_view rel) const {
 }
 
 std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes) const {
-    if (!valid_rel(rel))
+    auto p = host_path(*this, rel, true);
+    if (!p)
         return std::nullopt;
-    int fd = ::open(path(rel).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = ::open(p->c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return std::nullopt;
     std::string out;
@@ -91,10 +116,11 @@ std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes) c
 }
 
 std::optional<std::string> Sysfs::readlink(std::string_view rel) const {
-    if (!valid_rel(rel) || rel.empty())
+    auto p = host_path(*this, rel, false);
+    if (!p || rel.empty())
         return std::nullopt;
     char buf[4096];
-    ssize_t n = ::readlink(path(rel).c_str(), buf, sizeof buf);
+    ssize_t n = ::readlink(p->c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf)
         return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
@@ -112,9 +138,10 @@ std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
 
 std::vector<std::string> Sysfs::list(std::string_view rel) const {
     std::vector<std::string> names;
-    if (!valid_rel(rel))
+    auto p = host_path(*this, rel, true);
+    if (!p)
         return names;
-    DIR* dir = ::opendir(path(rel).c_str());
+    DIR* dir = ::opendir(p->c_str());
     if (!dir)
         return names;
     while (const dirent* e = ::readdir(dir)) {
@@ -128,11 +155,10 @@ std::vector<std::string> Sysfs::list(std::string_view rel) const {
 }
 
 bool Sysfs::exists(std::string_view rel) const {
-    if (!valid_rel(rel))
-        return false;
+    auto p = host_path(*this, rel, false);
     // lstat: a link that exists counts even if its target is gone (ask resolve() for that).
     struct stat st;
-    return ::lstat(path(rel).c_str(), &st) == 0;
+    return p && ::lstat(p->c_str(), &st) == 0;
 }
 
 std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
@@ -196,9 +222,12 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
 int Sysfs::write(std::string_view rel, std::string_view value) {
     if (!valid_rel(rel) || rel.empty())
         return EINVAL;
+    auto p = host_path(*this, rel, true);
+    if (!p)
+        return ENOENT;
     // No O_CREAT/O_TRUNC: a sysfs attribute either exists or the write is a mistake, and
     // creating a regular file in its place would hide that.
-    int fd = ::open(path(rel).c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = ::open(p->c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return errno;
     // One write(2): the kernel's store() sees exactly one buffer, and a retry loop would feed

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "fake_tree.hpp"
@@ -269,4 +270,104 @@ TEST(TopologyReader, RealHostSmoke) {
     }
     EXPECT_EQ(found, expected);
     EXPECT_THAT(warnings, IsEmpty());
+}
+
+// The access layer the reader stands on: it must keep every path inside the root.
+TEST(Sysfs, ReadsListsAndRejectsPathsOutsideTheRoot) {
+    FakeTree t;
+    t.write_file("a/value", "0x10de\n\n").write_file("a/b", "x").write_file("outside", "secret");
+    Sysfs fs(t.root() + "/a/");
+    EXPECT_EQ(fs.root(), t.root() + "/a");
+    EXPECT_EQ(fs.read("value"), "0x10de\n");  // exactly one newline removed
+    EXPECT_EQ(fs.read("value", 3), "0x1");
+    EXPECT_FALSE(fs.read("missing"));
+    EXPECT_FALSE(fs.read("../outside"));
+    EXPECT_FALSE(fs.read("b/../../outside"));
+    EXPECT_FALSE(fs.read(t.root() + "/outside"));  // absolute
+    EXPECT_THAT(fs.list(""), ElementsAre("b", "value"));
+    EXPECT_THAT(fs.list("nope"), IsEmpty());
+    EXPECT_THAT(fs.list(".."), IsEmpty());
+    EXPECT_FALSE(fs.exists("../outside"));
+    EXPECT_FALSE(fs.live());
+    EXPECT_TRUE(Sysfs("/").live());
+    EXPECT_EQ(Sysfs("/").path("sys/bus"), "/sys/bus");
+}
+
+TEST(Sysfs, ResolveStaysInsideTheRoot) {
+    FakeTree t;
+    t.write_file("sys/devices/pci0000:00/0000:00:02.0/vendor", "0x8086\n");
+    t.symlink("sys/bus/pci/devices/0000:00:02.0", "../../../devices/pci0000:00/0000:00:02.0");
+    t.symlink("abs", "/sys/devices/pci0000:00");  // absolute: taken relative to the root
+    t.symlink("escape", "../../../../../../../../etc");
+    t.symlink("loop1", "loop2").symlink("loop2", "loop1");
+    t.symlink("dangling", "sys/nothing");
+    Sysfs fs(t.root());
+    EXPECT_EQ(fs.resolve("sys/bus/pci/devices/0000:00:02.0"),
+              "sys/devices/pci0000:00/0000:00:02.0");
+    EXPECT_EQ(fs.resolve("abs/0000:00:02.0/vendor"), "sys/devices/pci0000:00/0000:00:02.0/vendor");
+    EXPECT_EQ(fs.read("abs/0000:00:02.0/vendor"), "0x8086");
+    EXPECT_FALSE(fs.resolve("escape"));
+    EXPECT_FALSE(fs.resolve("loop1"));
+    EXPECT_FALSE(fs.resolve("dangling"));
+    EXPECT_TRUE(fs.exists("dangling"));  // the link itself is there
+    EXPECT_FALSE(fs.resolve("sys/../sys"));
+    // Reads, lists and writes through an absolute link stay in the tree, never the real host.
+    t.symlink("hostproc", "/proc");
+    EXPECT_FALSE(fs.read("hostproc/self/status"));
+    EXPECT_THAT(fs.list("hostproc"), ElementsAre("net", "self"));
+    EXPECT_EQ(fs.write("hostproc/self/status", "x"), ENOENT);
+    EXPECT_TRUE(fs.exists("hostproc/self"));
+    EXPECT_FALSE(fs.exists("hostproc/self/status"));
+    EXPECT_EQ(fs.link_name("sys/bus/pci/devices/0000:00:02.0"), "0000:00:02.0");
+    EXPECT_EQ(fs.readlink("abs"), "/sys/devices/pci0000:00");
+    EXPECT_FALSE(fs.readlink("sys"));  // not a link
+}
+
+TEST(Sysfs, WriteNeverCreatesAndReportsErrno) {
+    FakeTree t;
+    t.write_file("sys/bus/pci/drivers_probe", "");
+    t.write_file("outside", "");
+    Sysfs fs(t.root() + "/sys");
+    EXPECT_EQ(fs.write("bus/pci/drivers_probe", "0000:01:00.0"), 0);
+    EXPECT_EQ(fs.read("bus/pci/drivers_probe"), "0000:01:00.0");
+    EXPECT_EQ(fs.write("bus/pci/new_file", "x"), ENOENT);
+    EXPECT_FALSE(std::filesystem::exists(t.root() + "/sys/bus/pci/new_file"));
+    EXPECT_EQ(fs.write("../outside", "x"), EINVAL);
+    EXPECT_EQ(fs.write(t.root() + "/outside", "x"), EINVAL);
+    EXPECT_EQ(fs.write("bus", "x"), EISDIR);
+}
+
+// Other suites (the fake kernel) build on these shapes; pin the kernel-like parts.
+TEST(FakeTree, KernelShapedLinksAndVfioNodes) {
+    FakeTree t;
+    build_host(t);
+    Sysfs fs(t.root());
+    EXPECT_EQ(fs.readlink("sys/bus/pci/devices/0000:01:00.0"),
+              "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+    const std::string gpu = t.devpath("0000:01:00.0");
+    EXPECT_EQ(fs.readlink(gpu + "/driver"), "../../../../bus/pci/drivers/nvidia");
+    EXPECT_EQ(fs.readlink(gpu + "/iommu_group"), "../../../../kernel/iommu_groups/2");
+    EXPECT_EQ(fs.resolve("sys/bus/pci/drivers/nvidia/0000:01:00.0"), gpu);
+    EXPECT_EQ(fs.read(gpu + "/enable"), "1");
+
+    t.bind("0000:01:00.0", "vfio-pci");
+    EXPECT_FALSE(fs.exists("sys/bus/pci/drivers/nvidia/0000:01:00.0"));
+    EXPECT_EQ(fs.link_name(gpu + "/driver"), "vfio-pci");
+    EXPECT_EQ(fs.read(gpu + "/enable"), "0");  // vfio-pci enables only when a user opens it
+    EXPECT_TRUE(fs.exists("dev/vfio/2"));
+    EXPECT_TRUE(fs.exists("sys/module/vfio_pci"));
+    EXPECT_THAT(fs.read(gpu + "/uevent").value_or(""), HasSubstr("DRIVER=vfio-pci"));
+    t.bind("0000:01:00.1", "vfio-pci");
+    t.unbind("0000:01:00.0");
+    EXPECT_TRUE(fs.exists("dev/vfio/2"));  // 01:00.1 still holds the group
+    t.unbind("0000:01:00.1");
+    EXPECT_FALSE(fs.exists("dev/vfio/2"));
+    EXPECT_FALSE(fs.exists(gpu + "/driver"));
+
+    t.add_netdev("0000:01:00.0", "eth9", "virtio3");
+    t.remove_function("0000:01:00.0");
+    EXPECT_FALSE(fs.exists("sys/bus/pci/devices/0000:01:00.0"));
+    EXPECT_FALSE(fs.exists("sys/kernel/iommu_groups/2/devices/0000:01:00.0"));
+    EXPECT_FALSE(fs.exists("sys/class/net/eth9"));
+    EXPECT_TRUE(fs.exists("sys/kernel/iommu_groups/2/devices/0000:01:00.1"));
 }
