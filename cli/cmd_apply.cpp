@@ -1,0 +1,172 @@
+// vfioctl apply: executes the plan once without the daemon, through the same planner and
+// executor (journal included), and reports each group's outcome.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "commands.hpp"
+#include "core/json.hpp"
+#include "exec/executor.hpp"
+#include "exec/journal.hpp"
+#include "io/config_loader.hpp"
+#include "io/snapshot.hpp"
+#include "text.hpp"
+
+extern char** environ;
+
+namespace vfiod::cli {
+
+namespace {
+
+void print_lines(const std::vector<std::string>& lines, const char* prefix) {
+    for (const auto& l : lines)
+        std::fprintf(stderr, "vfioctl: %s%s\n", prefix, l.c_str());
+}
+
+// The unit pulls vfio-pci in (Wants=modprobe@vfio_pci.service); without the daemon, apply loads
+// the target drivers itself, only on the live host and only those a bind needs.
+void load_missing_drivers(const Sysfs& fs, const Plan& plan) {
+    std::set<std::string> missing;
+    for (const auto& g : plan.groups)
+        if (g.action == Action::Bind)
+            for (const auto& d : g.devices)
+                if (d.target && !d.writes.empty() &&
+                    !fs.exists("sys/bus/pci/drivers/" + *d.target))
+                    missing.insert(*d.target);
+    for (const auto& driver : missing) {
+        std::fprintf(stderr, "vfioctl: loading %s: modprobe %s\n", driver.c_str(), driver.c_str());
+        const char* argv[] = {"modprobe", driver.c_str(), nullptr};
+        pid_t pid;
+        if (posix_spawnp(&pid, "modprobe", nullptr, nullptr, const_cast<char* const*>(argv),
+                         environ) != 0) {
+            std::fprintf(stderr, "vfioctl: warning: cannot run modprobe\n");
+            continue;
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            std::fprintf(stderr, "vfioctl: warning: modprobe %s failed\n", driver.c_str());
+    }
+}
+
+struct Result {
+    const GroupPlan* plan;  // null for a reconcile report
+    GroupOutcome outcome;
+};
+
+void write_json(const std::vector<Result>& results) {
+    JsonWriter j;
+    j.begin_object().key("groups").begin_array();
+    for (const auto& r : results) {
+        const GroupOutcome& o = r.outcome;
+        j.begin_object().key("group");
+        if (o.group)
+            j.value(static_cast<int64_t>(*o.group));
+        else
+            j.null();
+        j.key("state").value(to_string(o.state));
+        j.key("reason");
+        if (o.reason.empty())
+            j.null();
+        else
+            j.value(o.reason);
+        j.key("blockers").begin_array();
+        for (const auto& b : o.blockers)
+            j.value(b.str());
+        j.end_array();
+        j.key("message").value(o.message);
+        j.end_object();
+    }
+    j.end_array().end_object();
+    std::fputs(j.str().c_str(), stdout);
+}
+
+}  // namespace
+
+int run_apply(const Args& args) {
+    if (args.root == "/" && ::geteuid() != 0) {
+        std::fprintf(stderr, "vfioctl: apply rebinds drivers on this host and must run as root "
+                             "(to try it on a test tree, use --root DIR)\n");
+        return kExitDenied;
+    }
+    ConfigResult cr = load_config(args.root, args.config);
+    print_lines(cr.warnings, "warning: ");
+    if (!cr.config) {
+        print_lines(cr.errors, "");
+        std::fprintf(stderr, "vfioctl: the configuration is invalid; nothing was done\n");
+        return kExitUsage;
+    }
+    const Config& config = *cr.config;
+    if (config.mode == Mode::Observe) {
+        std::fprintf(stderr, "vfioctl: the configuration sets mode = \"observe\": nothing is "
+                             "written (see vfioctl plan)\n");
+        return kExitFailed;
+    }
+
+    Sysfs fs(args.root);
+    Journal journal(fs);
+    Executor exec(fs, &journal, std::chrono::seconds(config.write_timeout));
+    std::vector<Result> results;
+    // Finish what a crashed daemon or apply left half done before planning anew.
+    for (auto& o : exec.reconcile())
+        results.push_back({nullptr, std::move(o)});
+
+    Snapshot snap = read_snapshot(fs);
+    Plan plan = make_plan(snap.topology, snap.use, config);
+    if (fs.live()) {
+        load_missing_drivers(fs, plan);
+        snap = read_snapshot(fs);
+        plan = make_plan(snap.topology, snap.use, config);
+    }
+    print_lines(snap.warnings, "warning: ");
+    print_lines(plan.warnings, "warning: ");
+
+    bool all_bound = true;
+    for (const auto& g : plan.groups) {
+        GroupOutcome o;
+        if (g.group && journal.released(*g.group) && g.action != Action::Refuse) {
+            // An operator's Release stays until an explicit Bind (DESIGN §6).
+            o.group = g.group;
+            o.state = GroupOutcome::State::Released;
+            o.message = "released earlier; kept (vfioctl bind re-binds it)";
+        } else {
+            o = exec.apply(g);
+            if (g.action != Action::Refuse && o.state != GroupOutcome::State::Bound)
+                all_bound = false;
+        }
+        results.push_back({&g, std::move(o)});
+    }
+
+    if (args.json) {
+        write_json(results);
+    } else {
+        for (const auto& r : results) {
+            const GroupOutcome& o = r.outcome;
+            if (r.plan) {
+                std::printf("%s", render_group(*r.plan, false, to_string(o.state)).c_str());
+            } else {
+                std::printf("journal: group %s: %s\n",
+                            o.group ? std::to_string(*o.group).c_str() : "?",
+                            to_string(o.state));
+            }
+            if (!o.reason.empty() && o.state != GroupOutcome::State::Refused)
+                std::printf("  reason: %s\n", o.reason.c_str());
+            if (!o.message.empty() && o.state != GroupOutcome::State::Refused)
+                std::printf("  %s\n", o.message.c_str());
+            if (o.state == GroupOutcome::State::Stuck)
+                std::printf("  A kernel write is blocked; see README \"When a group is stuck\".\n");
+            std::printf("\n");
+        }
+        if (plan.groups.empty())
+            std::printf("Nothing to do: no PCI function on this host matches the allowlist.\n");
+    }
+    return all_bound ? kExitOk : kExitFailed;
+}
+
+}  // namespace vfiod::cli
