@@ -1,0 +1,203 @@
+// The service layer (event → re-read → plan → execute → publish) on the fake kernel: enforce
+// coldplug, observe mode writing nothing, sticky release across events and restarts, drift
+// re-asserted exactly once, early overrides cleared on refused groups, and reloads.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "fake_kernel.hpp"
+#include "fake_tree.hpp"
+#include "scenarios.hpp"
+#include "service/service.hpp"
+
+namespace vfiod::test {
+namespace {
+
+PciAddress addr(const char* s) { return *PciAddress::parse(s); }
+
+std::string driver_of(const FakeKernel& k, const char* bdf) {
+    return k.link_name(std::string("sys/bus/pci/devices/") + bdf + "/driver").value_or("");
+}
+
+GroupState state_of(const Service& s, unsigned group) {
+    auto it = s.inventory().groups.find(group);
+    EXPECT_NE(it, s.inventory().groups.end()) << "group " << group << " not published";
+    return it == s.inventory().groups.end() ? GroupState::Failed : it->second.state;
+}
+
+class ServiceTest : public ::testing::Test {
+protected:
+    size_t writes() const { return kernel.writes().size(); }
+
+    FakeTree tree;
+    // The fake kernel learns each function's native driver when it is made: after the host.
+    bool built = (build_gpu_host(tree), true);
+    FakeKernel kernel{tree};
+};
+
+TEST_F(ServiceTest, EnforceColdplugBindsWholeGroupsAndRefusesTheRootDisk) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    EXPECT_EQ(s.mode(), Mode::Enforce);
+    EXPECT_EQ(state_of(s, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
+    EXPECT_EQ(state_of(s, 14), GroupState::Refused);
+    EXPECT_EQ(s.inventory().groups.at(14).reason, "in-use-storage");
+    EXPECT_EQ(driver_of(kernel, "0000:02:00.0"), "nvme");
+    // The published view is the kernel's after the writes, with the original driver kept.
+    const DeviceInfo& gpu = s.inventory().devices.at(addr("0000:01:00.0"));
+    EXPECT_EQ(gpu.driver, "vfio-pci");
+    EXPECT_EQ(gpu.original_driver, "nvidia");
+    EXPECT_EQ(gpu.role, Role::Allowlisted);
+    EXPECT_EQ(s.inventory().devices.at(addr("0000:01:00.1")).role, Role::Companion);
+}
+
+TEST_F(ServiceTest, ObserveModeWritesNothingAndShowsPending) {
+    Service s(kernel, {.config_file = std::nullopt, .force_observe = true});
+    ASSERT_TRUE(s.start());
+    EXPECT_EQ(state_of(s, 13), GroupState::Pending);
+    EXPECT_EQ(s.inventory().mode, "observe");
+    EXPECT_EQ(writes(), 0u);
+    EXPECT_EQ(s.bind("0000:01:00.0").code, OpResult::Code::Failed);
+    s.handle_events({addr("0000:01:00.0")});
+    EXPECT_EQ(writes(), 0u);
+}
+
+TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
+    {
+        Service s(kernel, {});
+        ASSERT_TRUE(s.start());
+        ASSERT_TRUE(s.release("0000:01:00.1").ok());
+        EXPECT_EQ(state_of(s, 13), GroupState::Released);
+        EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+        EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "snd_hda_intel");
+        EXPECT_EQ(kernel.read("sys/bus/pci/devices/0000:01:00.0/driver_override"), "(null)");
+        // The unbind/bind uevents the release itself caused must not undo it.
+        size_t before = writes();
+        s.handle_events({addr("0000:01:00.0"), addr("0000:01:00.1")});
+        EXPECT_EQ(state_of(s, 13), GroupState::Released);
+        EXPECT_EQ(writes(), before);
+    }
+    size_t before = writes();
+    Service restarted(kernel, {});
+    ASSERT_TRUE(restarted.start());
+    EXPECT_EQ(state_of(restarted, 13), GroupState::Released);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+    EXPECT_EQ(writes(), before);
+    // Bind is the operator taking it back.
+    ASSERT_TRUE(restarted.bind("0000:01:00.0").ok());
+    EXPECT_EQ(state_of(restarted, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
+}
+
+TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    auto steal = [&] {  // someone writes the GPU's address to nvidia's bind
+        tree.unbind("0000:01:00.0");
+        tree.bind("0000:01:00.0", "nvidia");
+    };
+    steal();
+    s.handle_events({addr("0000:01:00.0")});
+    EXPECT_EQ(state_of(s, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+
+    steal();
+    size_t before = writes();
+    s.handle_events({addr("0000:01:00.0")});
+    EXPECT_EQ(state_of(s, 13), GroupState::Failed);
+    EXPECT_EQ(s.inventory().groups.at(13).reason, "drift");
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+    EXPECT_EQ(writes(), before) << "no fight: the second drift writes nothing";
+    // An operator's Bind takes it back.
+    ASSERT_TRUE(s.bind("0000:01:00.0").ok());
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+}
+
+TEST_F(ServiceTest, HotplugBindsTheNewGroupOnly) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    FakeTree::Function gpu;
+    gpu.address = "0000:05:00.0";
+    gpu.vendor = "10de";
+    gpu.device = "2331";
+    gpu.class_code = "030200";
+    gpu.driver = "nvidia";
+    gpu.group = 20;
+    tree.add_function(gpu);
+    kernel.set_native_driver("0000:05:00.0", "nvidia");
+    s.handle_events({addr("0000:05:00.0")});
+    EXPECT_EQ(state_of(s, 20), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:05:00.0"), "vfio-pci");
+
+    tree.remove_function("0000:05:00.0");
+    s.handle_events({addr("0000:05:00.0")});
+    EXPECT_EQ(s.inventory().groups.count(20), 0u);
+    EXPECT_EQ(s.inventory().devices.count(addr("0000:05:00.0")), 0u);
+}
+
+TEST_F(ServiceTest, EarlyOverrideOnARefusedGroupIsClearedAndTheHostDriverProbed) {
+    FakeTree::Function nic;
+    nic.address = "0000:06:00.0";
+    nic.vendor = "8086";
+    nic.device = "10d3";
+    nic.driver = "";
+    nic.driver_override = "vfio-pci";  // set by the udev rule; vfio-pci was not loaded yet
+    nic.group = 21;
+    tree.add_function(nic);
+    kernel.set_native_driver("0000:06:00.0", "e1000e");
+    tree.write_file("etc/vfiod/vfiod.toml",
+                    "[[device]]\nselector = \"8086:10d3\"\nearly = true\n"
+                    "[[protect]]\naddress = \"0000:06:00.0\"\n");
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    EXPECT_EQ(state_of(s, 21), GroupState::Refused);
+    EXPECT_EQ(s.inventory().groups.at(21).reason, "protected");
+    EXPECT_EQ(kernel.read("sys/bus/pci/devices/0000:06:00.0/driver_override"), "(null)");
+    EXPECT_EQ(driver_of(kernel, "0000:06:00.0"), "e1000e");
+}
+
+TEST_F(ServiceTest, BadReloadKeepsTheRunningConfig) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    Inventory before = s.inventory();
+    tree.write_file("etc/vfiod/vfiod.toml", "[daemon]\nmode = \"sometimes\"\n");
+    OpResult r = s.reload();
+    EXPECT_EQ(r.code, OpResult::Code::Failed);
+    EXPECT_NE(r.message.find("vfiod.toml:2:"), std::string::npos) << r.message;
+    EXPECT_EQ(s.inventory(), before);
+    EXPECT_EQ(s.mode(), Mode::Enforce);
+}
+
+TEST_F(ServiceTest, ReloadThatChangesAReleasedGroupsEntriesClearsTheMark) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    ASSERT_TRUE(s.release("0000:01:00.0").ok());
+    // The same config again touches nothing: still released.
+    ASSERT_TRUE(s.reload().ok());
+    EXPECT_EQ(state_of(s, 13), GroupState::Released);
+    // A new resource name for the GPU's entry is a change that touches the group.
+    tree.write_file("etc/vfiod/vfiod.toml",
+                    "[[device]]\nselector = \"10de:2331\"\nresource_name = \"nvidia.com/H100\"\n");
+    ASSERT_TRUE(s.reload().ok());
+    EXPECT_EQ(state_of(s, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+    EXPECT_EQ(s.inventory().devices.at(addr("0000:01:00.0")).resource_name, "nvidia.com/H100");
+}
+
+TEST_F(ServiceTest, OperatorErrorsUseTheClosedSetOfCodes) {
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    EXPECT_EQ(s.bind("../../etc").code, OpResult::Code::InvalidArgs);
+    EXPECT_EQ(s.bind("0000:01:00.0\n").code, OpResult::Code::InvalidArgs);
+    EXPECT_EQ(s.bind("0000:09:00.0").code, OpResult::Code::NotFound);
+    EXPECT_EQ(s.bind("0000:00:1f.6").code, OpResult::Code::NotAllowlisted);
+    OpResult r = s.bind("0000:02:00.0");
+    EXPECT_EQ(r.code, OpResult::Code::Refused);
+    EXPECT_EQ(r.message.rfind("in-use-storage:", 0), 0u) << r.message;
+    EXPECT_EQ(s.release("0000:00:1f.6").code, OpResult::Code::NotAllowlisted);
+}
+
+}  // namespace
+}  // namespace vfiod::test
