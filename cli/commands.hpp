@@ -30,5 +30,6 @@ int run_apply(const Args& args);   // executes the plan once, without the daemon
 int run_status(const Args& args);   // D-Bus client (daemon); --offline reads the host
 int run_bind(const Args& args);     // D-Bus client: Bind(operand)
 int run_release(const Args& args);  // D-Bus client: Release(operand)
+int run_doctor(const Args& args);   // explain each allowlisted device's readiness (reads only)
 
 }  // namespace vfiod::cli

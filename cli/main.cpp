@@ -38,6 +38,8 @@ const Verb kVerbs[] = {
      "the daemon's inventory over D-Bus (--offline: read the host instead)"},
     {"bind", run_bind, 0, "ADDR", "ask the daemon to bind ADDR's whole IOMMU group"},
     {"release", run_release, 0, "ADDR", "ask the daemon to give ADDR's group back to the host"},
+    {"doctor", run_doctor, kRoot | kConfig | kJson, nullptr,
+     "explain, per allowlisted device, whether it is ready and what KubeVirt will count"},
 };
 
 const char kHelp[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
@@ -50,15 +52,29 @@ Commands:
   plan                 Dry run: one decision per IOMMU group that holds an allowlisted device
                        (bind, bound or refuse with a reason) and the exact sysfs writes.
                        Reads the host (or --root tree) and the configuration; writes nothing.
+  apply                Execute the plan once, without the daemon (root only). Prints each
+                       group's outcome; exit 0 only if every bind/bound group ended bound.
+  doctor               Explain, per allowlisted device, whether it is ready for pass-through,
+                       what blocks it and how to fix that, and what KubeVirt will count.
+                       Exit 0 when everything is ready, 1 when something is not.
   check-config FILE    Validate FILE (and the conf.d/ directory beside it): every error as
                        FILE:LINE:COLUMN: message, and warnings such as overlapping entries.
+  status               The daemon's inventory over D-Bus: each group's state (bound, pending,
+                       refused, failed, released) and members. --offline reads the host
+                       instead of asking the daemon.
+  bind ADDR            Ask the daemon to bind the whole IOMMU group of function ADDR
+                       (e.g. 0000:01:00.0). ADDR must be allowlisted and not protected.
+  release ADDR         Ask the daemon to give ADDR's group back to its original host
+                       drivers. Refused (in-use-vfio) while a VM holds the group.
 
 Options:
   --root DIR           Resolve every path under DIR instead of / (sys/, proc/, dev/, run/,
                        etc/vfiod/): inspect a captured or synthetic host tree.
   --config FILE        Read FILE (and FILE's sibling conf.d/*.toml) instead of
                        DIR/etc/vfiod/vfiod.toml and DIR/etc/vfiod/conf.d/*.toml.
-  --json               Machine-readable output (plan: the DESIGN plan object).
+  --json               Machine-readable output for scripts (plan, apply, status, doctor,
+                       check-config).
+  --offline            status: read sysfs under --root instead of asking the daemon.
   -h, --help           Show this help, or a command's help: vfioctl COMMAND --help.
   --version            Show the version.
 
@@ -74,6 +90,13 @@ Examples:
   vfioctl plan --json | jq '.groups[] | select(.action=="refuse")'
   vfioctl plan --root /tmp/captured-host --config ./vfiod.toml
   vfioctl check-config /etc/vfiod/vfiod.toml
+  vfioctl doctor                        why KubeVirt counts 0 devices
+  vfioctl status --json                 the daemon's view, for device plugins
+  vfioctl release 0000:01:00.0          give a GPU back to the host
+
+Files:
+  /etc/vfiod/vfiod.toml, /etc/vfiod/conf.d/*.toml   configuration
+  /run/vfiod/                                       the daemon's journal of bindings
 )";
 
 void print_verb_help(const Verb& v) {
