@@ -1,0 +1,65 @@
+# `vfioctl apply` (the executor) on the real kernel: loads vfio-pci itself, binds the two-function
+# group whole, journals it, is a no-op the second time, and reconciles an interrupted bind.
+# Also the kernel error codes the unit tests' fake kernel assumes.
+# topology: default
+# checks: modprobe-by-apply apply-exit-0 apply-gpu-vfio apply-audio-vfio apply-mgmt-untouched
+# checks: journal-done journal-originals enable-zero-on-vfio apply-again-exit-0
+# checks: bind-bound-ebusy bind-nomatch-enodev unbind-wrong-driver-enodev probe-nothing-ok
+# checks: probe-nothing-no-driver probe-missing-enodev override-newline-clears
+# checks: reconcile-exit-0 reconcile-reported reconcile-gpu-vfio reconcile-audio-vfio
+. /payload/lib.sh
+
+modprobe -a e1000e snd-hda-intel virtio_pci virtio_net
+write_config <<'TOML'
+[[device]]
+selector = "8086:10d3"
+address = "0000:01:00.0"
+resource_name = "vmtest/gpu"
+TOML
+grp=$(group_of $GPU)
+journal=/run/vfiod/group-$grp
+
+out=$(vfioctl apply 2>&1); rc=$?
+note "$out"
+check modprobe-by-apply test -d /sys/bus/pci/drivers/vfio-pci
+expect_eq apply-exit-0 0 $rc
+expect_eq apply-gpu-vfio vfio-pci "$(driver_of $GPU)"
+expect_eq apply-audio-vfio vfio-pci "$(driver_of $AUDIO)"
+expect_eq apply-mgmt-untouched "virtio-pci (null)" \
+    "$(driver_of $MGMT) $(cat "$(pci_dev $MGMT)/driver_override")"
+note "$(cat $journal)"
+check journal-done grep -q "phase done" $journal
+check journal-originals grep -q "function $AUDIO original=snd_hda_intel" $journal
+# vfio_use relies on this: vfio-pci leaves the device disabled until a user opens it.
+expect_eq enable-zero-on-vfio 0 "$(cat "$(pci_dev $GPU)/enable")"
+vfioctl apply >/dev/null 2>&1
+expect_eq apply-again-exit-0 0 $?
+
+# The errno of write(2), as the fake kernel models it (dd reports it; busybox printf does not).
+kw() { printf '%s' "$2" | dd of="$1" 2>&1; }
+r=$(kw /sys/bus/pci/drivers/vfio-pci/bind $GPU); note "bind bound: $r"
+check bind-bound-ebusy sh -c "echo '$r' | grep -qi busy"
+r=$(kw /sys/bus/pci/drivers/e1000e/bind $AUDIO); note "bind nomatch: $r"
+check bind-nomatch-enodev sh -c "echo '$r' | grep -q 'No such device'"
+r=$(kw /sys/bus/pci/drivers/e1000e/unbind $GPU); note "unbind wrong driver: $r"
+check unbind-wrong-driver-enodev sh -c "echo '$r' | grep -q 'No such device'"
+printf 'nosuchdrv' >"$(pci_dev $GPU)/driver_override"
+printf '%s' $GPU >"$(pci_dev $GPU)/driver/unbind"
+printf '%s' $GPU >/sys/bus/pci/drivers_probe
+expect_eq probe-nothing-ok 0 $?
+expect_eq probe-nothing-no-driver "" "$(driver_of $GPU)"
+r=$(kw /sys/bus/pci/drivers_probe 0000:09:00.0); note "probe missing: $r"
+check probe-missing-enodev sh -c "echo '$r' | grep -q 'No such device'"
+echo >"$(pci_dev $GPU)/driver_override"
+expect_eq override-newline-clears "(null)" "$(cat "$(pci_dev $GPU)/driver_override")"
+
+# A crash mid-bind: the GPU is back on its host driver, the audio function still on vfio-pci,
+# and the journal says the bind started. apply rolls it back, then binds the group whole.
+printf '%s' $GPU >/sys/bus/pci/drivers_probe
+sed -i 's/phase done/phase started/' $journal
+out=$(vfioctl apply 2>&1); rc=$?
+note "$out"
+expect_eq reconcile-exit-0 0 $rc
+check reconcile-reported sh -c "echo '$out' | grep -q 'journal: group $grp: rolled-back'"
+expect_eq reconcile-gpu-vfio vfio-pci "$(driver_of $GPU)"
+expect_eq reconcile-audio-vfio vfio-pci "$(driver_of $AUDIO)"
