@@ -1,0 +1,61 @@
+#!/bin/bash
+# `meson install` with DESTDIR produces the DESIGN §7 tree, and the installed unit is hardened to
+# an exposure of at most 2.0 by `systemd-analyze security --offline=yes`.
+# Usage: install_test.sh BUILD_DIR
+set -u
+BUILD=$1
+DEST=$(mktemp -d /tmp/vfiod-install.XXXXXX)
+trap 'rm -rf "$DEST"' EXIT
+failures=0
+pass() { echo "ok - $1"; }
+fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
+
+meson install -C "$BUILD" --no-rebuild --destdir "$DEST" >"$DEST.log" 2>&1 \
+    || { cat "$DEST.log"; rm -f "$DEST.log"; echo "not ok - meson install"; exit 1; }
+rm -f "$DEST.log"
+opt() {
+    meson introspect "$BUILD" --buildoptions |
+        python3 -c "import json,sys; print([o['value'] for o in json.load(sys.stdin) if o['name']=='$1'][0])"
+}
+prefix=$(opt prefix)
+sysconfdir=$(opt sysconfdir)
+case "$sysconfdir" in /*) ;; *) sysconfdir=$prefix/$sysconfdir ;; esac
+unitdir=$(pkg-config --variable=systemdsystemunitdir systemd)
+udevdir=$(pkg-config --variable=udevdir udev)
+
+for f in "$prefix/sbin/vfiod" "$prefix/bin/vfioctl" "$unitdir/vfiod.service" \
+         "$udevdir/rules.d/60-vfiod.rules" \
+         "$prefix/share/dbus-1/system.d/org.vfiod1.conf" \
+         "$prefix/share/dbus-1/system-services/org.vfiod1.service" \
+         "$prefix/share/dbus-1/interfaces/org.vfiod1.Manager.xml" \
+         "$prefix/share/dbus-1/interfaces/org.vfiod1.Group.xml" \
+         "$prefix/share/dbus-1/interfaces/org.vfiod1.Device.xml" \
+         "$sysconfdir/vfiod/vfiod.toml"; do
+    if [ -e "$DEST$f" ]; then pass "installed $f"; else fail "installed $f"; fi
+done
+grep -q "^ExecStart=$prefix/sbin/vfiod\$" "$DEST$unitdir/vfiod.service" \
+    && pass "unit runs the installed vfiod" || fail "unit runs the installed vfiod"
+grep -q "$prefix/sbin/vfiod --udev-match" "$DEST$udevdir/rules.d/60-vfiod.rules" \
+    && pass "rule calls the installed vfiod" || fail "rule calls the installed vfiod"
+
+if command -v systemd-analyze >/dev/null; then
+    out=$(systemd-analyze security --offline=yes "$DEST$unitdir/vfiod.service" 2>&1)
+    level=$(sed -n 's/.*Overall exposure level for vfiod.service: \([0-9.]*\).*/\1/p' <<<"$out")
+    echo "# systemd-analyze security --offline=yes: exposure $level"
+    if [ -n "$level" ] && awk "BEGIN { exit !($level <= 2.0) }"; then
+        pass "exposure $level <= 2.0"
+    else
+        fail "exposure <= 2.0" "$out"
+    fi
+    # The hardening must leave what the daemon needs.
+    unit=$(cat "$DEST$unitdir/vfiod.service")
+    for need in "ReadWritePaths=/sys/bus/pci /sys/devices" "RestrictAddressFamilies=AF_UNIX AF_NETLINK" \
+                "RuntimeDirectoryPreserve=yes" "Wants=modprobe@vfio_pci.service"; do
+        grep -qF "$need" <<<"$unit" && pass "unit has $need" || fail "unit has $need"
+    done
+    for forbidden in "PrivateNetwork=yes" "ProcSubset=pid"; do
+        grep -qF "$forbidden" <<<"$unit" && fail "unit lacks $forbidden" || pass "unit lacks $forbidden"
+    done
+fi
+echo "# $failures failure(s)"
+[ "$failures" -eq 0 ]
