@@ -15,7 +15,7 @@ packages=(
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm
   dbus systemd udev util-linux kmod
   # real-kernel VM tests (the kernel package itself is fetched by tests/vm with apt-get download)
-  qemu-system-x86 busybox-static cpio
+  qemu-system-x86 busybox-static cpio python3
 )
 missing=()
 for p in "${packages[@]}"; do
