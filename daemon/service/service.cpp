@@ -253,15 +253,24 @@ Service::Status Service::execute(const GroupPlan& gp) {
 void Service::clear_early_overrides(const GroupPlan& gp) {
     // The udev rule set driver_override on an `early` function before this group could be judged;
     // now that it is refused, give the function back to the host instead of leaving it parked on
-    // an override nothing will ever complete.
+    // an override nothing will ever complete. A group in the journal was moved by vfiod itself:
+    // that is Release's business, not this clean-up's.
+    if (journal_->load(*gp.group))
+        return;
+    HostUse use = snapshot_.use;
+    bool vfio_read = false;
     for (const auto& d : gp.devices) {
         const PciFunction* fn = snapshot_.topology.find(d.address);
         if (!fn || !d.target || fn->driver_override.empty() || fn->is_bridge())
             continue;
         if (!fn->driver.empty() && fn->driver != fn->driver_override)
             continue;  // a host driver holds it despite the override: nothing is parked
-        if (snapshot_.use.vfio.count(fn->address))
-            continue;
+        if (!vfio_read) {
+            read_vfio_use(fs_, snapshot_.topology, &use);
+            vfio_read = true;
+        }
+        if (use.vfio.count(fn->address))
+            continue;  // a user holds it: never pull a device from under a VM
         spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and probing "
                      "the host driver",
                      *gp.group, fn->address.str(), fn->driver_override);
