@@ -449,3 +449,33 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
         }
     }
 }
+
+// The fake kernel answers as Linux 6.1 was observed to (tests/vm/scenarios/executor-apply.sh).
+TEST(FakeKernel, AnswersAsTheRealKernelWasObservedTo) {
+    World w;
+    FakeKernel& k = *w.kernel;
+    const std::string gpu = std::string("sys/bus/pci/devices/") + kGpu;
+    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), EBUSY);        // already bound
+    EXPECT_EQ(k.write("sys/bus/pci/drivers/igb/bind", kAudio), ENODEV);        // no match
+    EXPECT_EQ(k.write("sys/bus/pci/drivers/igb/unbind", kGpu), ENODEV);        // not its driver
+    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", "0000:09:00.0"), ENODEV);  // no such device
+    EXPECT_EQ(k.write(gpu + "/driver_override", "nosuchdrv"), 0);
+    EXPECT_EQ(k.write(gpu + "/driver/unbind", kGpu), 0);
+    EXPECT_EQ(w.driver(kGpu), "");
+    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), 0);  // succeeds, binds nothing
+    EXPECT_EQ(w.driver(kGpu), "");
+    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), ENODEV);  // the override decides
+    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), 0);
+    EXPECT_EQ(w.override_of(kGpu), "(null)");
+    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), 0);
+    EXPECT_EQ(w.driver(kGpu), "nvidia");
+
+    // Injected faults hit exactly the write they name and change nothing.
+    k.fail_path(gpu + "/driver_override", EINVAL, 2);
+    EXPECT_EQ(k.write(gpu + "/driver_override", "vfio-pci"), 0);
+    EXPECT_EQ(k.write(gpu + "/driver_override", "igb"), EINVAL);
+    EXPECT_EQ(w.override_of(kGpu), "vfio-pci");
+    k.remove_function(kGpu);
+    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), ENOENT);
+    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), ENODEV);
+}
