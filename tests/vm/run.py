@@ -96,6 +96,16 @@ TimeoutStartSec=infinity
 """
 
 
+def merge_usr(tree):
+    """Moves /lib, /bin, ... of an install tree under /usr: the guest's root is merged-/usr, where
+    those are symlinks that a copy into the overlay must not replace."""
+    for top in ("bin", "sbin", "lib", "lib64"):
+        src = os.path.join(tree, top)
+        if os.path.isdir(src) and not os.path.islink(src):
+            shutil.copytree(src, os.path.join(tree, "usr", top), symlinks=True, dirs_exist_ok=True)
+            shutil.rmtree(src)
+
+
 def build_payload(args, meta, work):
     root = os.path.join(work, "payload-root")
     shutil.rmtree(root, ignore_errors=True)
@@ -110,6 +120,7 @@ def build_payload(args, meta, work):
         overlay = os.path.join(pay, "overlay")
         dest = usr_install(args.build_root, args.source_root, work)
         shutil.copytree(dest, overlay, symlinks=True)
+        merge_usr(overlay)
         system = os.path.join(overlay, "etc/systemd/system")
         os.makedirs(os.path.join(system, "multi-user.target.wants"), exist_ok=True)
         for unit in MASKED_UNITS:
