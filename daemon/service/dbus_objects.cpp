@@ -35,6 +35,20 @@ void reply(const OpResult& r) {
         throw sdbus::Error(error_name(r.code), r.message);
 }
 
+// The service returns results, but a library below it may still throw (std::bad_alloc,
+// std::system_error from a worker thread): answer Failed rather than let it end the daemon.
+template <typename F>
+auto guarded(const char* method, F&& f) {
+    try {
+        return f();
+    } catch (const sdbus::Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        spdlog::error("{}: {}", method, e.what());
+        throw sdbus::Error("org.vfiod1.Error.Failed", std::string(method) + ": " + e.what());
+    }
+}
+
 std::vector<std::string> strings(const std::vector<PciAddress>& list) {
     std::vector<std::string> out;
     for (const auto& a : list)
@@ -78,17 +92,19 @@ private:
 
     void Bind(const std::string& address) override {
         authorize("Bind");
-        reply(service_.bind(address));
+        reply(guarded("Bind", [&] { return service_.bind(address); }));
     }
     void Release(const std::string& address) override {
         authorize("Release");
-        reply(service_.release(address));
+        reply(guarded("Release", [&] { return service_.release(address); }));
     }
     void Reload() override {
         authorize("Reload");
-        reply(service_.reload());
+        reply(guarded("Reload", [&] { return service_.reload(); }));
     }
-    std::string Plan() override { return service_.plan_json(); }
+    std::string Plan() override {
+        return guarded("Plan", [&] { return service_.plan_json(); });
+    }
     std::string Version() override { return VFIOD_VERSION; }
     std::string Mode() override { return mode_; }
     bool IommuEnabled() override { return iommu_; }
@@ -108,7 +124,11 @@ public:
         getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
     }
     ~GroupObject() {
-        getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        // Also runs on shutdown after the bus is gone; a destructor must not throw.
+        try {
+            getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        } catch (const sdbus::Error&) {
+        }
         unregisterAdaptor();
     }
 
@@ -151,7 +171,11 @@ public:
         getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
     }
     ~DeviceObject() {
-        getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        // Also runs on shutdown after the bus is gone; a destructor must not throw.
+        try {
+            getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
+        } catch (const sdbus::Error&) {
+        }
         unregisterAdaptor();
     }
 

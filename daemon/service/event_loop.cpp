@@ -74,9 +74,16 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
     bool timer_armed = false;
 
     for (;;) {
-        while (bus.processPendingRequest()) {
+        sdbus::IConnection::PollData bus_poll;
+        try {
+            while (bus.processPendingRequest()) {
+            }
+            bus_poll = bus.getEventLoopPollData();
+        } catch (const sdbus::Error& e) {
+            // The bus went away (dbus-daemon restarted): systemd restarts us onto the new one.
+            spdlog::critical("system bus connection lost: {}", e.getMessage());
+            return 1;
         }
-        sdbus::IConnection::PollData bus_poll = bus.getEventLoopPollData();
         pollfd fds[4] = {
             {bus_poll.fd, bus_poll.events, 0},
             {sig.get(), POLLIN, 0},
