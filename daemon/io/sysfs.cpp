@@ -225,9 +225,10 @@ int Sysfs::write(std::string_view rel, std::string_view value) {
     auto p = host_path(*this, rel, true);
     if (!p)
         return ENOENT;
-    // No O_CREAT/O_TRUNC: a sysfs attribute either exists or the write is a mistake, and
-    // creating a regular file in its place would hide that.
-    int fd = ::open(p->c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    // No O_CREAT: a sysfs attribute either exists or the write is a mistake, and creating a
+    // regular file in its place would hide that. O_TRUNC is ignored by sysfs (as for a shell's
+    // `>`), and in a captured tree it keeps a shorter value from leaving old bytes behind.
+    int fd = ::open(p->c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return errno;
     // One write(2): the kernel's store() sees exactly one buffer, and a retry loop would feed

@@ -337,6 +337,14 @@ TEST(Sysfs, WriteNeverCreatesAndReportsErrno) {
     EXPECT_EQ(fs.write("bus", "x"), EISDIR);
 }
 
+TEST(Sysfs, AShorterWriteToACapturedTreeLeavesNoOldBytes) {
+    FakeTree t;
+    t.write_file("sys/x/driver_override", "vfio-pci\n");
+    Sysfs fs(t.root());
+    EXPECT_EQ(fs.write("sys/x/driver_override", "\n"), 0);
+    EXPECT_EQ(fs.read("sys/x/driver_override"), "");
+}
+
 // Other suites (the fake kernel) build on these shapes; pin the kernel-like parts.
 TEST(FakeTree, KernelShapedLinksAndVfioNodes) {
     FakeTree t;
