@@ -32,12 +32,12 @@ std::string addresses(const std::vector<PciAddress>& list) {
 }
 
 // "0000:01:00.0 e1000e→vfio-pci, 0000:01:00.1 snd_hda_intel→vfio-pci": what a log reader needs
-// to know which functions moved where.
-std::string describe_devices(const GroupPlan& gp) {
+// to know which functions moved where. `moves` false names only the current drivers.
+std::string describe_devices(const GroupPlan& gp, bool moves = true) {
     std::vector<std::string> s;
     for (const auto& d : gp.devices) {
         std::string from = d.driver.empty() ? "(none)" : d.driver;
-        if (!d.target || *d.target == d.driver)
+        if (!moves || !d.target || *d.target == d.driver)
             s.push_back(d.address.str() + " " + from);
         else
             s.push_back(d.address.str() + " " + from + "→" + *d.target);
@@ -296,7 +296,8 @@ void Service::set_status(unsigned group, Status s) {
     if (it != status_.end() && it->second == s)
         return;
     const GroupPlan* gp = group_plan(group);
-    std::string devices = gp ? describe_devices(*gp) : "";
+    // A released group's plan would bind it again; what matters is where its functions are now.
+    std::string devices = gp ? describe_devices(*gp, s.state != GroupState::Released) : "";
     switch (s.state) {
     case GroupState::Bound:
     case GroupState::Released:
@@ -498,8 +499,8 @@ OpResult Service::release(std::string_view address) {
     spdlog::info("group {}: Release requested for {}", id, addr->str());
     GroupOutcome o = executor_->release(rp);
     Status st = from_outcome(o);
+    reread();  // first, so the state-change line names the drivers the functions went back to
     set_status(id, st);
-    reread();
     publish();
     if (st.state == GroupState::Released)
         return {};
