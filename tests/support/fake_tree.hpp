@@ -27,6 +27,22 @@ public:
         std::string physfn;               // BDF of the PF for a VF (physfn link, PF gets virtfnN)
     };
 
+    // A Function in one line, for the common fields.
+    static Function pci(const std::string& address, const std::string& vendor,
+                        const std::string& device, const std::string& class_code,
+                        const std::string& driver, std::optional<unsigned> group,
+                        const std::string& parent = "") {
+        Function f;
+        f.address = address;
+        f.vendor = vendor;
+        f.device = device;
+        f.class_code = class_code;
+        f.driver = driver;
+        f.group = group;
+        f.parent = parent;
+        return f;
+    }
+
     FakeTree();                           // a fresh temporary directory
     ~FakeTree();                          // removed recursively
     FakeTree(const FakeTree&) = delete;

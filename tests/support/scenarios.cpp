@@ -6,16 +6,10 @@ namespace {
 
 using Fn = FakeTree::Function;
 
+// The demo host's functions all sit on NUMA node 0.
 Fn fn(const char* addr, const char* vendor, const char* device, const char* cls,
       const char* driver, unsigned group, const char* parent = "") {
-    Fn f;
-    f.address = addr;
-    f.vendor = vendor;
-    f.device = device;
-    f.class_code = cls;
-    f.driver = driver;
-    f.group = group;
-    f.parent = parent;
+    Fn f = FakeTree::pci(addr, vendor, device, cls, driver, group, parent);
     f.numa_node = 0;
     return f;
 }

@@ -32,25 +32,13 @@ const char* kAudio = "0000:01:00.1";
 const char* kPort = "0000:00:1c.0";  // shares group 13 (no ACS): never written
 const char* kNic = "0000:02:00.0";   // group 14
 
-FakeTree::Function fn(const char* addr, const char* vendor, const char* device, const char* cls,
-                      const char* driver, unsigned group, const char* parent = "") {
-    FakeTree::Function f;
-    f.address = addr;
-    f.vendor = vendor;
-    f.device = device;
-    f.class_code = cls;
-    f.driver = driver;
-    f.group = group;
-    f.parent = parent;
-    return f;
-}
 
 void build_host(FakeTree& t, bool with_vfio = true) {
     t.enable_iommu();
-    t.add_function(fn(kPort, "8086", "a33c", "060400", "pcieport", 13));
-    t.add_function(fn(kGpu, "10de", "2331", "030200", "nvidia", 13, kPort));
-    t.add_function(fn(kAudio, "10de", "22a3", "040300", "snd_hda_intel", 13, kPort));
-    t.add_function(fn(kNic, "8086", "1533", "020000", "igb", 14));
+    t.add_function(FakeTree::pci(kPort, "8086", "a33c", "060400", "pcieport", 13));
+    t.add_function(FakeTree::pci(kGpu, "10de", "2331", "030200", "nvidia", 13, kPort));
+    t.add_function(FakeTree::pci(kAudio, "10de", "22a3", "040300", "snd_hda_intel", 13, kPort));
+    t.add_function(FakeTree::pci(kNic, "8086", "1533", "020000", "igb", 14));
     if (with_vfio)
         t.add_driver("vfio-pci");
 }

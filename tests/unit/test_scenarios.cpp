@@ -15,18 +15,6 @@ using vfiod::test::FakeTree;
 
 namespace {
 
-FakeTree::Function F(const char* addr, const char* vendor, const char* device, const char* cls,
-                     const char* driver, std::optional<unsigned> group, const char* parent = "") {
-    FakeTree::Function f;
-    f.address = addr;
-    f.vendor = vendor;
-    f.device = device;
-    f.class_code = cls;
-    f.driver = driver;
-    f.group = group;
-    f.parent = parent;
-    return f;
-}
 
 const char kRoute[] =
     "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n";
@@ -61,9 +49,9 @@ std::vector<std::string> blockers(const GroupPlan& g) {
 void base_host(FakeTree& t) {
     t.enable_iommu();
     t.add_driver("vfio-pci");
-    t.add_function(F("0000:00:03.0", "1b36", "000c", "060400", "pcieport", 3));
-    t.add_function(F("0000:01:00.0", "10de", "2331", "030200", "nvidia", 6, "0000:00:03.0"));
-    t.add_function(F("0000:01:00.1", "10de", "22a3", "040300", "snd_hda_intel", 6,
+    t.add_function(FakeTree::pci("0000:00:03.0", "1b36", "000c", "060400", "pcieport", 3));
+    t.add_function(FakeTree::pci("0000:01:00.0", "10de", "2331", "030200", "nvidia", 6, "0000:00:03.0"));
+    t.add_function(FakeTree::pci("0000:01:00.1", "10de", "22a3", "040300", "snd_hda_intel", 6,
                      "0000:00:03.0"));
     t.write_file("proc/self/mountinfo", "");
     t.write_file("proc/net/route", kRoute);
@@ -74,8 +62,8 @@ void base_host(FakeTree& t) {
 TEST(Scenario, SingleGpuOnNvidia) {
     FakeTree t;
     t.enable_iommu();
-    t.add_function(F("0000:00:03.0", "1b36", "000c", "060400", "pcieport", 3));
-    t.add_function(F("0000:01:00.0", "10de", "2331", "030200", "nvidia", 6, "0000:00:03.0"));
+    t.add_function(FakeTree::pci("0000:00:03.0", "1b36", "000c", "060400", "pcieport", 3));
+    t.add_function(FakeTree::pci("0000:01:00.0", "10de", "2331", "030200", "nvidia", 6, "0000:00:03.0"));
     Plan p = plan_of(t, "[[device]]\nselector = \"10de:2331\"\nresource_name = \"nvidia.com/H100\"\n");
     ASSERT_EQ(p.groups.size(), 1u);
     EXPECT_EQ(p.groups[0].action, Action::Bind);
@@ -102,7 +90,7 @@ TEST(Scenario, GroupSharedWithTheRootNvmeSeenAsDevRoot) {
     base_host(t);
     // No ACS: the NVMe landed in the GPU's group. / is mounted from "/dev/root", so only the
     // major:minor in mountinfo ties it to nvme0n1p2.
-    t.add_function(F("0000:01:00.2", "144d", "a808", "010802", "nvme", 6, "0000:00:03.0"));
+    t.add_function(FakeTree::pci("0000:01:00.2", "144d", "a808", "010802", "nvme", 6, "0000:00:03.0"));
     t.add_block("0000:01:00.2", "nvme/nvme0", "nvme0n1", 259, 0);
     t.add_partition("nvme0n1", "nvme0n1p2", 259, 2);
     t.write_file("proc/self/mountinfo", "22 1 259:2 / / rw,relatime - ext4 /dev/root rw\n");
@@ -121,9 +109,9 @@ TEST(Scenario, GroupSharedWithTheRootNvmeSeenAsDevRoot) {
 TEST(Scenario, TwoNicsOfOneIdOnlyTheRoutedOneIsRefused) {
     FakeTree t;
     base_host(t);
-    t.add_function(F("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
+    t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
     t.add_netdev("0000:00:02.0", "enp0s2");
-    t.add_function(F("0000:00:04.0", "8086", "10d3", "020000", "e1000e", 4));
+    t.add_function(FakeTree::pci("0000:00:04.0", "8086", "10d3", "020000", "e1000e", 4));
     t.add_netdev("0000:00:04.0", "enp0s4");
     t.write_file("proc/net/route", std::string(kRoute) + route_line("enp0s2"));
     Plan p = plan_of(t, "[[device]]\nselector = \"8086:10d3\"\n");
@@ -134,7 +122,7 @@ TEST(Scenario, TwoNicsOfOneIdOnlyTheRoutedOneIsRefused) {
 TEST(Scenario, BondedNicIsInUseEvenWithoutItsOwnRoute) {
     FakeTree t;
     base_host(t);
-    t.add_function(F("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
+    t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
     t.add_netdev("0000:00:02.0", "enp0s2");
     t.add_virtual_netdev("bond0");
     t.stack_netdev("enp0s2", "bond0", true);
@@ -145,7 +133,7 @@ TEST(Scenario, BondedNicIsInUseEvenWithoutItsOwnRoute) {
 TEST(Scenario, VlanOnANicCarryingTheRoute) {
     FakeTree t;
     base_host(t);
-    t.add_function(F("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
+    t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
     t.add_netdev("0000:00:02.0", "enp0s2");
     t.add_virtual_netdev("enp0s2.100");
     t.stack_netdev("enp0s2", "enp0s2.100", false);
@@ -160,7 +148,7 @@ TEST(Scenario, VlanOnANicCarryingTheRoute) {
 TEST(Scenario, VirtioNetdevOneLevelDeeper) {
     FakeTree t;
     base_host(t);
-    t.add_function(F("0000:00:05.0", "1af4", "1041", "020000", "virtio-pci", 5));
+    t.add_function(FakeTree::pci("0000:00:05.0", "1af4", "1041", "020000", "virtio-pci", 5));
     t.add_netdev("0000:00:05.0", "eth0", "virtio2");
     t.write_file("proc/net/route", std::string(kRoute) + route_line("eth0"));
     Plan p = plan_of(t, "[[device]]\nselector = \"1af4:*\"\n");
@@ -181,7 +169,7 @@ TEST(Scenario, AlreadyBoundAndHalfBound) {
 
 TEST(Scenario, IommuOff) {
     FakeTree t;
-    t.add_function(F("0000:01:00.0", "10de", "2331", "030200", "nvidia", std::nullopt));
+    t.add_function(FakeTree::pci("0000:01:00.0", "10de", "2331", "030200", "nvidia", std::nullopt));
     Plan p = plan_of(t, "[[device]]\nselector = \"10de:2331\"\n");
     EXPECT_FALSE(p.iommu);
     ASSERT_EQ(p.groups.size(), 1u);
@@ -194,7 +182,7 @@ TEST(Scenario, IommuOff) {
 TEST(Scenario, BootVgaRefusedThenAllowed) {
     FakeTree t;
     t.enable_iommu();
-    auto f = F("0000:00:02.0", "8086", "3e92", "030000", "i915", 1);
+    auto f = FakeTree::pci("0000:00:02.0", "8086", "3e92", "030000", "i915", 1);
     f.boot_vga = 1;
     t.add_function(f);
     EXPECT_EQ(plan_of(t, "[[device]]\nselector = \"8086:3e92\"\n").groups.at(0).reason,
@@ -209,8 +197,8 @@ TEST(Scenario, BridgeInsideTheGroupIsNeverWritten) {
     FakeTree t;
     t.enable_iommu();
     // A conventional PCI bridge without ACS shares its group with the devices behind it.
-    t.add_function(F("0000:00:1e.0", "8086", "244e", "060401", "", 7));
-    t.add_function(F("0000:05:00.0", "10de", "2331", "030200", "nvidia", 7, "0000:00:1e.0"));
+    t.add_function(FakeTree::pci("0000:00:1e.0", "8086", "244e", "060401", "", 7));
+    t.add_function(FakeTree::pci("0000:05:00.0", "10de", "2331", "030200", "nvidia", 7, "0000:00:1e.0"));
     const GroupPlan g = plan_of(t, "[[device]]\nselector = \"10de:2331\"\n").groups.at(0);
     EXPECT_EQ(g.action, Action::Bind);
     EXPECT_EQ(g.devices[0].role, Role::Bridge);
@@ -232,12 +220,12 @@ TEST(Scenario, ProtectedDeviceBlocksItsGroup) {
 TEST(Scenario, SriovVfsBindWhileThePfStays) {
     FakeTree t;
     t.enable_iommu();
-    auto pf = F("0000:05:00.0", "15b3", "1017", "020000", "mlx5_core", 20);
+    auto pf = FakeTree::pci("0000:05:00.0", "15b3", "1017", "020000", "mlx5_core", 20);
     pf.sriov_totalvfs = 8;
     pf.sriov_numvfs = 2;
     t.add_function(pf);
     for (const char* vf : {"0000:05:00.2", "0000:05:00.3"}) {
-        auto f = F(vf, "15b3", "1018", "020000", "mlx5_core", vf[11] == '2' ? 21u : 22u);
+        auto f = FakeTree::pci(vf, "15b3", "1018", "020000", "mlx5_core", vf[11] == '2' ? 21u : 22u);
         f.physfn = "0000:05:00.0";
         t.add_function(f);
     }
@@ -256,8 +244,8 @@ TEST(Scenario, SriovVfsBindWhileThePfStays) {
 TEST(Scenario, VendorWildcardWithAddressAndVariantDriver) {
     FakeTree t;
     base_host(t);
-    t.add_function(F("0000:00:04.0", "1b36", "000c", "060400", "pcieport", 4));
-    t.add_function(F("0000:02:00.0", "10de", "2342", "030200", "nvidia", 8, "0000:00:04.0"));
+    t.add_function(FakeTree::pci("0000:00:04.0", "1b36", "000c", "060400", "pcieport", 4));
+    t.add_function(FakeTree::pci("0000:02:00.0", "10de", "2342", "030200", "nvidia", 8, "0000:00:04.0"));
     Plan p = plan_of(t,
                      "[[device]]\nselector = \"10de:*\"\naddress = \"0000:02:00.0\"\n"
                      "driver = \"nvgrace_gpu_vfio_pci\"\n");

@@ -18,40 +18,27 @@ namespace {
 
 PciAddress A(const char* s) { return *PciAddress::parse(s); }
 
-FakeTree::Function fn(const char* address, const char* vendor, const char* device,
-                      const char* class_code, const char* driver, std::optional<unsigned> group,
-                      const char* parent = "") {
-    FakeTree::Function f;
-    f.address = address;
-    f.vendor = vendor;
-    f.device = device;
-    f.class_code = class_code;
-    f.driver = driver;
-    f.group = group;
-    f.parent = parent;
-    return f;
-}
 
 // A root port with a GPU + HDMI audio pair behind it, and an SR-IOV NIC with one VF.
 void build_host(FakeTree& t) {
     t.enable_iommu();
     t.add_driver("vfio-pci");
-    t.add_function(fn("0000:00:01.0", "8086", "1901", "060400", "pcieport", 1));
-    auto gpu = fn("0000:01:00.0", "10de", "2331", "030200", "nvidia", 2, "0000:00:01.0");
+    t.add_function(FakeTree::pci("0000:00:01.0", "8086", "1901", "060400", "pcieport", 1));
+    auto gpu = FakeTree::pci("0000:01:00.0", "10de", "2331", "030200", "nvidia", 2, "0000:00:01.0");
     gpu.boot_vga = 0;
     gpu.numa_node = 1;
     t.add_function(gpu);
-    auto audio = fn("0000:01:00.1", "10de", "22a3", "040300", "", 2, "0000:00:01.0");
+    auto audio = FakeTree::pci("0000:01:00.1", "10de", "22a3", "040300", "", 2, "0000:00:01.0");
     audio.driver_override = "vfio-pci";
     t.add_function(audio);
-    auto pf = fn("0000:00:03.0", "8086", "1521", "020000", "igb", 3);
+    auto pf = FakeTree::pci("0000:00:03.0", "8086", "1521", "020000", "igb", 3);
     pf.sriov_totalvfs = 7;
     pf.sriov_numvfs = 1;
     t.add_function(pf);
-    auto vf = fn("0000:00:03.4", "8086", "1520", "020000", "igbvf", 4);
+    auto vf = FakeTree::pci("0000:00:03.4", "8086", "1520", "020000", "igbvf", 4);
     vf.physfn = "0000:00:03.0";
     t.add_function(vf);
-    auto vga = fn("0000:00:02.0", "1234", "1111", "030000", "bochs-drm", 5);
+    auto vga = FakeTree::pci("0000:00:02.0", "1234", "1111", "030000", "bochs-drm", 5);
     vga.boot_vga = 1;
     t.add_function(vga);
 }
@@ -123,7 +110,7 @@ TEST(TopologyReader, SriovPfAndVf) {
 
 TEST(TopologyReader, NoIommu) {
     FakeTree t;
-    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", std::nullopt));
+    t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", std::nullopt));
     Sysfs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
@@ -136,7 +123,7 @@ TEST(TopologyReader, NoIommu) {
 
 TEST(TopologyReader, GroupsAloneMeanIommuEnabled) {
     FakeTree t;
-    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 7));
+    t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 7));
     Sysfs fs(t.root());
     EXPECT_TRUE(read_topology(fs, nullptr).iommu_enabled);
 }
@@ -218,9 +205,9 @@ TEST(TopologyReader, BadBdfNamesNeverReachAPath) {
 TEST(TopologyReader, VmdDomainAboveFfff) {
     FakeTree t;
     t.enable_iommu();
-    t.add_function(fn("0000:00:0e.0", "8086", "467f", "010400", "vmd", 9));
-    t.add_function(fn("10000:e0:1d.0", "8086", "a0b0", "060400", "pcieport", 9, "0000:00:0e.0"));
-    t.add_function(fn("10000:e1:00.0", "144d", "a808", "010802", "nvme", 9, "10000:e0:1d.0"));
+    t.add_function(FakeTree::pci("0000:00:0e.0", "8086", "467f", "010400", "vmd", 9));
+    t.add_function(FakeTree::pci("10000:e0:1d.0", "8086", "a0b0", "060400", "pcieport", 9, "0000:00:0e.0"));
+    t.add_function(FakeTree::pci("10000:e1:00.0", "144d", "a808", "010802", "nvme", 9, "10000:e0:1d.0"));
     Sysfs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
