@@ -22,6 +22,6 @@ check plan-gpu-allowlisted json_has "$seg" "\"address\":\"$GPU\",[^}]*\"role\":\
 check plan-audio-companion json_has "$seg" "\"address\":\"$AUDIO\",[^}]*\"role\":\"companion\""
 check plan-gpu-writes json_has "$seg" \
     "{\"path\":\"sys/bus/pci/devices/$GPU/driver_override\",\"value\":\"vfio-pci\"}"
-expect_eq plan-only-gpu-group 1 "$(echo "$json" | grep -o '{"group":' | wc -l)"
+expect_eq plan-only-gpu-group 1 "$(echo "$json" | json_compact | grep -o '{"group":' | wc -l)"
 expect_eq plan-wrote-nothing "e1000e snd_hda_intel (null)" \
     "$(driver_of $GPU) $(driver_of $AUDIO) $(cat "$(pci_dev $GPU)/driver_override")"
