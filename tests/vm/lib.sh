@@ -78,4 +78,22 @@ plan_group() { echo "$1" | json_compact | sed 's/{"group":/\n&/g' | grep "^{\"gr
 # write_config < TOML: the main config file vfiod and vfioctl read under root /.
 write_config() { mkdir -p /etc/vfiod; cat >/etc/vfiod/vfiod.toml; }
 
+# D-Bus helpers (systemd guest).
+# group_state N: the State of /org/vfiod1/group/N, empty if there is no such object.
+group_state() {
+    busctl get-property org.vfiod1 "/org/vfiod1/group/$1" org.vfiod1.Group State 2>/dev/null |
+        sed -n 's/^s "\(.*\)"$/\1/p'
+}
+group_prop() {
+    busctl get-property org.vfiod1 "/org/vfiod1/group/$1" org.vfiod1.Group "$2" 2>/dev/null
+}
+state_is() { [ "$(group_state "$1")" = "$2" ]; }
+manager() { busctl call org.vfiod1 /org/vfiod1 org.vfiod1.Manager "$@"; }
+# journal_since CURSOR_FILE: vfiod's journal after the cursor saved by mark_journal.
+mark_journal() { journalctl -u vfiod -n 0 --show-cursor -q 2>/dev/null | sed -n 's/^-- cursor: //p' >"$1"; }
+journal_since() {
+    if [ -s "$1" ]; then journalctl -u vfiod --after-cursor "$(cat "$1")" -q --no-pager
+    else journalctl -u vfiod -q --no-pager; fi
+}
+
 report "time scenario-start $(uptime_s)"
