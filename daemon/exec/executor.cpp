@@ -111,6 +111,16 @@ int Executor::timed_write(const PciAddress& fn, const std::string& rel, const st
     return pending->err;
 }
 
+int Executor::write(const PciAddress& fn, const std::string& rel, const std::string& value) {
+    if (auto it = stuck_.find(fn); it != stuck_.end()) {
+        std::lock_guard lock(it->second->m);
+        if (!it->second->done)
+            return EBUSY;
+    }
+    int err = timed_write(fn, rel, value);
+    return err == kStuck ? ETIMEDOUT : err;
+}
+
 std::vector<PciAddress> Executor::stuck() const {
     std::vector<PciAddress> out;
     for (const auto& [addr, p] : stuck_) {

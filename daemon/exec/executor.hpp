@@ -57,6 +57,12 @@ public:
     // write left unfinished. One outcome per entry it touched.
     std::vector<GroupOutcome> reconcile();
 
+    // One write outside a plan (the daemon clearing an early override on a refused group), with
+    // the same timeout and stuck bookkeeping as plan writes. Returns 0 or an errno: ETIMEDOUT
+    // when it blocked (the function is then remembered as stuck), EBUSY when an earlier write
+    // to that function is still blocked.
+    int write(const PciAddress& fn, const std::string& rel, const std::string& value);
+
     // Functions with a write still blocked in the kernel; groups holding one are not touched
     // again (no retry loop) until it returns.
     std::vector<PciAddress> stuck() const;

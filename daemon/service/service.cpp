@@ -275,7 +275,7 @@ void Service::clear_early_overrides(const GroupPlan& gp) {
                      "the host driver",
                      *gp.group, fn->address.str(), fn->driver_override);
         for (const auto& w : release_writes(*fn)) {
-            if (int err = fs_.write(w.path, w.value)) {
+            if (int err = executor_->write(fn->address, w.path, w.value)) {
                 spdlog::error("group {}: writing {}: {}", *gp.group, w.path, std::strerror(err));
                 break;
             }

@@ -257,6 +257,21 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
     EXPECT_TRUE(w.exec->stuck().empty());
 }
 
+TEST(Executor, AWriteOutsideAPlanIsTimedAndRememberedAsStuck) {
+    World w(World::kFull, 300ms);
+    const std::string override_path =
+        std::string("sys/bus/pci/devices/") + kAudio + "/driver_override";
+    EXPECT_EQ(w.exec->write(A(kAudio), override_path, "vfio-pci"), 0);
+    EXPECT_EQ(w.override_of(kAudio), "vfio-pci");
+    w.kernel->block_path(override_path);
+    EXPECT_EQ(w.exec->write(A(kAudio), override_path, "\n"), ETIMEDOUT);
+    EXPECT_EQ(w.exec->stuck(), std::vector<PciAddress>{A(kAudio)});
+    size_t before = w.kernel->writes().size();
+    EXPECT_EQ(w.exec->write(A(kAudio), override_path, "\n"), EBUSY);
+    EXPECT_EQ(w.kernel->writes().size(), before);
+    w.kernel->unblock();
+}
+
 TEST(Executor, MissingVfioDriverFailsWithoutWriting) {
     World w(World::kNoVfio);
     GroupOutcome out = w.exec->apply(w.plan(13));
