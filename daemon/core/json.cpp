@@ -10,7 +10,11 @@ namespace {
 size_t utf8_len(std::string_view s, size_t i) {
     auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
     unsigned char c = b(i);
-    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    // Lead bytes f5..ff start nothing: taking them as 3-byte leads let invalid UTF-8 through.
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
     if (n == 0 || i + n > s.size())
         return 0;
     for (size_t k = 1; k < n; ++k)

@@ -19,9 +19,9 @@ constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
 
 // Keys and values end up in the journal; escape control characters so a config file cannot
 // forge log lines, and cut long ones.
-std::string printable(std::string_view s) {
+std::string printable(std::string_view s, size_t max = 64) {
     std::string out;
-    for (unsigned char c : s.substr(0, 64)) {
+    for (unsigned char c : s.substr(0, max)) {
         if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
             char buf[8];
             std::snprintf(buf, sizeof buf, c == '"' || c == '\\' ? "\\%c" : "\\x%02x", c);
@@ -30,7 +30,7 @@ std::string printable(std::string_view s) {
             out += static_cast<char>(c);
         }
     }
-    if (s.size() > 64)
+    if (s.size() > max)
         out += "...";
     return out;
 }
@@ -337,7 +337,8 @@ std::optional<Fragment> parse_fragment(std::string_view text, const std::string&
         auto doc = toml::parse(text, std::string_view(name));
         f = checker.check(doc);
     } catch (const toml::parse_error& e) {
-        checker.error(e.source().begin, "TOML syntax error: " + std::string(e.description()));
+        // toml++ quotes the offending input raw (a newline, an escape sequence): escape it too.
+        checker.error(e.source().begin, "TOML syntax error: " + printable(e.description(), 512));
     }
     const size_t before = errors.size();
     checker.flush(errors);
