@@ -89,11 +89,24 @@ group_prop() {
 }
 state_is() { [ "$(group_state "$1")" = "$2" ]; }
 manager() { busctl call org.vfiod1 /org/vfiod1 org.vfiod1.Manager "$@"; }
-# journal_since CURSOR_FILE: vfiod's journal after the cursor saved by mark_journal.
+# journal_since CURSOR_FILE [journalctl options]: vfiod's journal after the cursor saved by
+# mark_journal.
 mark_journal() { journalctl -u vfiod -n 0 --show-cursor -q 2>/dev/null | sed -n 's/^-- cursor: //p' >"$1"; }
 journal_since() {
-    if [ -s "$1" ]; then journalctl -u vfiod --after-cursor "$(cat "$1")" -q --no-pager
-    else journalctl -u vfiod -q --no-pager; fi
+    _cursor=$1; shift
+    if [ -s "$_cursor" ]; then journalctl -u vfiod --after-cursor "$(cat "$_cursor")" -q --no-pager "$@"
+    else journalctl -u vfiod -q --no-pager "$@"; fi
 }
+
+# signal_time MONITOR_FILE PATH VALUE: the wall-clock time (s since the epoch) of the first signal
+# in `busctl monitor` output MONITOR_FILE sent from object PATH whose body has STRING "VALUE".
+signal_time() {
+    _ts=$(awk -v path="$2" -v want="STRING \"$3\";" '
+        /^‣ / { signal = ($0 ~ /Type=signal/); ts = $0; sub(/.*Timestamp="/, "", ts); sub(/".*/, "", ts) }
+        /^  Sender=/ { here = (index($0, "Path=" path " ") > 0) }
+        signal && here && index($0, want) { print ts; exit }' "$1")
+    [ -n "$_ts" ] && date -d "${_ts#* }" +%s.%N
+}
+now_s() { date +%s.%N; }
 
 report "time scenario-start $(uptime_s)"

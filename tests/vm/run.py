@@ -287,7 +287,7 @@ def run(args):
             qemu.kill()
             qemu.wait()
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     wall = time.monotonic() - started
 
     missing = [c for c in meta["checks"] if c not in seen]
