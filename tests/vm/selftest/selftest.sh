@@ -1,0 +1,31 @@
+#!/bin/bash
+# The VM harness must fail a test on a failed check, a check that never reported, and a guest that
+# hangs, and keep the console log when it does. Runs run.py on scenarios made to fail.
+# usage: selftest.sh CACHE_DIR WORK_DIR
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=$1 work=$2
+failures=0
+expect() { # NAME OUTPUT PATTERN
+    if grep -qF -- "$3" <<<"$2"; then echo "ok $1"; else echo "not ok $1: no '$3'"; failures=$((failures + 1)); fi
+}
+
+out=$("$here/../run.py" --mode busybox --scenario "$here/broken.sh" --cache "$cache" \
+    --work "$work/broken" --timeout 120 2>&1)
+rc=$?
+expect broken-exit-1 "rc=$rc" "rc=1"
+expect broken-passed-line "$out" "ok reports-ok"
+expect broken-failed-line "$out" "not ok reports-not-ok deliberate failure"
+expect broken-missing-line "$out" "not ok never-reports # never reported"
+expect broken-summary "$out" "1 passed, 2 failed"
+expect broken-log-kept "$(ls "$work/broken")" "console.log"
+
+out=$("$here/../run.py" --mode busybox --scenario "$here/hangs.sh" --cache "$cache" \
+    --work "$work/hangs" --timeout 25 2>&1)
+rc=$?
+expect hangs-exit-1 "rc=$rc" "rc=1"
+expect hangs-timed-out "$out" "guest timed out after 25"
+expect hangs-ok-still-shown "$out" "ok reports-ok"
+
+echo "$((9 - failures)) passed, $failures failed"
+exit $((failures > 0))
