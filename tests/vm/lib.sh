@@ -28,6 +28,13 @@ expect_eq() {
 
 note() { report "# $(echo "$*" | tr '\n' ' ')"; }
 
+# For the demo: narrate TEXT is a heading, show COMMAND... reports the command's output lines.
+narrate() { report "## $*"; }
+show() {
+    report "#   \$ $*"
+    "$@" 2>&1 | while IFS= read -r _line; do report "#     $_line"; done
+}
+
 # measure NAME SECONDS: a timing the host prints in its summary.
 measure() { report "time $1 $2"; }
 
