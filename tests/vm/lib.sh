@@ -55,7 +55,6 @@ wait_for() {
 # host_request WORDS...: asks the host runner (e.g. "qmp device_add {...}") and prints its answer;
 # fails when the answer does not start with "ok".
 host_request() {
-    stty -F "$CONTROL" raw -echo 2>/dev/null
     report "req $*"
     read -r _answer <"$CONTROL"
     echo "$_answer"
@@ -116,4 +115,7 @@ signal_time() {
 }
 now_s() { date +%s.%N; }
 
+# Raw and without echo, so answers arrive as written and nothing is sent back; set once here to
+# keep it out of the timed path of a request.
+stty -F "$CONTROL" raw -echo 2>/dev/null
 report "time scenario-start $(uptime_s)"
