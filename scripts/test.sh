@@ -2,8 +2,10 @@
 # The test command (README, CI): install every Debian package the build and the tests need,
 # build with -Werror, and run every test suite. Exit status is the verdict.
 #
-#   scripts/test.sh                 everything (unit, integration, real-kernel VM tests)
-#   VFIOD_SUITES="unit" scripts/test.sh     only the named meson test suites
+#   scripts/test.sh                 everything (unit, integration, real-kernel VM tests, then the
+#                                   sanitizer build and the bounded fuzz runs)
+#   VFIOD_SUITES="unit" scripts/test.sh     only the named meson test suites; "sanitize" and
+#                                   "fuzz" name the two extra steps at the end
 #   BUILD_DIR=build-x scripts/test.sh       another build directory (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,8 @@ packages=(
   dbus systemd udev util-linux kmod
   # real-kernel VM tests (the kernel package itself is fetched by tests/vm with apt-get download)
   qemu-system-x86 busybox-static cpio python3
+  # fuzzing: libFuzzer is in clang's runtime library
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -40,5 +44,53 @@ fi
 ninja -C "$build"
 
 suites=()
-for s in ${VFIOD_SUITES:-}; do suites+=(--suite "$s"); done
-meson test -C "$build" --print-errorlogs --num-processes 2 "${suites[@]}"
+for s in ${VFIOD_SUITES:-}; do
+  case $s in sanitize|fuzz) ;; *) suites+=(--suite "$s") ;; esac
+done
+if [[ -z ${VFIOD_SUITES:-} ]] || ((${#suites[@]})); then
+  meson test -C "$build" --print-errorlogs --num-processes 2 "${suites[@]}"
+fi
+
+# wanted STEP: the whole run, or STEP is named in VFIOD_SUITES.
+wanted() { [[ -z ${VFIOD_SUITES:-} || " $VFIOD_SUITES " == *" $1 "* ]]; }
+
+# Sanitizers: the unit, integration and fuzz-replay suites again, built with ASan + UBSan.
+# ASan and LSan reports of every process (vfiod and vfioctl inside the integration tests too) go
+# to $logs, so any report fails the run, even one from a daemon a test merely stopped. gcc's
+# UBSan beside ASan ignores log_path and prints to stderr: it aborts the process instead (a
+# test notices its daemon or tool dying) and test output is searched for its reports.
+if wanted sanitize; then
+  start=$SECONDS
+  san=${build}-sanitize
+  if [[ -f $san/build.ninja ]]; then
+    meson configure "$san" -Dwerror=true >/dev/null
+  else
+    meson setup "$san" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+  fi
+  ninja -C "$san"
+  logs=$PWD/$san/sanitizer-logs
+  rm -rf "$logs" && mkdir -p "$logs" && chmod 1777 "$logs"  # uid 65534 callers log here too
+  status=0
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$logs/asan" \
+  UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1" \
+    meson test -C "$san" --print-errorlogs --num-processes 2 \
+      --suite unit --suite integration --suite fuzz-replay || status=1
+  if compgen -G "$logs/*" >/dev/null; then
+    echo "test.sh: sanitizer reports:" >&2
+    cat "$logs"/* >&2
+    status=1
+  fi
+  if grep -n 'runtime error:' "$san/meson-logs/testlog.txt" >&2; then
+    echo "test.sh: UBSan reports in $san/meson-logs/testlog.txt" >&2
+    status=1
+  fi
+  echo "test.sh: sanitizer step: $((SECONDS - start)) s"
+  ((status == 0))
+fi
+
+# Fuzzing: a bounded libFuzzer run per target (tests/fuzz/fuzz.sh; FUZZ_SECONDS, default 60).
+if wanted fuzz; then
+  start=$SECONDS
+  FUZZ_BUILD_DIR=${build}-fuzz tests/fuzz/fuzz.sh
+  echo "test.sh: fuzz step: $((SECONDS - start)) s"
+fi
