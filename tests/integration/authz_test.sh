@@ -14,56 +14,11 @@ done
 # Both sides of the matrix need a root caller and a uid switch.
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (root and uid 65534 callers)"; exit 77; }
 
-WORK=$(mktemp -d /tmp/vfiod-authz.XXXXXX)
-chmod 755 "$WORK"
-BUS_PID= VFIOD_PID=
-failures=0
-cleanup() {
-    for pid in $VFIOD_PID $BUS_PID; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-    if [ "$failures" -ne 0 ]; then
-        echo "--- vfiod log ---"; cat "$WORK/vfiod.log" 2>/dev/null
-        echo "--- kept in $WORK ---"
-    else
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
-
-pass() { echo "ok - $1"; }
-fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi; }
+source "$(dirname "$0")/lib.sh"
+it_setup vfiod-authz
 
 # --- a private system bus with the shipped policy, and vfiod (observe mode) on a fixture ---
-cat > "$WORK/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$WORK/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus"/>
-  </policy>
-  <include>$POLICY</include>
-</busconfig>
-CONF
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
-BUS_PID=$!
-for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
-chmod 666 "$WORK/bus"
-export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
+start_private_bus "$POLICY"
 
 "$MKFIXTURE" gpu-host "$WORK/root" || { fail "fixture"; exit 1; }
 CONFIG=$WORK/vfiod.toml

@@ -10,28 +10,9 @@ for tool in dbus-daemon busctl dbus-monitor; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 
-# Every uid must reach the socket: the unprivileged checks connect as uid 65534.
-WORK=$(mktemp -d /tmp/vfiod-it.XXXXXX)
-chmod 755 "$WORK"
-BUS_PID= VFIOD_PID= MON_PID=
-cleanup() {
-    for pid in $MON_PID $VFIOD_PID $BUS_PID; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-    if [ "$failures" -ne 0 ]; then
-        echo "--- vfiod log ---"; cat "$WORK/vfiod.log" 2>/dev/null
-        echo "--- kept in $WORK ---"
-    else
-        rm -rf "$WORK"
-    fi
-}
-failures=0
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+it_setup vfiod-it
 
-pass() { echo "ok - $1"; }
-fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
-# check NAME EXPECTED ACTUAL
-check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi; }
 # check_contains NAME NEEDLE HAYSTACK
 check_contains() {
     case "$3" in *"$2"*) pass "$1" ;; *) fail "$1" "'$2' not in: $3" ;; esac
@@ -40,35 +21,7 @@ check_contains() {
 # --- a private bus with the system bus's default policy plus our own policy file ---
 own_rule=
 [ "$(id -u)" -ne 0 ] && own_rule="<allow own=\"org.vfiod1\"/>"  # a developer not running as root
-cat > "$WORK/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path=$WORK/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <deny own="*"/>
-    <deny send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_requested_reply="true" send_type="method_return"/>
-    <allow send_requested_reply="true" send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-    <allow receive_type="signal"/>
-    <allow send_destination="org.freedesktop.DBus"/>
-    $own_rule
-  </policy>
-  <include>$POLICY</include>
-</busconfig>
-CONF
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
-BUS_PID=$!
-export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
-for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
-chmod 666 "$WORK/bus"
+start_private_bus "$POLICY" "$own_rule"
 BUSCTL=(busctl --address="$DBUS_SYSTEM_BUS_ADDRESS")
 
 # --- the fixture host and vfiod on it ---

@@ -1,0 +1,63 @@
+# Shared by the D-Bus integration tests: a work directory every uid can reach, TAP-style
+# check helpers, cleanup of what the test started, and a private system bus that applies the
+# system bus's default policy plus the policy file under test.
+# Source it, then call it_setup PREFIX and start_private_bus POLICY [EXTRA_RULES].
+
+# Every uid must reach the socket: the unprivileged checks connect as uid 65534.
+it_setup() {
+    WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$WORK"
+    BUS_PID= VFIOD_PID= MON_PID=
+    failures=0
+    trap it_cleanup EXIT
+}
+
+it_cleanup() {
+    for pid in $MON_PID $VFIOD_PID $BUS_PID; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
+    if [ "$failures" -ne 0 ]; then
+        echo "--- vfiod log ---"; cat "$WORK/vfiod.log" 2>/dev/null
+        echo "--- kept in $WORK ---"
+    else
+        rm -rf "$WORK"
+    fi
+}
+
+pass() { echo "ok - $1"; }
+fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
+# check NAME EXPECTED ACTUAL
+check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi; }
+
+# start_private_bus POLICY [EXTRA_RULES]: dbus-daemon on $WORK/bus, DBUS_SYSTEM_BUS_ADDRESS set.
+start_private_bus() {
+    cat > "$WORK/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=$WORK/bus</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus"/>
+    ${2:-}
+  </policy>
+  <include>$1</include>
+</busconfig>
+CONF
+    dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
+    BUS_PID=$!
+    for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
+    chmod 666 "$WORK/bus"
+    export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
+}
