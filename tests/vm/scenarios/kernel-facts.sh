@@ -2,10 +2,11 @@
 # topology: default
 # checks: group-two-functions mgmt-nic-own-group host-drivers-bound override-reads-null
 # checks: bind-gpu-vfio bind-audio-vfio vfio-dev-node vfio-group-exclusive
-# checks: release-gpu-e1000e release-audio-hda override-cleared
+# checks: release-gpu-e1000e release-audio-hda override-cleared virtio-netdev-one-level-deeper
+# checks: nvme-namespace-under-controller iommu-class-present
 . /payload/lib.sh
 
-modprobe -a e1000e snd-hda-intel virtio_pci virtio_net vfio-pci
+modprobe -a e1000e snd-hda-intel virtio_pci virtio_net nvme vfio-pci
 
 grp=$(group_of $GPU)
 expect_eq group-two-functions "$GPU $AUDIO" "$(ls /sys/kernel/iommu_groups/$grp/devices | xargs)"
@@ -41,3 +42,10 @@ expect_eq release-gpu-e1000e e1000e "$(driver_of $GPU)"
 expect_eq release-audio-hda snd_hda_intel "$(driver_of $AUDIO)"
 expect_eq override-cleared "(null) (null)" \
     "$(cat "$(pci_dev $GPU)/driver_override") $(cat "$(pci_dev $AUDIO)/driver_override")"
+
+# Where the host-use reader has to look: a virtio-net netdev sits under <BDF>/virtio<N>/net, an
+# nvme namespace under <BDF>/nvme/nvme<N>/nvme<N>n1 (walk the subtree, not just <BDF>/net).
+check virtio-netdev-one-level-deeper sh -c "ls -d $(pci_dev $MGMT)/virtio*/net/* && ! test -e $(pci_dev $MGMT)/net"
+wait_for 10 sh -c "ls -d $(pci_dev $NVME)/nvme/nvme*/nvme*n1"
+check nvme-namespace-under-controller sh -c "ls -d $(pci_dev $NVME)/nvme/nvme*/nvme*n1"
+check iommu-class-present test -e /sys/class/iommu/dmar0
