@@ -24,7 +24,7 @@ fi
 
 build=${BUILD_DIR:-build}
 say "Building"
-[[ -f $build/build.ninja ]] || meson setup "$build" >/dev/null
+[[ -f $build/build.ninja ]] || meson setup "$build" --prefix=/usr --sysconfdir=/etc >/dev/null
 ninja -C "$build" cli/vfioctl tests/vfiod-mkfixture >/dev/null
 vfioctl=$build/cli/vfioctl
 

@@ -16,6 +16,8 @@ packages=(
   libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm
   dbus systemd udev util-linux kmod
+  # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here
+  iproute2 e2fsprogs
   # real-kernel VM tests (the kernel package itself is fetched by tests/vm with apt-get download)
   qemu-system-x86 busybox-static cpio python3
   # fuzzing: libFuzzer is in clang's runtime library
@@ -36,10 +38,12 @@ if ((${#missing[@]})); then
 fi
 
 build=${BUILD_DIR:-build}
+# Debian's layout (DESIGN §7): the VM tests install this very build into the guest.
+layout=(-Dwerror=true -Dprefix=/usr -Dsysconfdir=/etc)
 if [[ -f $build/build.ninja ]]; then
-  meson configure "$build" -Dwerror=true >/dev/null
+  meson configure "$build" "${layout[@]}" >/dev/null
 else
-  meson setup "$build" -Dwerror=true
+  meson setup "$build" "${layout[@]}"
 fi
 ninja -C "$build"
 
