@@ -10,6 +10,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "dbus_client.hpp"
 #include "core/json.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
@@ -94,6 +95,12 @@ int run_apply(const Args& args) {
         std::fprintf(stderr, "vfioctl: apply rebinds drivers on this host and must run as root "
                              "(to try it on a test tree, use --root DIR)\n");
         return kExitDenied;
+    }
+    // Two writers on one group would race each other's journal and verification.
+    if (args.root == "/" && daemon_running()) {
+        std::fprintf(stderr, "vfioctl: vfiod is running and manages these groups: use 'vfioctl "
+                             "bind ADDR' (or 'systemctl stop vfiod' first); nothing was done\n");
+        return kExitFailed;
     }
     ConfigResult cr = load_config(args.root, args.config);
     print_lines(cr.warnings, "warning: ");

@@ -150,4 +150,19 @@ ClientResult call_group_method(const std::string& method, const std::string& add
     }
 }
 
+bool daemon_running() {
+    try {
+        auto bus = sdbus::createSystemBusConnection();
+        auto proxy = sdbus::createProxy(*bus, "org.freedesktop.DBus", "/org/freedesktop/DBus");
+        bool has = false;
+        proxy->callMethod("NameHasOwner")
+            .onInterface("org.freedesktop.DBus")
+            .withArguments(std::string(kName))
+            .storeResultsTo(has);
+        return has;
+    } catch (const sdbus::Error&) {
+        return false;
+    }
+}
+
 }  // namespace vfiod::cli

@@ -29,6 +29,9 @@ struct ClientResult {
 // Reads the daemon's whole object tree in one GetManagedObjects call.
 ClientResult fetch_view(DaemonView* view);
 
+// Whether org.vfiod1 has an owner on the system bus (false when the bus cannot be reached).
+bool daemon_running();
+
 // Calls org.vfiod1.Manager.<method>(address): "Bind" or "Release".
 ClientResult call_group_method(const std::string& method, const std::string& address);
 

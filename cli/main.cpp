@@ -52,8 +52,9 @@ Commands:
   plan                 Dry run: one decision per IOMMU group that holds an allowlisted device
                        (bind, bound or refuse with a reason) and the exact sysfs writes.
                        Reads the host (or --root tree) and the configuration; writes nothing.
-  apply                Execute the plan once, without the daemon (root only). Prints each
-                       group's outcome; exit 0 only if every bind/bound group ended bound.
+  apply                Execute the plan once, without the daemon (root only; refused while
+                       vfiod runs, which would race it). Prints each group's outcome;
+                       exit 0 only if every bind/bound group ended bound.
   doctor               Explain, per allowlisted device, whether it is ready for pass-through,
                        what blocks it and how to fix that, and what KubeVirt will count.
                        Exit 0 when everything is ready, 1 when something is not.

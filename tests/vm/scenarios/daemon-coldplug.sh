@@ -4,6 +4,7 @@
 # overlay: overlays/gpu-early
 # checks: vfiod-active coldplug-bound coldplug-gpu-vfio coldplug-audio-vfio coldplug-vfio-node
 # checks: coldplug-busctl-devices e1000e-loaded early-never-e1000e coldplug-no-errors
+# checks: apply-refused-while-daemon-runs
 . /vmtest/lib.sh
 
 grp=$(group_of $GPU)
@@ -21,6 +22,10 @@ check coldplug-busctl-devices sh -c "echo '$devs' | grep -q 'ao 2 \"/org/vfiod1/
 check e1000e-loaded test -d /sys/module/e1000e
 hits=$(dmesg | grep "e1000e $GPU" | head -n3)
 if [ -z "$hits" ]; then ok early-never-e1000e; else not_ok early-never-e1000e "$hits"; fi
+# A one-shot apply beside the running daemon would race it: refused (exit 1), nothing written.
+out=$(vfioctl apply 2>&1); rc=$?
+if [ "$rc" = 1 ] && echo "$out" | grep -q "vfiod is running"; then ok apply-refused-while-daemon-runs
+else not_ok apply-refused-while-daemon-runs "rc=$rc: $out"; fi
 errs=$(journalctl -u vfiod -p err -q --no-pager)
 if [ -z "$errs" ]; then ok coldplug-no-errors; else not_ok coldplug-no-errors "$errs"; fi
 journalctl -u vfiod -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done
