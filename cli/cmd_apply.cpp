@@ -10,12 +10,11 @@
 #include <set>
 
 #include "commands.hpp"
-#include "dbus_client.hpp"
 #include "core/json.hpp"
+#include "dbus_client.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
-#include "io/config_loader.hpp"
-#include "io/snapshot.hpp"
+#include "host_plan.hpp"
 #include "text.hpp"
 
 extern char** environ;
@@ -23,11 +22,6 @@ extern char** environ;
 namespace vfiod::cli {
 
 namespace {
-
-void print_lines(const std::vector<std::string>& lines, const char* prefix) {
-    for (const auto& l : lines)
-        std::fprintf(stderr, "vfioctl: %s%s\n", prefix, l.c_str());
-}
 
 // The unit pulls vfio-pci in (Wants=modprobe@vfio_pci.service); without the daemon, apply loads
 // the target drivers itself, only on the live host and only those a bind needs.
@@ -102,14 +96,10 @@ int run_apply(const Args& args) {
                              "bind ADDR' (or 'systemctl stop vfiod' first); nothing was done\n");
         return kExitFailed;
     }
-    ConfigResult cr = load_config(args.root, args.config);
-    print_lines(cr.warnings, "warning: ");
-    if (!cr.config) {
-        print_lines(cr.errors, "");
-        std::fprintf(stderr, "vfioctl: the configuration is invalid; nothing was done\n");
+    std::optional<Config> checked = checked_config(args, "nothing was done");
+    if (!checked)
         return kExitUsage;
-    }
-    const Config& config = *cr.config;
+    const Config& config = *checked;
     if (config.mode == Mode::Observe) {
         std::fprintf(stderr, "vfioctl: the configuration sets mode = \"observe\": nothing is "
                              "written (see vfioctl plan)\n");
@@ -124,15 +114,12 @@ int run_apply(const Args& args) {
     for (auto& o : exec.reconcile())
         results.push_back({nullptr, std::move(o)});
 
-    Snapshot snap = read_snapshot(fs);
-    Plan plan = make_plan(snap.topology, snap.use, config);
     if (fs.live()) {
-        load_missing_drivers(fs, plan);
-        snap = read_snapshot(fs);
-        plan = make_plan(snap.topology, snap.use, config);
+        Snapshot before = read_snapshot(fs);
+        load_missing_drivers(fs, make_plan(before.topology, before.use, config));
     }
-    print_lines(snap.warnings, "warning: ");
-    print_lines(plan.warnings, "warning: ");
+    HostPlan hp = plan_host(fs, config);
+    const Plan& plan = hp.plan;
 
     bool all_bound = true;
     for (const auto& g : plan.groups) {

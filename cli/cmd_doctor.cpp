@@ -8,8 +8,7 @@
 #include "commands.hpp"
 #include "core/json.hpp"
 #include "core/plan.hpp"
-#include "io/config_loader.hpp"
-#include "io/snapshot.hpp"
+#include "host_plan.hpp"
 
 namespace vfiod::cli {
 
@@ -55,18 +54,13 @@ std::string advice(Reason r) {
 }  // namespace
 
 int run_doctor(const Args& args) {
-    ConfigResult cr = load_config(args.root, args.config);
-    if (!cr.config) {
-        for (const auto& e : cr.errors)
-            std::fprintf(stderr, "%s\n", e.c_str());
-        std::fprintf(stderr, "vfioctl: the configuration is invalid; fix it first "
-                             "(vfioctl check-config)\n");
+    std::optional<Config> config = checked_config(args, "fix it first (vfioctl check-config)");
+    if (!config)
         return kExitUsage;
-    }
     Sysfs fs(args.root);
-    Snapshot snap = read_snapshot(fs);
-    const Topology& t = snap.topology;
-    Plan plan = make_plan(t, snap.use, *cr.config);
+    HostPlan hp = plan_host(fs, *config);
+    const Topology& t = hp.snapshot.topology;
+    const Plan& plan = hp.plan;
 
     std::vector<Check> checks;
     std::string cmdline = fs.read("proc/cmdline").value_or("");
@@ -83,9 +77,9 @@ int run_doctor(const Args& args) {
                       vfio ? "the vfio-pci driver is loaded"
                            : "the vfio-pci driver is not loaded (modprobe vfio-pci; vfiod.service "
                              "pulls in modprobe@vfio_pci.service)"});
-    bool allowlist = !cr.config->devices.empty();
+    bool allowlist = !config->devices.empty();
     checks.push_back({"allowlist", allowlist,
-                      allowlist ? std::to_string(cr.config->devices.size()) + " [[device]] entries"
+                      allowlist ? std::to_string(config->devices.size()) + " [[device]] entries"
                                 : "the allowlist is empty: add [[device]] entries to "
                                   "/etc/vfiod/vfiod.toml"});
 
@@ -159,10 +153,6 @@ int run_doctor(const Args& args) {
 
     for (const auto& c : checks)
         std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
-    for (const auto& w : cr.warnings)
-        std::printf("[warn] config     %s\n", w.c_str());
-    for (const auto& w : plan.warnings)
-        std::printf("[warn] config     %s\n", w.c_str());
 
     if (findings.empty() && allowlist)
         std::printf("\nNo PCI function on this host matches the allowlist.\n");

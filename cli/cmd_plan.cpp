@@ -3,47 +3,31 @@
 
 #include "commands.hpp"
 #include "core/plan_json.hpp"
-#include "io/config_loader.hpp"
-#include "io/snapshot.hpp"
+#include "host_plan.hpp"
 #include "text.hpp"
 
 namespace vfiod::cli {
 
-namespace {
-
-void print_lines(const std::vector<std::string>& lines, const char* prefix) {
-    for (const auto& l : lines)
-        std::fprintf(stderr, "vfioctl: %s%s\n", prefix, l.c_str());
-}
-
-}  // namespace
-
 int run_plan(const Args& args) {
-    ConfigResult cr = load_config(args.root, args.config);
-    print_lines(cr.warnings, "warning: ");
-    if (!cr.config) {
-        print_lines(cr.errors, "");
-        std::fprintf(stderr, "vfioctl: the configuration is invalid; no plan was made\n");
+    std::optional<Config> config = checked_config(args, "no plan was made");
+    if (!config)
         return kExitUsage;
-    }
     Sysfs fs(args.root);
-    Snapshot snap = read_snapshot(fs);
-    print_lines(snap.warnings, "warning: ");
-    Plan plan = make_plan(snap.topology, snap.use, *cr.config);
-    print_lines(plan.warnings, "warning: ");
+    HostPlan hp = plan_host(fs, *config);
+    const Plan& plan = hp.plan;
 
     if (args.json) {
         std::fputs(plan_to_json(plan).c_str(), stdout);
         return kExitOk;
     }
 
-    const Topology& t = snap.topology;
+    const Topology& t = hp.snapshot.topology;
     std::printf("IOMMU: %s, %zu groups; vfio-pci driver: %s\n",
                 t.iommu_enabled ? "enabled" : "DISABLED", t.groups.size(),
                 t.drivers.count("vfio-pci") ? "loaded" : "not loaded");
     std::printf("config: %s; %zu [[device]], %zu [[protect]]\n",
-                cr.config->files.empty() ? "(none)" : cr.config->files.front().c_str(),
-                cr.config->devices.size(), cr.config->protects.size());
+                config->files.empty() ? "(none)" : config->files.front().c_str(),
+                config->devices.size(), config->protects.size());
     if (plan.groups.empty()) {
         std::printf("\nNothing to do: no PCI function on this host matches the allowlist.\n");
         return kExitOk;

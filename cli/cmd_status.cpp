@@ -4,8 +4,7 @@
 #include "commands.hpp"
 #include "core/plan_json.hpp"
 #include "dbus_client.hpp"
-#include "io/config_loader.hpp"
-#include "io/snapshot.hpp"
+#include "host_plan.hpp"
 #include "text.hpp"
 
 namespace vfiod::cli {
@@ -49,15 +48,11 @@ int print(const DaemonView& view, bool json) {
 }
 
 int offline(const Args& args) {
-    ConfigResult cr = load_config(args.root, args.config);
-    if (!cr.config) {
-        for (const auto& e : cr.errors)
-            std::fprintf(stderr, "vfioctl: %s\n", e.c_str());
+    std::optional<Config> config = checked_config(args, "no status was read");
+    if (!config)
         return kExitUsage;
-    }
     Sysfs fs(args.root);
-    Snapshot snap = read_snapshot(fs);
-    Plan plan = make_plan(snap.topology, snap.use, *cr.config);
+    const Plan plan = plan_host(fs, *config).plan;
     DaemonView view;
     view.iommu = plan.iommu;
     for (const auto& g : plan.groups)
