@@ -31,7 +31,18 @@ constexpr const char* kUsage =
     "  --config FILE   read FILE (and conf.d/ beside it) instead of DIR/etc/vfiod/vfiod.toml\n"
     "  --observe       plan and publish, never write, whatever the config's mode\n"
     "  --verbose       debug logging\n"
-    "  --help, --version\n";
+    "  --help, --version\n"
+    "\n"
+    "Normally started by vfiod.service (or by the udev rule when an allowlisted device appears).\n"
+    "SIGHUP or `systemctl reload vfiod` re-reads the configuration; a bad one is rejected and the\n"
+    "running one kept. SIGTERM stops it; bindings stay as they are.\n"
+    "\n"
+    "Files: DIR/etc/vfiod/vfiod.toml, DIR/etc/vfiod/conf.d/*.toml (configuration);\n"
+    "       DIR/run/vfiod/group-N (journal of binds and releases; survives restarts)\n"
+    "\n"
+    "Exit status: 0 stopped cleanly; 1 runtime failure (no system bus, name taken, bus lost);\n"
+    "2 bad arguments or a bad configuration (the unit does not restart on it).\n"
+    "See also: vfioctl --help (plan, doctor, status, bind, release).\n";
 
 struct Options {
     std::string root = "/";
@@ -64,7 +75,7 @@ int parse(int argc, char** argv, Options* o) {
         } else if (a == "--root" || a == "--config" || a == "--udev-match") {
             const char* v = value(a.c_str());
             if (!v)
-                return 3;
+                return 3;  // exit 2
             if (a == "--root")
                 o->root = v;
             else if (a == "--config")
