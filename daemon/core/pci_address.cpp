@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "strings.hpp"
+
 namespace vfiod {
 
 namespace {
@@ -30,21 +32,7 @@ bool parse_hex(std::string_view s, uint64_t max, uint64_t* out) {
 
 bool fail(std::string* err, std::string_view text, const char* why) {
     if (err) {
-        // Quote the input with control characters escaped so a hostile string cannot forge
-        // log lines.
-        std::string shown;
-        for (unsigned char c : text.substr(0, 64)) {
-            if (c < 0x20 || c == 0x7f) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\x%02x", c);
-                shown += buf;
-            } else {
-                shown += static_cast<char>(c);
-            }
-        }
-        if (text.size() > 64)
-            shown += "...";
-        *err = "invalid PCI address '" + shown + "': " + why +
+        *err = "invalid PCI address '" + printable(text) + "': " + why +
                " (expected DDDD:BB:SS.F in lower-case hex, e.g. 0000:01:00.0)";
     }
     return false;

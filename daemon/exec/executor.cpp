@@ -1,5 +1,7 @@
 #include "exec/executor.hpp"
 
+#include "core/strings.hpp"
+
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -34,13 +36,6 @@ std::string step_name(Write::Kind k) {
     case Write::Kind::Probe: return "drivers_probe";
     }
     return "write";
-}
-
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-    std::string out;
-    for (const auto& p : parts)
-        out += (out.empty() ? "" : sep) + p;
-    return out;
 }
 
 }  // namespace

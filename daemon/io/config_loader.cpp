@@ -1,5 +1,7 @@
 #include "config_loader.hpp"
 
+#include "core/strings.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -16,24 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
-
-// Keys and values end up in the journal; escape control characters so a config file cannot
-// forge log lines, and cut long ones.
-std::string printable(std::string_view s, size_t max = 64) {
-    std::string out;
-    for (unsigned char c : s.substr(0, max)) {
-        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, c == '"' || c == '\\' ? "\\%c" : "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > max)
-        out += "...";
-    return out;
-}
 
 std::string in_quotes(std::string_view s) { return '"' + printable(s) + '"'; }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "core/strings.hpp"
 #include "io/proc_parsers.hpp"
 
 namespace vfiod {
@@ -17,24 +18,10 @@ namespace {
 // Mount tables on container hosts run to megabytes; reading them short would miss mounts.
 constexpr size_t kProcMax = 64u << 20;
 
-std::vector<std::string_view> components(std::string_view path) {
-    std::vector<std::string_view> out;
-    size_t i = 0;
-    while (i < path.size()) {
-        size_t j = path.find('/', i);
-        if (j == std::string_view::npos)
-            j = path.size();
-        if (j > i)
-            out.push_back(path.substr(i, j - i));
-        i = j + 1;
-    }
-    return out;
-}
-
 // The deepest PCI function on a device path: the one that owns the disk or netdev. Only the
 // deepest, because the root port above an NVMe drive is not itself in use.
 std::optional<PciAddress> nearest_function(std::string_view devpath) {
-    auto parts = components(devpath);
+    auto parts = path_components(devpath);
     for (auto it = parts.rbegin(); it != parts.rend(); ++it)
         if (auto a = PciAddress::parse(*it))
             return a;
@@ -68,13 +55,6 @@ std::set<PciAddress> owners(const Sysfs& fs, std::string_view devpath) {
     if (auto a = nearest_function(devpath))
         return {*a};
     return multipath_controllers(fs, devpath);
-}
-
-std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v)
-        out += (out.empty() ? "" : ", ") + s;
-    return out;
 }
 
 struct MountTables {

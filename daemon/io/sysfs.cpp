@@ -1,5 +1,7 @@
 #include "sysfs.hpp"
 
+#include "core/strings.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,26 +15,12 @@ namespace vfiod {
 
 namespace {
 
-std::vector<std::string_view> split(std::string_view s) {
-    std::vector<std::string_view> parts;
-    size_t i = 0;
-    while (i < s.size()) {
-        size_t j = s.find('/', i);
-        if (j == std::string_view::npos)
-            j = s.size();
-        if (j > i)
-            parts.push_back(s.substr(i, j - i));
-        i = j + 1;
-    }
-    return parts;
-}
-
 // Every caller-supplied path stays inside the root: an absolute path or a ".." component could
 // reach the host's real /sys from a test tree, or anything at all from a crafted name.
 bool valid_rel(std::string_view rel) {
     if (!rel.empty() && rel.front() == '/')
         return false;
-    for (auto part : split(rel))
+    for (auto part : path_components(rel))
         if (part == "..")
             return false;
     return true;
@@ -53,7 +41,7 @@ std::optional<std::string> host_path(const Sysfs& fs, std::string_view rel, bool
         auto r = fs.Sysfs::resolve(rel);
         return r ? std::optional(fs.path(*r)) : std::nullopt;
     }
-    auto parts = split(rel);
+    auto parts = path_components(rel);
     if (parts.empty())
         return fs.path("");
     std::string parent;
@@ -130,7 +118,7 @@ std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
     auto target = readlink(rel);
     if (!target)
         return std::nullopt;
-    auto parts = split(*target);
+    auto parts = path_components(*target);
     if (parts.empty() || parts.back() == ".." || parts.back() == ".")
         return std::nullopt;
     return std::string(parts.back());
@@ -168,7 +156,7 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
     // and every intermediate result can be checked against the root.
     std::vector<std::string> done;
     std::deque<std::string> todo;
-    for (auto part : split(rel))
+    for (auto part : path_components(rel))
         todo.emplace_back(part);
     int links = 0;
     while (!todo.empty()) {
@@ -206,7 +194,7 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
         // is moved, and the live host (root "/") gets the usual behaviour.
         if (target.front() == '/')
             done.clear();
-        auto tparts = split(target);
+        auto tparts = path_components(target);
         for (auto it = tparts.rbegin(); it != tparts.rend(); ++it)
             todo.emplace_front(*it);
     }

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "core/strings.hpp"
 #include "io/proc_parsers.hpp"
 
 namespace vfiod {
@@ -12,21 +13,7 @@ namespace {
 
 // Sysfs content is untrusted text: show it bounded and with control bytes escaped so a strange
 // file cannot forge log lines.
-std::string shown(std::string_view s) {
-    std::string out;
-    for (unsigned char c : s.substr(0, 32)) {
-        if (c < 0x20 || c >= 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            out += buf;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    if (s.size() > 32)
-        out += "...";
-    return "'" + out + "'";
-}
+std::string shown(std::string_view s) { return "'" + printable(s, 32) + "'"; }
 
 void warn(std::vector<std::string>* warnings, std::string msg) {
     if (warnings)

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/plan_json.hpp"
+#include "core/strings.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
 #include "io/config_loader.hpp"
@@ -13,16 +14,6 @@
 namespace vfiod {
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const char* sep = ", ") {
-    std::string out;
-    for (const auto& p : parts) {
-        if (!out.empty())
-            out += sep;
-        out += p;
-    }
-    return out;
-}
 
 std::string addresses(const std::vector<PciAddress>& list) {
     std::vector<std::string> s;
