@@ -5,6 +5,7 @@
 #include <sdbus-c++/sdbus-c++.h>
 
 #include "commands.hpp"
+#include "io/proc_parsers.hpp"
 
 namespace vfiod::cli {
 
@@ -49,7 +50,8 @@ T get(const Properties& p, const char* key, T fallback = {}) {
     }
 }
 
-uint32_t parse_hex(const std::string& s) { return static_cast<uint32_t>(std::stoul("0" + s, nullptr, 16)); }
+// The daemon publishes ids as bare hex ("10de"); anything odd reads as 0 rather than throwing.
+uint32_t parse_hex(const std::string& s) { return parse_hex_attr("0x" + s, 6).value_or(0); }
 
 std::optional<Reason> reason_from(const std::string& code) {
     for (Reason r : {Reason::NoIommu, Reason::Protected, Reason::InUseStorage,

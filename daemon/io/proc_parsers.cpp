@@ -184,17 +184,6 @@ std::set<std::string> parse_ipv6_route_ifaces(std::string_view text) {
     return out;
 }
 
-std::map<std::string, std::string> parse_uevent(std::string_view text) {
-    std::map<std::string, std::string> out;
-    for_each_line(text, [&](std::string_view line) {
-        auto eq = line.find('=');
-        if (eq == std::string_view::npos || eq == 0)
-            return;
-        out.insert_or_assign(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
-    });
-    return out;
-}
-
 std::optional<uint32_t> parse_hex_attr(std::string_view text, unsigned max_digits) {
     if (max_digits > 8)
         max_digits = 8;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,9 +37,6 @@ std::set<std::string> parse_route_ifaces(std::string_view text);
 // (fe80::/10) nor multicast (ff00::/8); "lo" is never reported. A link-local route exists on
 // every interface that is merely up, so it says nothing about the host depending on it.
 std::set<std::string> parse_ipv6_route_ifaces(std::string_view text);
-
-// uevent files: KEY=VALUE lines; lines without '=' or with an empty key are skipped.
-std::map<std::string, std::string> parse_uevent(std::string_view text);
 
 // Sysfs hex attributes ("0x10de"): exactly "0x" then 1..max_digits hex digits (max_digits is
 // capped at 8); anything else, including whitespace, is nullopt.

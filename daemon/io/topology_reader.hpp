@@ -15,7 +15,7 @@ namespace vfiod {
 // file; a device that vanishes mid-scan is skipped silently. Never throws.
 Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings);
 
-// Re-reads one function (for the daemon's per-event updates); nullopt if it is gone/unreadable.
+// Reads one function (read_topology's unit of work); nullopt if it is gone or unreadable.
 std::optional<PciFunction> read_function(const Sysfs& fs, const PciAddress& addr,
                                          std::vector<std::string>* warnings);
 

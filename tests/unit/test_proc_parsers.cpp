@@ -111,16 +111,6 @@ TEST(ParseIpv6Route, IgnoresLinkLocalMulticastAndLoopback) {
     EXPECT_TRUE(parse_ipv6_route_ifaces("").empty());
 }
 
-TEST(ParseUevent, KeyValueLines) {
-    auto u = parse_uevent("DRIVER=e1000e\nPCI_ID=8086:10D3\nnonsense\n=empty\nMODALIAS=a=b\nEMPTY=");
-    EXPECT_EQ(u.size(), 4u);
-    EXPECT_EQ(u["DRIVER"], "e1000e");
-    EXPECT_EQ(u["PCI_ID"], "8086:10D3");
-    EXPECT_EQ(u["MODALIAS"], "a=b");
-    EXPECT_EQ(u["EMPTY"], "");
-    EXPECT_TRUE(parse_uevent("").empty());
-}
-
 TEST(ParseHexAttr, Strict) {
     EXPECT_EQ(parse_hex_attr("0x10de", 4), 0x10deu);
     EXPECT_EQ(parse_hex_attr("0x030200", 6), 0x030200u);
@@ -164,7 +154,6 @@ TEST(ProcParsers, SurviveArbitraryBytes) {
         parse_swaps(in);
         parse_route_ifaces(in);
         parse_ipv6_route_ifaces(in);
-        parse_uevent(in);
         EXPECT_FALSE(parse_hex_attr(in, 8).has_value());
         EXPECT_FALSE(parse_int_attr(in).has_value());
     }
