@@ -26,8 +26,12 @@ std::string first_line(const std::string& v) { return v.substr(0, v.find('\n'));
 }  // namespace
 
 FakeKernel::FakeKernel(FakeTree& tree) : Sysfs(tree.root()), tree_(tree) {
-    for (const auto& bdf : list("sys/bus/pci/devices"))
-        native_[bdf] = driver_of(bdf);
+    // vfio drivers match no device by ID table: a function found on one only got there
+    // through an override (or new_id), so it has no native driver the fake could know.
+    for (const auto& bdf : list("sys/bus/pci/devices")) {
+        std::string drv = driver_of(bdf);
+        native_[bdf] = drv.find("vfio") == std::string::npos ? drv : "";
+    }
 }
 
 FakeKernel::~FakeKernel() {
@@ -123,6 +127,9 @@ int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
 
 // Called with m_ held: one kernel-side change at a time, as the device lock gives.
 int FakeKernel::apply(const std::string& rel, const std::string& value) {
+    // sysfs never calls an attribute's store() for a 0-byte write: nothing changes.
+    if (value.empty())
+        return 0;
     const std::string arg = first_line(value);
     if (rel == "sys/bus/pci/drivers_probe")
         return probe(arg);
@@ -136,6 +143,12 @@ int FakeKernel::apply(const std::string& rel, const std::string& value) {
             if (value.size() >= 4095)
                 return EINVAL;
             // A lone newline (or nothing before the first one) clears the override.
+            // Written literally, "(null)" is an override naming a driver that does not exist: it
+            // reads back like "no override" but lets nothing bind.
+            if (arg == "(null)")
+                literal_null_.insert(bdf);
+            else
+                literal_null_.erase(bdf);
             std::string dir = tree_.devpath(bdf);
             tree_.write_file(dir + "/driver_override", (arg.empty() ? "(null)" : arg) + "\n");
             return 0;
@@ -169,7 +182,7 @@ std::string FakeKernel::driver_of(const std::string& bdf) const {
 
 std::string FakeKernel::override_of(const std::string& bdf) const {
     std::string v = read(kDevices + bdf + "/driver_override").value_or("");
-    return v == "(null)" ? "" : v;
+    return v == "(null)" && !literal_null_.count(bdf) ? "" : v;
 }
 
 // drivers_probe: ENODEV only when there is no such device; otherwise it succeeds whether or not

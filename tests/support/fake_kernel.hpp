@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@ private:
     mutable std::mutex m_;
     std::condition_variable cv_;
     std::map<std::string, std::string> native_;
+    std::set<std::string> literal_null_;  // functions whose override was written as "(null)"
     std::map<std::string, std::vector<std::string>> failing_probes_;
     std::map<std::string, std::map<unsigned, int>> path_faults_;  // rel -> nth -> errno
     std::map<std::string, unsigned> path_counts_;

@@ -479,6 +479,15 @@ TEST(FakeKernel, AnswersAsTheRealKernelWasObservedTo) {
     EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), ENODEV);  // the override decides
     EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), 0);
     EXPECT_EQ(w.override_of(kGpu), "(null)");
+    // A 0-byte write never reaches the attribute; a literal "(null)" is an override like any
+    // other and lets no driver bind.
+    EXPECT_EQ(k.write(gpu + "/driver_override", "(null)"), 0);
+    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), 0);
+    EXPECT_EQ(w.driver(kGpu), "");
+    EXPECT_EQ(k.write(gpu + "/driver_override", "vfio-pci"), 0);
+    EXPECT_EQ(k.write(gpu + "/driver_override", ""), 0);
+    EXPECT_EQ(w.override_of(kGpu), "vfio-pci");
+    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), 0);
     EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), 0);
     EXPECT_EQ(w.driver(kGpu), "nvidia");
 
