@@ -306,10 +306,13 @@ TEST(Planner, SriovVfBindsWhilePfStays) {
     h.allow(0x15b3, 0x1018);
     Plan p = h.plan();
     ASSERT_EQ(p.groups.size(), 2u);
-    for (const auto& g : p.groups) {
+    const char* vfs[] = {"0000:05:00.2", "0000:05:00.3"};
+    for (size_t i = 0; i < 2; ++i) {
+        const GroupPlan& g = p.groups[i];
         EXPECT_EQ(g.action, Action::Bind);
-        for (const auto& w : g.writes())
-            EXPECT_EQ(w.path.find("0000:05:00.0"), std::string::npos);
+        ASSERT_EQ(g.devices.size(), 1u);  // the PF is in none of the planned groups
+        EXPECT_EQ(g.devices[0].address, A(vfs[i]));
+        EXPECT_EQ(g.writes().back().value, vfs[i]);
     }
 }
 
