@@ -28,6 +28,10 @@ pass() { echo "ok - $1"; }
 fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
 # check NAME EXPECTED ACTUAL
 check() { if [ "$2" = "$3" ]; then pass "$1"; else fail "$1" "expected '$2', got '$3'"; fi; }
+# check_contains NAME NEEDLE HAYSTACK
+check_contains() {
+    case "$3" in *"$2"*) pass "$1" ;; *) fail "$1" "'$2' not in: $3" ;; esac
+}
 
 # start_private_bus POLICY [EXTRA_RULES]: dbus-daemon on $WORK/bus, DBUS_SYSTEM_BUS_ADDRESS set.
 start_private_bus() {
