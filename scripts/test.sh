@@ -14,6 +14,8 @@ packages=(
   # build
   g++ meson ninja-build pkg-config libsystemd-dev libsdbus-c++-dev libsdbus-c++-bin libudev-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  # man pages (man/*.scd) and the vfioctl completion (bash-completion.pc, its test)
+  scdoc bash-completion
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm
   dbus systemd udev util-linux kmod
   # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here

@@ -33,6 +33,20 @@ for f in "$prefix/sbin/vfiod" "$prefix/bin/vfioctl" "$unitdir/vfiod.service" \
          "$sysconfdir/vfiod/vfiod.toml"; do
     if [ -e "$DEST$f" ]; then pass "installed $f"; else fail "installed $f"; fi
 done
+# Man pages, when this build renders them (option man); the plugin's only with the plugin.
+if [ -f "$BUILD/man/vfiod.8" ]; then
+    for f in man8/vfiod.8 man1/vfioctl.1 man5/vfiod.toml.5; do
+        if [ -s "$DEST$prefix/share/man/$f" ]; then pass "installed man/$f"; else fail "installed man/$f"; fi
+    done
+    plugin_man=$DEST$prefix/share/man/man8/vfiod-device-plugin.8
+    if [ -e "$DEST$prefix/sbin/vfiod-device-plugin" ] || [ ! -e "$plugin_man" ]; then
+        pass "vfiod-device-plugin(8) only with the plugin"
+    else
+        fail "vfiod-device-plugin(8) only with the plugin"
+    fi
+    grep -q '^Documentation=man:vfiod(8)' "$DEST$unitdir/vfiod.service" \
+        && pass "unit documents man:vfiod(8)" || fail "unit documents man:vfiod(8)"
+fi
 grep -q "^ExecStart=$prefix/sbin/vfiod\$" "$DEST$unitdir/vfiod.service" \
     && pass "unit runs the installed vfiod" || fail "unit runs the installed vfiod"
 grep -q "$prefix/sbin/vfiod --udev-match" "$DEST$udevdir/rules.d/60-vfiod.rules" \
