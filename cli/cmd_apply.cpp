@@ -67,10 +67,10 @@ void write_json(const std::vector<Result>& results) {
             j.null();
         j.key("state").value(to_string(o.state));
         j.key("reason");
-        if (o.reason.empty())
+        if (o.reason == Reason::None)
             j.null();
         else
-            j.value(o.reason);
+            j.value(to_string(o.reason));
         j.key("blockers").begin_array();
         for (const auto& b : o.blockers)
             j.value(b.str());
@@ -127,11 +127,11 @@ int run_apply(const Args& args) {
         if (g.group && journal.released(*g.group) && g.action != Action::Refuse) {
             // An operator's Release stays until an explicit Bind (DESIGN §6).
             o.group = g.group;
-            o.state = GroupOutcome::State::Released;
+            o.state = Outcome::Released;
             o.message = "released earlier; kept (vfioctl bind re-binds it)";
         } else {
             o = exec.apply(g);
-            if (g.action != Action::Refuse && o.state != GroupOutcome::State::Bound)
+            if (g.action != Action::Refuse && o.state != Outcome::Bound)
                 all_bound = false;
         }
         results.push_back({&g, std::move(o)});
@@ -149,11 +149,11 @@ int run_apply(const Args& args) {
                             o.group ? std::to_string(*o.group).c_str() : "?",
                             to_string(o.state));
             }
-            if (!o.reason.empty() && o.state != GroupOutcome::State::Refused)
-                std::printf("  reason: %s\n", o.reason.c_str());
-            if (!o.message.empty() && o.state != GroupOutcome::State::Refused)
+            if (o.reason != Reason::None && o.state != Outcome::Refused)
+                std::printf("  reason: %s\n", to_string(o.reason));
+            if (!o.message.empty() && o.state != Outcome::Refused)
                 std::printf("  %s\n", o.message.c_str());
-            if (o.state == GroupOutcome::State::Stuck)
+            if (o.state == Outcome::Stuck)
                 std::printf("  A kernel write is blocked; see README \"When a group is stuck\".\n");
             std::printf("\n");
         }

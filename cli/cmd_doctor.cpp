@@ -46,9 +46,15 @@ std::string advice(Reason r) {
     case Reason::Companion:
         return "another function shares the IOMMU group: allowlist it too, or set companions = "
                "\"bind\"";
-    default:
-        return "";
+    case Reason::None:
+    case Reason::InUseVfio:
+    case Reason::VfioUnavailable:
+    case Reason::WriteFailed:
+    case Reason::Stuck:
+    case Reason::Drift:
+        return "";  // not planning reasons: make_plan() never gives them
     }
+    return "";
 }
 
 }  // namespace
@@ -179,6 +185,9 @@ int run_doctor(const Args& args) {
             if (auto a = advice(f.g->reason); !a.empty())
                 std::printf("  fix: %s\n", a.c_str());
             break;
+        case Action::Release:
+        case Action::Released:
+            break;  // release plans come from plan_release(), never from make_plan()
         }
         if (f.fn && kubevirt_counts(*f.fn))
             std::printf("  KubeVirt: counted (device ID = IOMMU group %u)\n", *f.fn->iommu_group);

@@ -11,16 +11,6 @@ namespace vfiod::cli {
 
 namespace {
 
-// Without the daemon there is no State; what it would publish follows from the decision.
-std::string offline_state(const GroupPlan& g) {
-    switch (g.action) {
-    case Action::Bind: return "pending";
-    case Action::Bound: return "bound";
-    case Action::Refuse: return "refused";
-    }
-    return "pending";
-}
-
 int print(const DaemonView& view, bool json) {
     if (json) {
         JsonWriter w;
@@ -56,7 +46,7 @@ int offline(const Args& args) {
     DaemonView view;
     view.iommu = plan.iommu;
     for (const auto& g : plan.groups)
-        view.groups.push_back({g, offline_state(g)});
+        view.groups.push_back({g, to_string(planned_state(g.action))});  // what vfiod would publish
     return print(view, args.json);
 }
 

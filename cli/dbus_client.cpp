@@ -53,15 +53,6 @@ T get(const Properties& p, const char* key, T fallback = {}) {
 // The daemon publishes ids as bare hex ("10de"); anything odd reads as 0 rather than throwing.
 uint32_t parse_hex(const std::string& s) { return parse_hex_attr("0x" + s, 6).value_or(0); }
 
-std::optional<Reason> reason_from(const std::string& code) {
-    for (Reason r : {Reason::NoIommu, Reason::Protected, Reason::InUseStorage,
-                     Reason::InUseNetwork, Reason::SriovPf, Reason::BootVga, Reason::Companion,
-                     Reason::InUseVfio})
-        if (code == to_string(r))
-            return r;
-    return std::nullopt;
-}
-
 PlannedDevice device_from(const Properties& p, const std::string& state) {
     PlannedDevice d;
     d.address = PciAddress::parse(get<std::string>(p, "Address")).value_or(PciAddress{});
@@ -116,9 +107,10 @@ ClientResult fetch_view(DaemonView* view) {
             DaemonGroup dg;
             dg.state = get<std::string>(g, "State");
             dg.plan.group = get<uint32_t>(g, "Id");
-            dg.plan.reason = reason_from(get<std::string>(g, "Reason")).value_or(Reason::None);
-            if (dg.plan.reason == Reason::None && !get<std::string>(g, "Reason").empty())
-                dg.plan.details.push_back(get<std::string>(g, "Reason"));
+            std::string reason = get<std::string>(g, "Reason");
+            dg.plan.reason = parse_reason(reason).value_or(Reason::None);
+            if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
+                dg.plan.details.push_back(reason);
             for (const auto& b : get<std::vector<std::string>>(g, "Blockers"))
                 if (auto a = PciAddress::parse(b))
                     dg.plan.blockers.push_back(*a);

@@ -10,24 +10,10 @@
 
 #include "config.hpp"
 #include "pci_address.hpp"
+#include "state.hpp"
 #include "topology.hpp"
 
 namespace vfiod {
-
-enum class Action { Bind, Bound, Refuse };
-
-// In precedence order: the first that applies to a group is its reason.
-enum class Reason {
-    None,
-    NoIommu,
-    Protected,
-    InUseStorage,
-    InUseNetwork,
-    SriovPf,
-    BootVga,
-    Companion,
-    InUseVfio,
-};
 
 enum class Role { Allowlisted, Companion, Bridge };
 
@@ -48,7 +34,6 @@ struct PlannedDevice {
     std::optional<std::string> target; // nullopt for bridges
     Role role = Role::Companion;
     std::optional<std::string> resource_name;
-    const DeviceEntry* entry = nullptr; // the allowlist entry that matched (allowlisted only)
     std::vector<Write> writes;          // this function's steps, in order
 };
 
@@ -69,6 +54,14 @@ struct Plan {
     std::vector<std::string> warnings;  // e.g. two entries matching one function
 };
 
+// The allowlist rule (DESIGN §3), the one every caller uses (planner, service, udev helper): the
+// [[device]] entry that governs a function is the first that matches it; a later match only earns
+// a line in *warnings.
+const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
+                                   std::vector<std::string>* warnings = nullptr);
+// Whether a [[protect]] entry matches the function.
+bool protected_by(const Config& config, const PciFunction& fn);
+
 Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
 
 // The writes that move one function to `target`, skipping steps already satisfied (DESIGN §4).
@@ -76,14 +69,13 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
 
 // Release of one group (DESIGN §4): every non-bridge function goes back to its original driver
 // (from the journal; a function missing from `originals` goes back to whatever probes). Refused
-// with in-use-vfio when HostUse.vfio names a function of the group. Devices' `target` holds the
-// driver expected back ("" for none).
+// with in-use-vfio when HostUse.vfio names a function of the group; otherwise Action::Release, or
+// Action::Released when every function is already back. Devices' `target` holds the driver
+// expected back ("" for none).
 GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
                        const std::map<PciAddress, std::string>& originals);
 std::vector<Write> release_writes(const PciFunction& fn);
 
-const char* to_string(Action a);
-const char* to_string(Reason r);  // "no-iommu", …; "" for None
 const char* to_string(Role r);
 
 }  // namespace vfiod

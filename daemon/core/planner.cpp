@@ -12,28 +12,6 @@ std::string attr_path(const PciAddress& a, const char* leaf) {
     return "sys/bus/pci/devices/" + a.str() + "/" + leaf;
 }
 
-// The first matching entry wins (DESIGN §3); later matches only earn a warning.
-const DeviceEntry* match_entry(const Config& config, const PciFunction& fn,
-                               std::vector<std::string>* warnings) {
-    const DeviceEntry* first = nullptr;
-    for (const auto& e : config.devices) {
-        if (!e.matches(fn.address, fn.vendor, fn.device))
-            continue;
-        if (!first)
-            first = &e;
-        else
-            warnings->push_back(fn.address.str() + " matches the entries at " + first->origin.str() +
-                                " and " + e.origin.str() + "; the first one applies");
-    }
-    return first;
-}
-
-bool protected_by(const Config& config, const PciFunction& fn) {
-    return std::any_of(config.protects.begin(), config.protects.end(), [&](const ProtectEntry& p) {
-        return p.matches(fn.address, fn.vendor, fn.device);
-    });
-}
-
 PlannedDevice describe(const PciFunction& fn) {
     PlannedDevice d;
     d.address = fn.address;
@@ -80,7 +58,6 @@ GroupPlan no_iommu_entry(const PciFunction& fn, const DeviceEntry& entry, bool i
     PlannedDevice d = describe(fn);
     d.role = Role::Allowlisted;
     d.target = entry.driver;
-    d.entry = &entry;
     if (!entry.resource_name.empty())
         d.resource_name = entry.resource_name;
     g.devices.push_back(std::move(d));
@@ -106,7 +83,6 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
             d.role = Role::Bridge;
         } else if (auto it = allowlisted.find(fn->address); it != allowlisted.end()) {
             d.role = Role::Allowlisted;
-            d.entry = it->second;
             d.target = it->second->driver;
             if (!it->second->resource_name.empty())
                 d.resource_name = it->second->resource_name;
@@ -184,6 +160,29 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
 
 }  // namespace
 
+const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
+                                   std::vector<std::string>* warnings) {
+    const DeviceEntry* first = nullptr;
+    for (const auto& e : config.devices) {
+        if (!e.matches(fn.address, fn.vendor, fn.device))
+            continue;
+        if (!first)
+            first = &e;
+        else if (warnings)
+            warnings->push_back(fn.address.str() + " matches the entries at " + first->origin.str() +
+                                " and " + e.origin.str() + "; the first one applies");
+        else
+            break;
+    }
+    return first;
+}
+
+bool protected_by(const Config& config, const PciFunction& fn) {
+    return std::any_of(config.protects.begin(), config.protects.end(), [&](const ProtectEntry& p) {
+        return p.matches(fn.address, fn.vendor, fn.device);
+    });
+}
+
 std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target) {
     std::vector<Write> w;
     if (fn.driver == target)
@@ -224,7 +223,7 @@ Plan make_plan(const Topology& topo, const HostUse& use, const Config& config) {
     for (const auto& [addr, fn] : topo.functions) {
         if (fn.is_bridge())
             continue;
-        const DeviceEntry* e = match_entry(config, fn, &plan.warnings);
+        const DeviceEntry* e = governing_entry(config, fn, &plan.warnings);
         if (!e)
             continue;
         allowlisted.emplace(addr, e);
@@ -273,8 +272,7 @@ GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
         }))
         return g;
 
-    // For a release plan, Bind means "writes to perform" and Bound "already given back".
-    g.action = Action::Bound;
+    g.action = Action::Released;
     for (PlannedDevice& d : g.devices) {
         if (!d.target)
             continue;
@@ -284,33 +282,9 @@ GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
         if (home)
             continue;
         d.writes = release_writes(fn);
-        g.action = Action::Bind;
+        g.action = Action::Release;
     }
     return g;
-}
-
-const char* to_string(Action a) {
-    switch (a) {
-    case Action::Bind: return "bind";
-    case Action::Bound: return "bound";
-    case Action::Refuse: return "refuse";
-    }
-    return "?";
-}
-
-const char* to_string(Reason r) {
-    switch (r) {
-    case Reason::None: return "";
-    case Reason::NoIommu: return "no-iommu";
-    case Reason::Protected: return "protected";
-    case Reason::InUseStorage: return "in-use-storage";
-    case Reason::InUseNetwork: return "in-use-network";
-    case Reason::SriovPf: return "sriov-pf";
-    case Reason::BootVga: return "boot-vga";
-    case Reason::Companion: return "companion";
-    case Reason::InUseVfio: return "in-use-vfio";
-    }
-    return "?";
 }
 
 const char* to_string(Role r) {

@@ -64,18 +64,6 @@ struct Executor::Pending {
     int err = 0;
 };
 
-const char* to_string(GroupOutcome::State s) {
-    switch (s) {
-    case GroupOutcome::State::Bound: return "bound";
-    case GroupOutcome::State::Released: return "released";
-    case GroupOutcome::State::Refused: return "refused";
-    case GroupOutcome::State::Failed: return "failed";
-    case GroupOutcome::State::Stuck: return "stuck";
-    case GroupOutcome::State::RolledBack: return "rolled-back";
-    }
-    return "?";
-}
-
 Executor::Executor(Sysfs& fs, Journal* journal, std::chrono::milliseconds write_timeout)
     : fs_(fs), journal_(journal), timeout_(write_timeout) {}
 
@@ -138,8 +126,8 @@ std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan)
     if (out.blockers.empty())
         return std::nullopt;
     out.group = plan.group;
-    out.state = GroupOutcome::State::Stuck;
-    out.reason = "stuck";
+    out.state = Outcome::Stuck;
+    out.reason = Reason::Stuck;
     out.message = out.blockers.front().str() +
                   ": an earlier write is still blocked in the kernel; the group is left alone "
                   "until it returns";
@@ -220,13 +208,13 @@ const JournalEntry::Function* find_function(const std::optional<JournalEntry>& e
 }  // namespace
 
 GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
-    using State = GroupOutcome::State;
+    using State = Outcome;
     const bool binding = op == JournalEntry::Op::Bind;
     GroupOutcome out;
     out.group = plan.group;
     if (plan.action == Action::Refuse || !plan.group) {
         out.state = State::Refused;
-        out.reason = plan.group ? to_string(plan.reason) : to_string(Reason::NoIommu);
+        out.reason = plan.group ? plan.reason : Reason::NoIommu;
         out.blockers = plan.blockers;
         out.message = join(plan.details, "; ");
         return out;
@@ -259,7 +247,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
         entry.functions.push_back(std::move(f));
     }
 
-    if (plan.action == Action::Bound) {
+    if (plan.action == Action::Bound || plan.action == Action::Released) {
         out.state = binding ? State::Bound : State::Released;
         if (binding || !journal_)
             return out;
@@ -278,7 +266,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
             if (!d.target || d.writes.empty() || fs_.exists("sys/bus/pci/drivers/" + *d.target))
                 continue;
             out.state = State::Failed;
-            out.reason = "vfio-unavailable";
+            out.reason = Reason::VfioUnavailable;
             out.blockers = {d.address};
             out.message = "sys/bus/pci/drivers/" + *d.target + " does not exist: the '" +
                           *d.target + "' driver is not loaded (modprobe it); nothing was written";
@@ -290,7 +278,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
     if (journal_) {
         if (int err = journal_->store(entry)) {
             out.state = State::Failed;
-            out.reason = "write-failed";
+            out.reason = Reason::WriteFailed;
             out.message = "journal " + journal_->entry_path(entry.group) + ": " +
                           error_text(err) + "; nothing was written";
             return out;
@@ -307,7 +295,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
         }
         entry.phase = stuck ? JournalEntry::Phase::Stuck : JournalEntry::Phase::RolledBack;
         out.state = stuck ? State::Stuck : State::Failed;
-        out.reason = stuck ? "stuck" : "write-failed";
+        out.reason = stuck ? Reason::Stuck : Reason::WriteFailed;
         out.blockers = {at};
         out.message = what + "; " +
                       (notes.empty() ? std::string(stuck ? "the group's other functions were "
@@ -371,7 +359,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
 }
 
 std::vector<GroupOutcome> Executor::reconcile() {
-    using State = GroupOutcome::State;
+    using State = Outcome;
     std::vector<GroupOutcome> outs;
     if (!journal_)
         return outs;
@@ -416,7 +404,7 @@ std::vector<GroupOutcome> Executor::reconcile() {
         if (!ok) {
             // Leave the entry unfinished: the next start tries once more, nothing loops.
             out.state = State::Failed;
-            out.reason = "write-failed";
+            out.reason = Reason::WriteFailed;
             out.message += " only in part: " + notes;
         } else if (int err = journal_->store(e)) {
             out.message += "; journal " + journal_->entry_path(e.group) + ": " + error_text(err);

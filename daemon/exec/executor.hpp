@@ -1,6 +1,6 @@
 // Turns a GroupPlan into kernel state (DESIGN §4): whole groups or nothing, every write checked,
 // failures rolled back to the original drivers, blocked writes contained, all of it journaled.
-// No D-Bus here: the service layer maps GroupOutcome to the published State.
+// No D-Bus here: the service publishes published_state(outcome) (core/state.hpp).
 #pragma once
 
 #include <chrono>
@@ -18,24 +18,14 @@
 namespace vfiod {
 
 struct GroupOutcome {
-    enum class State {
-        Bound,       // every non-bridge function is on its target
-        Released,    // every function is back on its original driver (sticky in the journal)
-        Refused,     // the plan refused; nothing was written
-        Failed,      // nothing changed, or a failure was rolled back (reason says which)
-        Stuck,       // a write blocked past write_timeout; that function was left as it was
-        RolledBack,  // reconcile() undid an interrupted bind; plan the group again
-    };
     std::optional<unsigned> group;
-    State state = State::Failed;
-    // DESIGN codes: "vfio-unavailable", "write-failed" (also when the journal could not be
-    // written: then nothing was), "stuck", or the plan's refuse reason; "" otherwise.
-    std::string reason;
+    Outcome state = Outcome::Failed;
+    // VfioUnavailable, WriteFailed (also when the journal could not be written: then nothing
+    // was), Stuck, or the plan's refuse reason; None otherwise.
+    Reason reason = Reason::None;
     std::string message;               // step, path and strerror(errno), for humans and logs
     std::vector<PciAddress> blockers;  // the functions at fault
 };
-
-const char* to_string(GroupOutcome::State s);
 
 class Executor {
 public:

@@ -150,7 +150,7 @@ public:
 private:
     uint32_t Id() override { return info_.id; }
     std::string State() override { return to_string(info_.state); }
-    std::string Reason() override { return info_.reason; }
+    std::string Reason() override { return to_string(info_.reason); }
     std::vector<std::string> Blockers() override { return strings(info_.blockers); }
     std::string VfioPath() override { return "/dev/vfio/" + std::to_string(info_.id); }
     std::vector<sdbus::ObjectPath> Devices() override {

@@ -9,11 +9,9 @@
 
 #include "core/pci_address.hpp"
 #include "core/plan.hpp"
+#include "core/state.hpp"
 
 namespace vfiod {
-
-enum class GroupState { Bound, Pending, Refused, Failed, Released };
-const char* to_string(GroupState s);  // "bound", "pending", …
 
 struct DeviceInfo {
     PciAddress address;
@@ -33,7 +31,7 @@ struct DeviceInfo {
 struct GroupInfo {
     unsigned id = 0;
     GroupState state = GroupState::Pending;
-    std::string reason;           // a DESIGN §4 code; "" when none
+    Reason reason = Reason::None;
     std::vector<PciAddress> blockers;
     std::vector<PciAddress> devices;
 

@@ -40,47 +40,23 @@ std::string describe_devices(const GroupPlan& gp, bool moves = true) {
 // [[protect]] entry matches. Origins are left out: moving an entry to another line changes
 // nothing about the group.
 std::string entry_signature(const Config& c, const PciFunction& fn) {
-    std::string sig;
-    for (const auto& p : c.protects)
-        if (p.matches(fn.address, fn.vendor, fn.device)) {
-            sig += "protected;";
-            break;
-        }
-    for (const auto& e : c.devices)
-        if (e.matches(fn.address, fn.vendor, fn.device)) {
-            sig += (e.selector ? e.selector->str() : "") + "|" +
-                   (e.address ? e.address->str() : "") + "|" + e.driver + "|" + e.resource_name +
-                   "|" + (e.early ? "early" : "");
-            break;
-        }
+    std::string sig = protected_by(c, fn) ? "protected;" : "";
+    if (const DeviceEntry* e = governing_entry(c, fn))
+        sig += (e->selector ? e->selector->str() : "") + "|" +
+               (e->address ? e->address->str() : "") + "|" + e->driver + "|" + e->resource_name +
+               "|" + (e->early ? "early" : "");
     return sig;
 }
 
 Service::Status from_outcome(const GroupOutcome& o) {
-    switch (o.state) {
-    case GroupOutcome::State::Bound: return {GroupState::Bound, "", "", {}};
-    case GroupOutcome::State::Released: return {GroupState::Released, "", "", {}};
-    case GroupOutcome::State::Refused: return {GroupState::Refused, o.reason, o.message, o.blockers};
-    case GroupOutcome::State::Stuck:
-        return {GroupState::Failed, o.reason.empty() ? "stuck" : o.reason, o.message, o.blockers};
-    case GroupOutcome::State::Failed:
-    case GroupOutcome::State::RolledBack: break;
-    }
-    return {GroupState::Failed, o.reason, o.message, o.blockers};
+    GroupState state = published_state(o.state);
+    // A success publishes no reason and no message: those describe what stands in the way.
+    if (state == GroupState::Bound || state == GroupState::Released)
+        return {state, Reason::None, "", {}};
+    return {state, o.reason, o.message, o.blockers};
 }
 
 }  // namespace
-
-const char* to_string(GroupState s) {
-    switch (s) {
-    case GroupState::Bound: return "bound";
-    case GroupState::Pending: return "pending";
-    case GroupState::Refused: return "refused";
-    case GroupState::Failed: return "failed";
-    case GroupState::Released: return "released";
-    }
-    return "";
-}
 
 std::string group_object_path(unsigned id) { return "/org/vfiod1/group/" + std::to_string(id); }
 
@@ -179,17 +155,11 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
 Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
     unsigned id = *gp.group;
     if (is_released(id))
-        return {GroupState::Released, "", "", {}};
-    switch (gp.action) {
-    case Action::Bound:
-        return {GroupState::Bound, "", "", {}};
-    case Action::Refuse:
-        if (mode() == Mode::Enforce)
-            clear_early_overrides(gp);
-        return {GroupState::Refused, to_string(gp.reason), join(gp.details, "; "), gp.blockers};
-    case Action::Bind:
-        break;
-    }
+        return {GroupState::Released, Reason::None, "", {}};
+    if (gp.action == Action::Refuse && mode() == Mode::Enforce)
+        clear_early_overrides(gp);
+    if (gp.action != Action::Bind)
+        return {planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
     auto prev = status_.find(id);
     bool drifted = from_events && prev != status_.end() && prev->second.state == GroupState::Bound;
     if (drifted) {
@@ -198,14 +168,14 @@ Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
         spdlog::warn("group {}: drift: no longer bound ({})", id, describe_devices(gp));
         if (mode() == Mode::Enforce) {
             if (reasserted_.count(id))
-                return {GroupState::Failed, "drift",
+                return {GroupState::Failed, Reason::Drift,
                         "drifted again after one re-assertion; use Bind to take it back", {}};
             reasserted_.insert(id);
             spdlog::warn("group {}: re-asserting the binding once", id);
         }
     }
     if (mode() == Mode::Observe)
-        return {GroupState::Pending, "", "would bind " + describe_devices(gp), {}};
+        return {planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}};
     return execute(gp);
 }
 
@@ -221,9 +191,9 @@ void Service::make_executor() {
 void Service::reconcile() {
     for (const auto& o : executor_->reconcile()) {
         std::string g = o.group ? std::to_string(*o.group) : "?";
-        if (o.state == GroupOutcome::State::Failed || o.state == GroupOutcome::State::Stuck)
+        if (published_state(o.state) == GroupState::Failed)
             spdlog::error("group {}: unfinished operation from the last run: {} {}: {}", g,
-                          to_string(o.state), o.reason, o.message);
+                          to_string(o.state), to_string(o.reason), o.message);
         else
             spdlog::warn("group {}: unfinished operation from the last run: {}{}{}", g,
                          to_string(o.state), o.message.empty() ? "" : ": ", o.message);
@@ -234,7 +204,7 @@ void Service::reconcile() {
 Service::Status Service::execute(const GroupPlan& gp) {
     unsigned id = *gp.group;
     // Consumers see `pending` while the writes run.
-    set_status(id, {GroupState::Pending, "", "binding " + describe_devices(gp), {}});
+    set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
     publish();
     GroupOutcome o = executor_->apply(gp);
     wrote_ = true;
@@ -298,11 +268,12 @@ void Service::set_status(unsigned group, Status s) {
         spdlog::info("group {}: pending: {}", group, s.message);
         break;
     case GroupState::Refused:
-        spdlog::warn("group {}: refused {} (blockers {}): {}", group, s.reason,
+        spdlog::warn("group {}: refused {} (blockers {}): {}", group, to_string(s.reason),
                      addresses(s.blockers), s.message);
         break;
     case GroupState::Failed:
-        spdlog::error("group {}: failed {}: {} ({})", group, s.reason, s.message, devices);
+        spdlog::error("group {}: failed {}: {} ({})", group, to_string(s.reason), s.message,
+                      devices);
         break;
     }
     status_[group] = std::move(s);
@@ -452,7 +423,8 @@ OpResult Service::bind(std::string_view address) {
     if (journal_->released(id))
         journal_->clear_released(id);
     reasserted_.erase(id);
-    Status st = gp->action == Action::Bound ? Status{GroupState::Bound, "", "", {}} : execute(*gp);
+    Status st = gp->action == Action::Bound ? Status{GroupState::Bound, Reason::None, "", {}}
+                                            : execute(*gp);
     set_status(id, st);
     if (wrote_) {
         reread();
@@ -461,7 +433,8 @@ OpResult Service::bind(std::string_view address) {
     publish();
     if (st.state == GroupState::Bound)
         return {};
-    return OpResult::error(OpResult::Code::Failed, st.reason + ": " + st.message);
+    return OpResult::error(OpResult::Code::Failed,
+                           std::string(to_string(st.reason)) + ": " + st.message);
 }
 
 OpResult Service::release(std::string_view address) {
@@ -495,9 +468,9 @@ OpResult Service::release(std::string_view address) {
     publish();
     if (st.state == GroupState::Released)
         return {};
-    if (st.state == GroupState::Refused)
-        return OpResult::error(OpResult::Code::Refused, st.reason + ": " + st.message);
-    return OpResult::error(OpResult::Code::Failed, st.reason + ": " + st.message);
+    return OpResult::error(
+        st.state == GroupState::Refused ? OpResult::Code::Refused : OpResult::Code::Failed,
+        std::string(to_string(st.reason)) + ": " + st.message);
 }
 
 }  // namespace vfiod

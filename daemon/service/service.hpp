@@ -68,7 +68,7 @@ public:
     // One group's published state and why.
     struct Status {
         GroupState state = GroupState::Pending;
-        std::string reason;
+        Reason reason = Reason::None;
         std::string message;
         std::vector<PciAddress> blockers;
         bool operator==(const Status&) const = default;

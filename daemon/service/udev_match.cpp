@@ -2,44 +2,27 @@
 
 #include <cstdio>
 
+#include "core/plan.hpp"
 #include "io/config_loader.hpp"
 #include "io/sysfs.hpp"
+#include "io/topology_reader.hpp"
 
 namespace vfiod {
 
-namespace {
-
-std::optional<uint16_t> read_id(const Sysfs& fs, const std::string& dir, const char* attr) {
-    auto text = fs.read(dir + attr);
-    if (!text || text->size() != 6 || text->compare(0, 2, "0x") != 0)
-        return std::nullopt;
-    unsigned v = 0;
-    if (std::sscanf(text->c_str() + 2, "%4x", &v) != 1)
-        return std::nullopt;
-    return static_cast<uint16_t>(v);
-}
-
-}  // namespace
-
 std::string udev_match(const Sysfs& fs, const Config& config, const PciAddress& address) {
-    std::string dir = "sys/bus/pci/devices/" + address.str() + "/";
-    auto vendor = read_id(fs, dir, "vendor");
-    auto device = read_id(fs, dir, "device");
-    if (!vendor || !device)
+    // The daemon's reader and rule: a function the daemon would skip as unreadable, or plan
+    // under another entry, gets no early binding either.
+    auto fn = read_function(fs, address, nullptr);
+    if (!fn || fn->is_bridge() || protected_by(config, *fn))
         return "";
-    for (const auto& p : config.protects)
-        if (p.matches(address, *vendor, *device))
-            return "";
-    for (const auto& e : config.devices) {
-        if (!e.matches(address, *vendor, *device))
-            continue;
-        std::string out = "VFIOD_ALLOWLISTED=1\n";
-        // Only in enforce mode: observe mode promises never to write, and so does its rule.
-        if (e.early && config.mode == Mode::Enforce)
-            out += "VFIOD_EARLY_DRIVER=" + e.driver + "\n";
-        return out;
-    }
-    return "";
+    const DeviceEntry* e = governing_entry(config, *fn);
+    if (!e)
+        return "";
+    std::string out = "VFIOD_ALLOWLISTED=1\n";
+    // Only in enforce mode: observe mode promises never to write, and so does its rule.
+    if (e->early && config.mode == Mode::Enforce)
+        out += "VFIOD_EARLY_DRIVER=" + e->driver + "\n";
+    return out;
 }
 
 int run_udev_match(const std::string& root, const std::string& address) {

@@ -43,7 +43,7 @@ TEST_F(ServiceTest, EnforceColdplugBindsWholeGroupsAndRefusesTheRootDisk) {
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
     EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
     EXPECT_EQ(state_of(s, 14), GroupState::Refused);
-    EXPECT_EQ(s.inventory().groups.at(14).reason, "in-use-storage");
+    EXPECT_EQ(s.inventory().groups.at(14).reason, Reason::InUseStorage);
     EXPECT_EQ(driver_of(kernel, "0000:02:00.0"), "nvme");
     // The published view is the kernel's after the writes, with the original driver kept.
     const DeviceInfo& gpu = s.inventory().devices.at(addr("0000:01:00.0"));
@@ -107,7 +107,7 @@ TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
     size_t before = writes();
     s.handle_events({addr("0000:01:00.0")});
     EXPECT_EQ(state_of(s, 13), GroupState::Failed);
-    EXPECT_EQ(s.inventory().groups.at(13).reason, "drift");
+    EXPECT_EQ(s.inventory().groups.at(13).reason, Reason::Drift);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
     EXPECT_EQ(writes(), before) << "no fight: the second drift writes nothing";
     // An operator's Bind takes it back.
@@ -153,7 +153,7 @@ TEST_F(ServiceTest, EarlyOverrideOnARefusedGroupIsClearedAndTheHostDriverProbed)
     Service s(kernel, {});
     ASSERT_TRUE(s.start());
     EXPECT_EQ(state_of(s, 21), GroupState::Refused);
-    EXPECT_EQ(s.inventory().groups.at(21).reason, "protected");
+    EXPECT_EQ(s.inventory().groups.at(21).reason, Reason::Protected);
     EXPECT_EQ(kernel.read("sys/bus/pci/devices/0000:06:00.0/driver_override"), "(null)");
     EXPECT_EQ(driver_of(kernel, "0000:06:00.0"), "e1000e");
 }

@@ -125,7 +125,7 @@ TEST(Executor, BindsATwoFunctionGroupInDesignOrderAndVerifies) {
     GroupPlan plan = w.plan(13);
     ASSERT_EQ(plan.action, Action::Bind);
     GroupOutcome out = w.exec->apply(plan);
-    EXPECT_EQ(out.state, GroupOutcome::State::Bound) << out.message;
+    EXPECT_EQ(out.state, Outcome::Bound) << out.message;
     EXPECT_EQ(out.group, 13u);
     expect_bound(w);
     EXPECT_TRUE(w.exists("dev/vfio/13"));
@@ -154,7 +154,7 @@ TEST(Executor, BindsATwoFunctionGroupInDesignOrderAndVerifies) {
     // Planned again, the group is bound: a no-op that writes nothing.
     GroupPlan again = w.plan(13);
     EXPECT_EQ(again.action, Action::Bound);
-    EXPECT_EQ(w.exec->apply(again).state, GroupOutcome::State::Bound);
+    EXPECT_EQ(w.exec->apply(again).state, Outcome::Bound);
     EXPECT_EQ(w.kernel->writes().size(), 6u);
 }
 
@@ -165,8 +165,8 @@ TEST(Executor, AFailureAtEveryStepLeavesEveryFunctionOnItsOriginalDriver) {
             World w;
             w.kernel->fail_step(k, err);
             GroupOutcome out = w.exec->apply(w.plan(13));
-            EXPECT_EQ(out.state, GroupOutcome::State::Failed);
-            EXPECT_EQ(out.reason, "write-failed");
+            EXPECT_EQ(out.state, Outcome::Failed);
+            EXPECT_EQ(out.reason, Reason::WriteFailed);
             std::string failed_path = w.kernel->writes()[k - 1].path;
             EXPECT_NE(out.message.find(failed_path), std::string::npos) << out.message;
             EXPECT_NE(out.message.find(std::strerror(err)), std::string::npos) << out.message;
@@ -185,7 +185,7 @@ TEST(Executor, AProbeThatAttachesNothingFailsVerificationAndRollsBack) {
     // The kernel's drivers_probe succeeds even when the driver's probe() fails.
     w.kernel->fail_probe(kAudio, "vfio-pci");
     GroupOutcome out = w.exec->apply(w.plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
+    EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find("verify: driver is none, expected 'vfio-pci'"), std::string::npos)
         << out.message;
     expect_original(w);
@@ -199,7 +199,7 @@ TEST(Executor, RemovalMidBindFailsTheGroupAndRestoresTheRest) {
             w.kernel->remove_function(kGpu);
     });
     GroupOutcome out = w.exec->apply(w.plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
+    EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{A(kGpu)});
     EXPECT_FALSE(w.exists(std::string("sys/bus/pci/devices/") + kGpu));
     EXPECT_EQ(w.driver(kAudio), "snd_hda_intel");
@@ -213,7 +213,7 @@ TEST(Executor, RemovalOfASecondFunctionRollsBackTheFirst) {
             w.kernel->remove_function(kAudio);
     });
     GroupOutcome out = w.exec->apply(w.plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
+    EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find(std::strerror(ENOENT)), std::string::npos) << out.message;
     EXPECT_EQ(w.driver(kGpu), "nvidia");
     EXPECT_EQ(w.override_of(kGpu), "(null)");
@@ -227,8 +227,8 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
     auto t0 = std::chrono::steady_clock::now();
     GroupOutcome out = w.exec->apply(w.plan(13));
     auto took = std::chrono::steady_clock::now() - t0;
-    EXPECT_EQ(out.state, GroupOutcome::State::Stuck);
-    EXPECT_EQ(out.reason, "stuck");
+    EXPECT_EQ(out.state, Outcome::Stuck);
+    EXPECT_EQ(out.reason, Reason::Stuck);
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{A(kAudio)});
     EXPECT_NE(out.message.find(audio_unbind), std::string::npos) << out.message;
     EXPECT_LT(took, 5s);
@@ -241,13 +241,13 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
 
     // Another group proceeds while the write is still blocked.
     GroupOutcome nic = w.exec->apply(w.plan(14));
-    EXPECT_EQ(nic.state, GroupOutcome::State::Bound) << nic.message;
+    EXPECT_EQ(nic.state, Outcome::Bound) << nic.message;
     EXPECT_EQ(w.driver(kNic), "vfio-pci");
 
     // No retry: the stuck group is not written to again while the write hangs.
     size_t before = w.kernel->writes().size();
     GroupOutcome again = w.exec->apply(w.plan(13));
-    EXPECT_EQ(again.state, GroupOutcome::State::Stuck);
+    EXPECT_EQ(again.state, Outcome::Stuck);
     EXPECT_EQ(w.kernel->writes().size(), before);
 
     // Once the kernel lets go, the function is no longer held.
@@ -275,8 +275,8 @@ TEST(Executor, AWriteOutsideAPlanIsTimedAndRememberedAsStuck) {
 TEST(Executor, MissingVfioDriverFailsWithoutWriting) {
     World w(World::kNoVfio);
     GroupOutcome out = w.exec->apply(w.plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
-    EXPECT_EQ(out.reason, "vfio-unavailable");
+    EXPECT_EQ(out.state, Outcome::Failed);
+    EXPECT_EQ(out.reason, Reason::VfioUnavailable);
     EXPECT_NE(out.message.find("sys/bus/pci/drivers/vfio-pci"), std::string::npos) << out.message;
     EXPECT_TRUE(w.kernel->writes().empty());
     EXPECT_FALSE(w.journal->load(13));
@@ -289,8 +289,8 @@ TEST(Executor, ARefusedPlanWritesNothing) {
     GroupPlan plan = w.plan(13);
     ASSERT_EQ(plan.action, Action::Refuse);
     GroupOutcome out = w.exec->apply(plan);
-    EXPECT_EQ(out.state, GroupOutcome::State::Refused);
-    EXPECT_EQ(out.reason, "companion");
+    EXPECT_EQ(out.state, Outcome::Refused);
+    EXPECT_EQ(out.reason, Reason::Companion);
     EXPECT_EQ(out.blockers, plan.blockers);
     EXPECT_TRUE(w.kernel->writes().empty());
 }
@@ -299,18 +299,18 @@ TEST(Executor, AnUnwritableJournalStopsBeforeTheFirstWrite) {
     World w;
     w.tree.write_file("run/vfiod", "not a directory\n");
     GroupOutcome out = w.exec->apply(w.plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
+    EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find("journal"), std::string::npos) << out.message;
     EXPECT_TRUE(w.kernel->writes().empty());
 }
 
 TEST(Executor, ReleaseRestoresOriginalDriversAndIsSticky) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
     GroupPlan rel = w.release_plan(13);
-    ASSERT_EQ(rel.action, Action::Bind);  // release plans use Bind for "writes to perform"
+    ASSERT_EQ(rel.action, Action::Release);
     GroupOutcome out = w.exec->release(rel);
-    EXPECT_EQ(out.state, GroupOutcome::State::Released) << out.message;
+    EXPECT_EQ(out.state, Outcome::Released) << out.message;
     expect_original(w);
     EXPECT_FALSE(w.exists("dev/vfio/13"));
     EXPECT_TRUE(w.journal->released(13));
@@ -318,17 +318,17 @@ TEST(Executor, ReleaseRestoresOriginalDriversAndIsSticky) {
     // The mark outlives a restart and is cleared by an explicit bind.
     w.start();
     EXPECT_TRUE(w.journal->released(13));
-    EXPECT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
+    EXPECT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
     EXPECT_FALSE(w.journal->released(13));
     EXPECT_EQ(w.journal->load(13)->originals().at(A(kGpu)), "nvidia");
 }
 
 TEST(Executor, AFailedReleaseGoesBackToVfio) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
     w.kernel->fail_probe(kAudio, "snd_hda_intel");  // its host driver will not take it back
     GroupOutcome out = w.exec->release(w.release_plan(13));
-    EXPECT_EQ(out.state, GroupOutcome::State::Failed);
+    EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{A(kAudio)});
     expect_bound(w);  // never half released
     EXPECT_FALSE(w.journal->released(13));
@@ -336,7 +336,7 @@ TEST(Executor, AFailedReleaseGoesBackToVfio) {
 
 TEST(Executor, ReleaseIsRefusedWhileTheGroupIsOpen) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
     w.tree.write_file("proc/4242/comm", "qemu-system-x86\n");
     w.tree.symlink("proc/4242/fd/0", "/dev/null");
     w.tree.symlink("proc/4242/fd/17", "/dev/vfio/13");
@@ -344,8 +344,8 @@ TEST(Executor, ReleaseIsRefusedWhileTheGroupIsOpen) {
     GroupPlan rel = w.release_plan(13);
     ASSERT_EQ(rel.action, Action::Refuse);
     GroupOutcome out = w.exec->release(rel);
-    EXPECT_EQ(out.state, GroupOutcome::State::Refused);
-    EXPECT_EQ(out.reason, "in-use-vfio");
+    EXPECT_EQ(out.state, Outcome::Refused);
+    EXPECT_EQ(out.reason, Reason::InUseVfio);
     EXPECT_NE(out.message.find("qemu-system-x86"), std::string::npos) << out.message;
     EXPECT_EQ(w.kernel->writes().size(), before);
     expect_bound(w);
@@ -353,8 +353,8 @@ TEST(Executor, ReleaseIsRefusedWhileTheGroupIsOpen) {
 
 TEST(VfioUse, FindsGroupNodesCdevsAndEnabledDevices) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
-    ASSERT_EQ(w.exec->apply(w.plan(14)).state, GroupOutcome::State::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(14)).state, Outcome::Bound);
     Topology topo = w.topology();
     HostUse use;
     read_vfio_use(*w.kernel, topo, &use);
@@ -396,7 +396,7 @@ void expect_consistent_after_restart(const std::string& snap, bool release) {
     w.start();
     auto outs = w.exec->reconcile();
     for (const auto& o : outs) {
-        EXPECT_NE(o.state, GroupOutcome::State::Failed) << o.message;
+        EXPECT_NE(o.state, Outcome::Failed) << o.message;
     }
     auto entry = w.journal->load(13);
     ASSERT_TRUE(entry);
@@ -425,7 +425,7 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
         SCOPED_TRACE("scenario " + std::to_string(scenario));
         World w;
         if (scenario == 2) {
-            ASSERT_EQ(w.exec->apply(w.plan(13)).state, GroupOutcome::State::Bound);
+            ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
         }
         const size_t first = w.kernel->writes().size();
         std::vector<std::unique_ptr<FakeTree>> snaps;
@@ -437,9 +437,9 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
             w.kernel->fail_step(5, EIO);
         GroupOutcome out = scenario == 2 ? w.exec->release(w.release_plan(13))
                                          : w.exec->apply(w.plan(13));
-        EXPECT_EQ(out.state, scenario == 1 ? GroupOutcome::State::Failed
-                                           : scenario == 2 ? GroupOutcome::State::Released
-                                                           : GroupOutcome::State::Bound)
+        EXPECT_EQ(out.state, scenario == 1 ? Outcome::Failed
+                                           : scenario == 2 ? Outcome::Released
+                                                           : Outcome::Bound)
             << out.message;
         ASSERT_EQ(snaps.size(), w.kernel->writes().size() - first);
         ASSERT_GE(snaps.size(), 6u);

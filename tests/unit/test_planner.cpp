@@ -383,7 +383,7 @@ TEST(Release, RestoresOriginalDriversAndClearsOverrides) {
     h.topo.groups[6] = {A("0000:01:00.0"), A("0000:01:00.1")};
     GroupPlan g = plan_release(h.topo, h.use, 6,
                                {{A("0000:01:00.0"), "nvidia"}, {A("0000:01:00.1"), "snd_hda_intel"}});
-    EXPECT_EQ(g.action, Action::Bind);
+    EXPECT_EQ(g.action, Action::Release);
     EXPECT_EQ(dev(g, "0000:01:00.1").target, "snd_hda_intel");
     EXPECT_EQ(paths(g), (std::vector<std::string>{
                             "sys/bus/pci/devices/0000:01:00.0/driver_override=\n",
@@ -409,7 +409,7 @@ TEST(Release, FunctionsAlreadyHomeNeedNothing) {
     Host h;
     h.fn("0000:01:00.0", 0x10de, 0x2331, 0x030200, "nvidia", 6);
     GroupPlan g = plan_release(h.topo, h.use, 6, {{A("0000:01:00.0"), "nvidia"}});
-    EXPECT_EQ(g.action, Action::Bound);
+    EXPECT_EQ(g.action, Action::Released);
     EXPECT_TRUE(g.writes().empty());
 }
 
@@ -433,4 +433,54 @@ TEST(PlanJson, QuotesHostileBytes) {
     EXPECT_EQ(json_quote("a\"b\\c\n\x01"), R"("a\"b\\c\n\u0001")");
     EXPECT_EQ(json_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
     EXPECT_EQ(json_quote("\xff\xc3"), R"("\ufffd\ufffd")");
+}
+
+// The state model (core/state.hpp): one closed set of reasons that clients read back exactly,
+// and one mapping from each plan action and each execution outcome to the published state.
+TEST(StateModel, EveryReasonRoundTripsAndNothingElseParses) {
+    for (int i = 0; i <= static_cast<int>(Reason::Drift); ++i) {
+        auto r = static_cast<Reason>(i);
+        EXPECT_EQ(parse_reason(to_string(r)), r) << to_string(r);
+    }
+    EXPECT_EQ(parse_reason("write-failed"), Reason::WriteFailed);
+    EXPECT_EQ(parse_reason("Drift"), std::nullopt);
+    EXPECT_EQ(parse_reason("in-use-vfio: group 3"), std::nullopt);
+}
+
+TEST(StateModel, ActionsAndOutcomesMapToTheirPublishedStates) {
+    EXPECT_EQ(planned_state(Action::Bind), GroupState::Pending);
+    EXPECT_EQ(planned_state(Action::Bound), GroupState::Bound);
+    EXPECT_EQ(planned_state(Action::Refuse), GroupState::Refused);
+    EXPECT_EQ(planned_state(Action::Released), GroupState::Released);
+    EXPECT_EQ(published_state(Outcome::Stuck), GroupState::Failed);
+    EXPECT_EQ(published_state(Outcome::RolledBack), GroupState::Pending);
+    EXPECT_STREQ(to_string(Outcome::RolledBack), "rolled-back");  // vfioctl apply prints it
+}
+
+// One rule decides which [[device]] entry governs a function, for the planner, the service's
+// reload comparison and the udev helper alike.
+TEST(GoverningEntry, FirstMatchWinsAndLaterMatchesOnlyWarn) {
+    Config c;
+    DeviceEntry vendor_wide;
+    vendor_wide.selector = Selector{0x10de, std::nullopt};
+    vendor_wide.driver = "nvgrace_gpu_vfio_pci";
+    DeviceEntry exact;
+    exact.selector = Selector{0x10de, 0x2331};
+    c.devices = {vendor_wide, exact};
+    PciFunction fn;
+    fn.address = A("0000:01:00.0");
+    fn.vendor = 0x10de;
+    fn.device = 0x2331;
+    std::vector<std::string> warnings;
+    const DeviceEntry* e = governing_entry(c, fn, &warnings);
+    ASSERT_EQ(e, &c.devices[0]);
+    EXPECT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(governing_entry(c, fn), &c.devices[0]);
+    fn.vendor = 0x8086;
+    EXPECT_EQ(governing_entry(c, fn), nullptr);
+    EXPECT_FALSE(protected_by(c, fn));
+    ProtectEntry p;
+    p.address = fn.address;
+    c.protects.push_back(p);
+    EXPECT_TRUE(protected_by(c, fn));
 }

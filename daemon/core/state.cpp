@@ -1,0 +1,89 @@
+#include "core/state.hpp"
+
+namespace vfiod {
+
+GroupState planned_state(Action a) {
+    switch (a) {
+    case Action::Bind: return GroupState::Pending;
+    case Action::Bound: return GroupState::Bound;
+    case Action::Refuse: return GroupState::Refused;
+    case Action::Release: return GroupState::Pending;
+    case Action::Released: return GroupState::Released;
+    }
+    return GroupState::Failed;  // not reached: every Action is listed above
+}
+
+GroupState published_state(Outcome o) {
+    switch (o) {
+    case Outcome::Bound: return GroupState::Bound;
+    case Outcome::Released: return GroupState::Released;
+    case Outcome::Refused: return GroupState::Refused;
+    case Outcome::Failed: return GroupState::Failed;
+    case Outcome::Stuck: return GroupState::Failed;
+    case Outcome::RolledBack: return GroupState::Pending;
+    }
+    return GroupState::Failed;
+}
+
+const char* to_string(Action a) {
+    switch (a) {
+    case Action::Bind: return "bind";
+    case Action::Bound: return "bound";
+    case Action::Refuse: return "refuse";
+    case Action::Release: return "release";
+    case Action::Released: return "released";
+    }
+    return "?";
+}
+
+const char* to_string(Reason r) {
+    switch (r) {
+    case Reason::None: return "";
+    case Reason::NoIommu: return "no-iommu";
+    case Reason::Protected: return "protected";
+    case Reason::InUseStorage: return "in-use-storage";
+    case Reason::InUseNetwork: return "in-use-network";
+    case Reason::SriovPf: return "sriov-pf";
+    case Reason::BootVga: return "boot-vga";
+    case Reason::Companion: return "companion";
+    case Reason::InUseVfio: return "in-use-vfio";
+    case Reason::VfioUnavailable: return "vfio-unavailable";
+    case Reason::WriteFailed: return "write-failed";
+    case Reason::Stuck: return "stuck";
+    case Reason::Drift: return "drift";
+    }
+    return "?";
+}
+
+const char* to_string(Outcome o) {
+    switch (o) {
+    case Outcome::Bound: return "bound";
+    case Outcome::Released: return "released";
+    case Outcome::Refused: return "refused";
+    case Outcome::Failed: return "failed";
+    case Outcome::Stuck: return "stuck";
+    case Outcome::RolledBack: return "rolled-back";
+    }
+    return "?";
+}
+
+const char* to_string(GroupState s) {
+    switch (s) {
+    case GroupState::Bound: return "bound";
+    case GroupState::Pending: return "pending";
+    case GroupState::Refused: return "refused";
+    case GroupState::Failed: return "failed";
+    case GroupState::Released: return "released";
+    }
+    return "?";
+}
+
+std::optional<Reason> parse_reason(std::string_view text) {
+    // Reason::Drift is the last enumerator: walking up to it covers the closed set.
+    for (int i = 0; i <= static_cast<int>(Reason::Drift); ++i)
+        if (text == to_string(static_cast<Reason>(i)))
+            return static_cast<Reason>(i);
+    return std::nullopt;
+}
+
+}  // namespace vfiod

@@ -1,0 +1,73 @@
+// vfiod's state model, written once (DESIGN §4, §6). A group goes
+//
+//   plan Action ──execute──▶ Outcome ──publish──▶ GroupState      (+ one Reason throughout)
+//
+// The planner decides an Action; the executor turns a plan into an Outcome; the service
+// publishes a GroupState on D-Bus. What is published without executing (observe mode, a refused
+// or already bound group) follows from the Action alone. Every mapping between the three is a
+// switch below with no default, so a new value does not compile until each mapping places it.
+// The journal's JournalEntry::Phase is not a group state: it records how far one operation got,
+// for reconcile after a crash, and is never published.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace vfiod {
+
+// What the planner decides for a group. Bind/Bound/Refuse for the allowlist (make_plan);
+// Release/Released/Refuse for giving a group back (plan_release).
+enum class Action {
+    Bind,      // writes pending: every non-bridge function moves to its target
+    Bound,     // already on the targets; nothing to write
+    Refuse,    // nothing in the group is written; the plan's Reason says why
+    Release,   // writes pending: every function goes back to its original driver
+    Released,  // already back; nothing to write
+};
+
+// Why a group is not bound. The DESIGN §4 planning reasons come first, in precedence order (the
+// first that applies to a group is its reason); then the outcomes of execution.
+enum class Reason {
+    None,
+    NoIommu,
+    Protected,
+    InUseStorage,
+    InUseNetwork,
+    SriovPf,
+    BootVga,
+    Companion,
+    InUseVfio,        // release only
+    VfioUnavailable,  // execution: the target driver is not loaded; nothing was written
+    WriteFailed,      // execution: a write or verification failed; the group was rolled back
+    Stuck,            // execution: a write blocked past write_timeout
+    Drift,            // a host driver came back a second time after one re-assertion
+};
+
+// What executing a plan (or reconciling an interrupted one) came to.
+enum class Outcome {
+    Bound,       // every non-bridge function is on its target
+    Released,    // every function is back on its original driver (sticky in the journal)
+    Refused,     // the plan refused; nothing was written
+    Failed,      // nothing changed, or a failure was rolled back (the Reason says which)
+    Stuck,       // a write blocked past write_timeout; that function was left as it was
+    RolledBack,  // reconcile undid an interrupted bind; the group is planned again
+};
+
+// The published State of a group (D-Bus org.vfiod1.Group.State, `vfioctl status`).
+enum class GroupState { Bound, Pending, Refused, Failed, Released };
+
+// What is published for a plan before (or instead of) executing it: pending for writes to come.
+GroupState planned_state(Action a);
+// What is published after execution.
+GroupState published_state(Outcome o);
+
+const char* to_string(Action a);      // "bind", "bound", "refuse", "release", "released"
+const char* to_string(Reason r);      // "no-iommu", …, "drift"; "" for None
+const char* to_string(Outcome o);     // "bound", …, "stuck", "rolled-back"
+const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed", "released"
+
+// The inverse of to_string(Reason), for clients reading a published Reason; nullopt when the
+// text names no reason this build knows ("" is Reason::None).
+std::optional<Reason> parse_reason(std::string_view text);
+
+}  // namespace vfiod
