@@ -47,6 +47,10 @@ if [ -f "$BUILD/man/vfiod.8" ]; then
     grep -q '^Documentation=man:vfiod(8)' "$DEST$unitdir/vfiod.service" \
         && pass "unit documents man:vfiod(8)" || fail "unit documents man:vfiod(8)"
 fi
+completionsdir=$(pkg-config --define-variable=datadir="$prefix/share" \
+    --variable=completionsdir bash-completion)
+if [ -s "$DEST$completionsdir/vfioctl" ]; then pass "installed $completionsdir/vfioctl"
+else fail "installed $completionsdir/vfioctl"; fi
 grep -q "^ExecStart=$prefix/sbin/vfiod\$" "$DEST$unitdir/vfiod.service" \
     && pass "unit runs the installed vfiod" || fail "unit runs the installed vfiod"
 grep -q "$prefix/sbin/vfiod --udev-match" "$DEST$udevdir/rules.d/60-vfiod.rules" \
