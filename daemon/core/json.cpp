@@ -2,39 +2,16 @@
 
 #include <cstdio>
 
+#include "strings.hpp"
+
 namespace vfiod {
-
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0.
-size_t utf8_len(std::string_view s, size_t i) {
-    auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-    unsigned char c = b(i);
-    // Lead bytes f5..ff start nothing: taking them as 3-byte leads let invalid UTF-8 through.
-    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
-               : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4
-                                        : 0;
-    if (n == 0 || i + n > s.size())
-        return 0;
-    for (size_t k = 1; k < n; ++k)
-        if ((b(i + k) & 0xc0) != 0x80)
-            return 0;
-    unsigned char c1 = b(i + 1);
-    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
-        (c == 0xf4 && c1 >= 0x90))
-        return 0;  // overlong, surrogate, or beyond U+10FFFF
-    return n;
-}
-
-}  // namespace
 
 std::string json_quote(std::string_view s) {
     std::string out = "\"";
     for (size_t i = 0; i < s.size();) {
         unsigned char c = static_cast<unsigned char>(s[i]);
         if (c >= 0x80) {
-            size_t n = utf8_len(s, i);
+            size_t n = utf8_sequence(s, i);
             if (n == 0) {
                 out += "\\ufffd";
                 ++i;
