@@ -16,6 +16,11 @@ constexpr const char* kNotRunning =
     "vfiod is not running (no org.vfiod1 on the system bus); start it with "
     "'systemctl start vfiod', or use 'vfioctl plan' / 'status --offline' to read the host directly";
 
+constexpr const char* kHowToGrant =
+    "Run it as root, or have an administrator grant you the polkit action org.vfiod1.manage with "
+    "a rules file: copy /usr/share/doc/vfiod/examples/50-vfiod.rules to /etc/polkit-1/rules.d/ "
+    "and name a Unix group you are in (vfiod never prompts for a password).";
+
 using Properties = std::map<std::string, sdbus::Variant>;
 using Interfaces = std::map<std::string, Properties>;
 using ManagedObjects = std::map<sdbus::ObjectPath, Interfaces>;
@@ -28,8 +33,9 @@ ClientResult from_error(const sdbus::Error& e, const std::string& what) {
         name == "org.freedesktop.DBus.Error.FileNotFound" || name == "sdbus.Error" ||
         name.rfind("System.Error.", 0) == 0)
         return {kExitUnavailable, kNotRunning + std::string(" [") + e.getMessage() + "]"};
-    if (name == "org.freedesktop.DBus.Error.AccessDenied")
-        return {kExitDenied, what + ": permission denied (" + e.getMessage() + "); run as root"};
+    if (name == "org.freedesktop.DBus.Error.AccessDenied" ||
+        name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired")
+        return {kExitDenied, what + ": permission denied (" + e.getMessage() + ").\n" + kHowToGrant};
     if (name == "org.freedesktop.DBus.Error.InvalidArgs")
         return {kExitUsage, what + ": " + e.getMessage()};
     std::string kind = name.rfind("org.vfiod1.Error.", 0) == 0 ? name.substr(17) : name;

@@ -68,6 +68,12 @@ Commands:
   release ADDR         Ask the daemon to give ADDR's group back to its original host
                        drivers. Refused (in-use-vfio) while a VM holds the group.
 
+Who may do what: everyone may read (status, and plan/doctor on what they can read). bind,
+release and the daemon's Reload need root, or the polkit action org.vfiod1.manage, which an
+administrator grants to a Unix group with a rules file: copy
+/usr/share/doc/vfiod/examples/50-vfiod.rules to /etc/polkit-1/rules.d/ and name the group.
+vfiod never prompts for a password; without polkitd only root may.
+
 Options:
   --root DIR           Resolve every path under DIR instead of / (sys/, proc/, dev/, run/,
                        etc/vfiod/): inspect a captured or synthetic host tree.
@@ -84,7 +90,7 @@ Exit status:
   1  the operation failed or was refused
   2  bad arguments or a bad configuration (nothing was done)
   3  the vfiod daemon is not reachable on the system bus
-  4  permission denied
+  4  permission denied (not root, and polkit does not grant org.vfiod1.manage)
 
 Examples:
   vfioctl plan                          what vfiod would do on this host

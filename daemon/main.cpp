@@ -11,6 +11,7 @@
 
 #include "io/sysfs.hpp"
 #include "service/authorization.hpp"
+#include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
 #include "service/event_loop.hpp"
 #include "service/logging.hpp"
@@ -125,7 +126,8 @@ int main(int argc, char** argv) {
 
     vfiod::Service service(fs, opts.service);
     vfiod::Authorizer auth(*bus);
-    vfiod::DbusObjects objects(*bus, service, auth);
+    vfiod::CallLog call_log;
+    vfiod::DbusObjects objects(*bus, service, auth, call_log);
     service.set_on_change([&objects](const vfiod::Inventory& inv) { objects.publish(inv); });
     if (!service.start()) {
         spdlog::critical("refusing to start with a bad configuration");
@@ -144,5 +146,11 @@ int main(int argc, char** argv) {
                  vfiod::to_string(service.mode()), opts.root,
                  monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
     sd_notify(0, "READY=1\nSTATUS=running");
-    return vfiod::run_event_loop(*bus, service, monitor.get());
+    vfiod::LoopHooks hooks;
+    hooks.after_dispatch = [&] {
+        auth.tidy();
+        call_log.flush();
+    };
+    hooks.next_deadline = [&] { return call_log.next_deadline(); };
+    return vfiod::run_event_loop(*bus, service, monitor.get(), hooks);
 }

@@ -8,13 +8,12 @@
 #include "org.vfiod1.Group.adaptor.h"
 #include "org.vfiod1.Manager.adaptor.h"
 #include "service/authorization.hpp"
+#include "service/call_log.hpp"
 #include "service/service.hpp"
 
 namespace vfiod {
 
 namespace {
-
-constexpr const char* kAccessDenied = "org.freedesktop.DBus.Error.AccessDenied";
 
 const char* error_name(OpResult::Code c) {
     switch (c) {
@@ -26,27 +25,6 @@ const char* error_name(OpResult::Code c) {
     case OpResult::Code::Failed: return "org.vfiod1.Error.Failed";
     }
     return "org.vfiod1.Error.Failed";
-}
-
-// sdbus-c++ turns a thrown sdbus::Error into the method's error reply; this is the only place
-// results become exceptions.
-void reply(const OpResult& r) {
-    if (!r.ok())
-        throw sdbus::Error(error_name(r.code), r.message);
-}
-
-// The service returns results, but a library below it may still throw (std::bad_alloc,
-// std::system_error from a worker thread): answer Failed rather than let it end the daemon.
-template <typename F>
-auto guarded(const char* method, F&& f) {
-    try {
-        return f();
-    } catch (const sdbus::Error&) {
-        throw;
-    } catch (const std::exception& e) {
-        spdlog::error("{}: {}", method, e.what());
-        throw sdbus::Error("org.vfiod1.Error.Failed", std::string(method) + ": " + e.what());
-    }
 }
 
 std::vector<std::string> strings(const std::vector<PciAddress>& list) {
@@ -61,8 +39,8 @@ std::vector<std::string> strings(const std::vector<PciAddress>& list) {
 class ManagerObject final
     : public sdbus::AdaptorInterfaces<org::vfiod1::Manager_adaptor, sdbus::ObjectManager_adaptor> {
 public:
-    ManagerObject(sdbus::IConnection& c, Service& service, const Authorizer& auth)
-        : AdaptorInterfaces(c, "/org/vfiod1"), service_(service), auth_(auth) {
+    ManagerObject(sdbus::IConnection& c, Service& service, Authorizer& auth, CallLog& log)
+        : AdaptorInterfaces(c, "/org/vfiod1"), service_(service), auth_(auth), log_(log) {
         registerAdaptor();
     }
     ~ManagerObject() { unregisterAdaptor(); }
@@ -81,36 +59,79 @@ public:
     }
 
 private:
-    void authorize(const char* method) {
+    // Runs `work` once the caller is authorized, and answers the call with its result. The
+    // answer may come long after this returns; a caller that leaves first gets none.
+    template <typename Work>
+    void authorized(const char* method, sdbus::Result<>&& result, Work work) {
         const sdbus::Message* msg = getObject().getCurrentlyProcessedMessage();
         std::string sender = msg ? msg->getSender() : "";
-        if (!auth_.is_privileged(sender)) {
-            spdlog::info("denied {} to {}: not root", method, sender);
-            throw sdbus::Error(kAccessDenied, std::string(method) + " requires root");
+        auto res = std::make_shared<sdbus::Result<>>(std::move(result));
+        auth_.check(sender, [this, method, sender, res, work](const AuthResult& a) {
+            std::string uid = a.uid ? std::to_string(*a.uid) : "unknown";
+            if (!a.allowed()) {
+                log_.note(a.uid, fmt::format("denied {} to {} (uid {}): {}", method, sender, uid,
+                                             a.why));
+                send(*res, sdbus::Error(a.error_name(), std::string(method) + ": " + a.why +
+                                                            " (polkit action " + kManageAction +
+                                                            ")"));
+                return;
+            }
+            OpResult r;
+            try {
+                r = work();
+            } catch (const std::exception& e) {
+                // The service returns results, but a library below it may still throw
+                // (std::bad_alloc, std::system_error from a worker thread): answer Failed
+                // rather than let it end the daemon.
+                spdlog::error("{}: {}", method, e.what());
+                r = OpResult::error(OpResult::Code::Failed, std::string(method) + ": " + e.what());
+            }
+            if (r.ok()) {
+                send(*res, std::nullopt);
+                return;
+            }
+            log_.note(a.uid, fmt::format("{} from {} (uid {}) failed: {}: {}", method, sender, uid,
+                                         error_name(r.code), r.message));
+            send(*res, sdbus::Error(error_name(r.code), r.message));
+        });
+    }
+
+    static void send(const sdbus::Result<>& res, const std::optional<sdbus::Error>& error) {
+        try {
+            if (error)
+                res.returnError(*error);
+            else
+                res.returnResults();
+        } catch (const sdbus::Error& e) {
+            spdlog::debug("cannot send a reply: {}", e.getMessage());
         }
     }
 
-    void Bind(const std::string& address) override {
-        authorize("Bind");
-        reply(guarded("Bind", [&] { return service_.bind(address); }));
+    void Bind(sdbus::Result<>&& result, std::string address) override {
+        authorized("Bind", std::move(result), [this, address] { return service_.bind(address); });
     }
-    void Release(const std::string& address) override {
-        authorize("Release");
-        reply(guarded("Release", [&] { return service_.release(address); }));
+    void Release(sdbus::Result<>&& result, std::string address) override {
+        authorized("Release", std::move(result),
+                   [this, address] { return service_.release(address); });
     }
-    void Reload() override {
-        authorize("Reload");
-        reply(guarded("Reload", [&] { return service_.reload(); }));
+    void Reload(sdbus::Result<>&& result) override {
+        authorized("Reload", std::move(result), [this] { return service_.reload(); });
     }
     std::string Plan() override {
-        return guarded("Plan", [&] { return service_.plan_json(); });
+        try {
+            return service_.plan_json();
+        } catch (const std::exception& e) {
+            spdlog::error("Plan: {}", e.what());
+            throw sdbus::Error("org.vfiod1.Error.Failed", std::string("Plan: ") + e.what());
+        }
     }
     std::string Version() override { return VFIOD_VERSION; }
     std::string Mode() override { return mode_; }
     bool IommuEnabled() override { return iommu_; }
 
     Service& service_;
-    const Authorizer& auth_;
+    Authorizer& auth_;
+    CallLog& log_;
     std::string mode_;
     bool iommu_ = false;
     bool registered_ = false;
@@ -216,9 +237,10 @@ private:
     DeviceInfo info_;
 };
 
-DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, const Authorizer& auth)
+DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Authorizer& auth,
+                         CallLog& log)
     : connection_(connection),
-      manager_(std::make_unique<ManagerObject>(connection, service, auth)) {}
+      manager_(std::make_unique<ManagerObject>(connection, service, auth, log)) {}
 
 DbusObjects::~DbusObjects() = default;
 

@@ -15,6 +15,7 @@ class IConnection;
 namespace vfiod {
 
 class Authorizer;
+class CallLog;
 class Service;
 class ManagerObject;
 class GroupObject;
@@ -22,7 +23,8 @@ class DeviceObject;
 
 class DbusObjects {
 public:
-    DbusObjects(sdbus::IConnection& connection, Service& service, const Authorizer& auth);
+    DbusObjects(sdbus::IConnection& connection, Service& service, Authorizer& auth,
+                CallLog& log);
     ~DbusObjects();
     DbusObjects(const DbusObjects&) = delete;
     DbusObjects& operator=(const DbusObjects&) = delete;

@@ -6,6 +6,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -62,7 +63,19 @@ void block_signals() {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor) {
+// poll(2)'s timeout: the bus's own (-1: none) shortened to reach `deadline`, if any.
+int poll_timeout(int bus_timeout,
+                 const std::optional<std::chrono::steady_clock::time_point>& deadline) {
+    if (!deadline)
+        return bus_timeout;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline -
+                                                             std::chrono::steady_clock::now());
+    int ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 24 * 3600 * 1000));
+    return bus_timeout < 0 ? ms : std::min(bus_timeout, ms);
+}
+
+int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor,
+                   const LoopHooks& hooks) {
     sigset_t set = handled_signals();
     Fd sig(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
     Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
@@ -78,6 +91,8 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
         try {
             while (bus.processPendingRequest()) {
             }
+            if (hooks.after_dispatch)
+                hooks.after_dispatch();
             bus_poll = bus.getEventLoopPollData();
         } catch (const sdbus::Error& e) {
             // The bus went away (dbus-daemon restarted): systemd restarts us onto the new one.
@@ -90,7 +105,9 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
             {timer.get(), POLLIN, 0},
             {monitor ? monitor->fd() : -1, POLLIN, 0},
         };
-        int r = poll(fds, 4, bus_poll.getPollTimeout());
+        int r = poll(fds, 4,
+                     poll_timeout(bus_poll.getPollTimeout(),
+                                  hooks.next_deadline ? hooks.next_deadline() : std::nullopt));
         if (r < 0) {
             if (errno == EINTR)
                 continue;

@@ -2,6 +2,10 @@
 // timerfd share a single poll(2). Idle means blocked in poll: no timers, no log lines.
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <optional>
+
 namespace sdbus {
 class IConnection;
 }
@@ -15,8 +19,16 @@ class UdevMonitor;
 // they are delivered only to the loop's signalfd.
 void block_signals();
 
+// What else the loop serves between bus dispatches: housekeeping that must not run inside a bus
+// callback, and a deadline (the end of a log rate-limiting window) it must wake up for.
+struct LoopHooks {
+    std::function<void()> after_dispatch;
+    std::function<std::optional<std::chrono::steady_clock::time_point>()> next_deadline;
+};
+
 // Runs until SIGTERM/SIGINT. `monitor` is null when the root is not "/" (no udev then).
 // Returns the process exit code.
-int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor);
+int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor,
+                   const LoopHooks& hooks = {});
 
 }  // namespace vfiod

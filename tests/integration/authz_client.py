@@ -10,6 +10,9 @@ usage: authz_client.py SOCKET MODE PATH INTERFACE.MEMBER SIGNATURE [ARG...]
                     string of the reply (the error message), newlines as \\n
         disconnect  send the call (reply expected), then close the connection at once
         noreply     send it flagged NO_REPLY_EXPECTED and close
+        linger:S    send the call, wait S seconds without reading, then close
+        flood:C:N   open C connections at once, send N calls on each without waiting, then
+                    collect every reply; print one "NAME COUNT" line per reply kind
   SIGNATURE is made of 's' and 'u'; an 's' ARG is sent as the bytes of the command-line
   argument (invalid UTF-8 included), or as hex after "hex:" (for NUL bytes).
 Exit 0 when the exchange happened as asked; "disconnected" is printed when the bus hung up.
@@ -18,6 +21,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 METHOD_CALL, METHOD_RETURN, ERROR = 1, 2, 3
 NO_REPLY_EXPECTED = 0x1
@@ -83,44 +87,74 @@ class Conn:
         out, self.pending = self.pending[:n], self.pending[n:]
         return out
 
+    def message(self):
+        """(kind, header fields, body) of the next message on the connection."""
+        fixed = self.read_exact(16)
+        e = "<" if fixed[:1] == b"l" else ">"
+        kind = fixed[1]
+        body_len, _, fields_len = struct.unpack(e + "III", fixed[4:16])
+        rest = self.read_exact((-(16 + fields_len) % 8) + fields_len + body_len)
+        msg = fixed + rest
+        fields, o = {}, 16
+        while o < 16 + fields_len:
+            o += -o % 8
+            code, slen = msg[o], msg[o + 1]
+            t = msg[o + 2:o + 2 + slen]
+            o += 3 + slen
+            if t == b"u":
+                o += -o % 4
+                fields[code] = struct.unpack(e + "I", msg[o:o + 4])[0]
+                o += 4
+            elif t == b"g":
+                n = msg[o]
+                fields[code] = msg[o + 1:o + 1 + n].decode()
+                o += n + 2
+            else:  # s, o
+                o += -o % 4
+                n = struct.unpack(e + "I", msg[o:o + 4])[0]
+                fields[code] = msg[o + 4:o + 4 + n].decode("utf-8", "replace")
+                o += n + 5
+        body = msg[len(msg) - body_len:]
+        first = ""
+        if fields.get(F_SIGNATURE, "").startswith("s"):
+            n = struct.unpack(e + "I", body[:4])[0]
+            first = body[4:4 + n].decode("utf-8", "replace")
+        return kind, fields, first
+
     def reply(self, serial):
         """("ok"|error name, message, first string of the body) of the reply to `serial`."""
         while True:
-            fixed = self.read_exact(16)
-            e = "<" if fixed[:1] == b"l" else ">"
-            kind = fixed[1]
-            body_len, _, fields_len = struct.unpack(e + "III", fixed[4:16])
-            rest = self.read_exact((-(16 + fields_len) % 8) + fields_len + body_len)
-            msg = fixed + rest
-            fields, o = {}, 16
-            while o < 16 + fields_len:
-                o += -o % 8
-                code, slen = msg[o], msg[o + 1]
-                t = msg[o + 2:o + 2 + slen]
-                o += 3 + slen
-                if t == b"u":
-                    o += -o % 4
-                    fields[code] = struct.unpack(e + "I", msg[o:o + 4])[0]
-                    o += 4
-                elif t == b"g":
-                    n = msg[o]
-                    fields[code] = msg[o + 1:o + 1 + n].decode()
-                    o += n + 2
-                else:  # s, o
-                    o += -o % 4
-                    n = struct.unpack(e + "I", msg[o:o + 4])[0]
-                    fields[code] = msg[o + 4:o + 4 + n].decode("utf-8", "replace")
-                    o += n + 5
+            kind, fields, first = self.message()
             if kind not in (METHOD_RETURN, ERROR) or fields.get(F_REPLY_SERIAL) != serial:
                 continue  # a signal, or someone else's reply
-            body = msg[len(msg) - body_len:]
-            first = ""
-            if fields.get(F_SIGNATURE, "").startswith("s"):
-                n = struct.unpack(e + "I", body[:4])[0]
-                first = body[4:4 + n].decode("utf-8", "replace")
             if kind == ERROR:
                 return fields.get(F_ERROR_NAME, "?"), first, first
             return "ok", first, first
+
+    def replies(self, serials):
+        """How many replies to `serials` were each kind ("ok" or the error name)."""
+        waiting, counts = set(serials), {}
+        while waiting:
+            kind, fields, _ = self.message()
+            serial = fields.get(F_REPLY_SERIAL)
+            if kind not in (METHOD_RETURN, ERROR) or serial not in waiting:
+                continue
+            waiting.discard(serial)
+            name = "ok" if kind == METHOD_RETURN else fields.get(F_ERROR_NAME, "?")
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
+def flood(sock, conns, per, path, interface, member, sig, args):
+    """Many callers at once, each with many calls in flight: what a local user can do."""
+    cs = [Conn(sock) for _ in range(conns)]
+    sent = [[c.send(path, interface, member, sig, args) for _ in range(per)] for c in cs]
+    total = {}
+    for c, serials in zip(cs, sent):
+        for name, n in c.replies(serials).items():
+            total[name] = total.get(name, 0) + n
+    for name in sorted(total):
+        print(name, total[name])
 
 
 def main(argv):
@@ -134,10 +168,16 @@ def main(argv):
             args.append(bytes.fromhex(a[4:]) if a.startswith("hex:") else os.fsencode(a))
         else:
             args.append(int(a))
+    if mode.startswith("flood:"):
+        _, c, n = mode.split(":")
+        flood(sock, int(c), int(n), path, interface, member, sig, args)
+        return
     conn = Conn(sock)
     flags = NO_REPLY_EXPECTED if mode == "noreply" else 0
     try:
         serial = conn.send(path, interface, member, sig, args, flags=flags)
+        if mode.startswith("linger:"):
+            time.sleep(float(mode.split(":")[1]))
         if mode != "call":
             conn.sock.close()
             print("sent")

@@ -3,12 +3,16 @@
 # an unprivileged uid, a caller that leaves before the reply}; unknown methods and wrong
 # signatures; odd strings on every string argument; invalid UTF-8, which the bus must reject
 # before vfiod sees it. After each group of calls vfiod must still be up and answering.
-# Usage: authz_test.sh VFIOD MKFIXTURE POLICY_CONF CLIENT
+# Then polkit (DESIGN §6), first absent, then python-dbusmock's polkitd: denied until the mock
+# grants org.vfiod1.manage; a challenge; a polkit error; a hanging polkit delays only its
+# caller; a caller that leaves mid-check gets nothing done and leaves no state; 10,000 denied
+# calls from 100 connections leave bounded memory and a bounded, exact log.
+# Usage: authz_test.sh VFIOD MKFIXTURE POLICY_CONF CLIENT VFIOCTL
 # Exit 0 when every check passed, 1 otherwise, 77 (skip) without root or the tools.
 set -u
 
-VFIOD=$1 MKFIXTURE=$2 POLICY=$3 CLIENT=$4
-for tool in dbus-daemon setpriv python3; do
+VFIOD=$1 MKFIXTURE=$2 POLICY=$3 CLIENT=$4 VFIOCTL=$5
+for tool in dbus-daemon setpriv python3 busctl; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 # Both sides of the matrix need a root caller and a uid switch.
@@ -18,7 +22,9 @@ source "$(dirname "$0")/lib.sh"
 it_setup vfiod-authz
 
 # --- a private system bus with the shipped policy, and vfiod (observe mode) on a fixture ---
-start_private_bus "$POLICY"
+# The polkit stand-in may own polkitd's name and be called by everyone, as on a real host.
+start_private_bus "$POLICY" '<allow own="org.freedesktop.PolicyKit1"/>
+    <allow send_destination="org.freedesktop.PolicyKit1"/>'
 
 "$MKFIXTURE" gpu-host "$WORK/root" || { fail "fixture"; exit 1; }
 CONFIG=$WORK/vfiod.toml
@@ -61,6 +67,7 @@ INVALID=org.freedesktop.DBus.Error.InvalidArgs
 GPU=0000:01:00.0
 
 # --- the matrix: Bind, Release, Reload x root, uid 65534, callers that leave early ---
+# No polkitd on the bus yet: root only.
 # In observe mode an authorized Bind/Release reaches the service and is answered Failed (it writes
 # nothing); Reload succeeds.
 check "root Bind is authorized" org.vfiod1.Error.Failed "$(manager call Bind s $GPU)"
@@ -148,6 +155,149 @@ check "Bind with a NUL byte: the bus disconnects" disconnected \
     "$(manager call Bind s hex:303030303a30313a30302e3000)"
 check "vfiod logged nothing for calls the bus rejected" "$lines" "$(wc -l <"$WORK/vfiod.log")"
 alive "invalid UTF-8"
+
+# ======================= polkit =======================
+# How many match rules vfiod holds on the bus: per-caller state shows up here.
+vfiod_name=$(busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+    GetNameOwner s org.vfiod1 | cut -d'"' -f2)
+match_rules() {
+    busctl --system call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.Debug.Stats \
+        GetConnectionStats s "$vfiod_name" | sed -n 's/.*"MatchRules" u \([0-9]*\).*/\1/p'
+}
+rules_idle=$(match_rules)
+check_contains "vfiod's match rules are countable" "$rules_idle" "0 1 2 3 4 5 6 7 8 9"
+check "polkit absent: uid 65534 says why" "polkit is not running" \
+    "$(nobody_manager call Reload "" >/dev/null; grep -o 'polkit is not running' "$WORK/last")"
+
+if ! "$PY" -c 'import dbusmock' 2>/dev/null; then
+    fail "python3-dbusmock is installed (scripts/test.sh installs it)"
+    echo "# $failures failure(s)"; exit 1
+fi
+"$PY" -m dbusmock --system --template polkitd -l "$WORK/polkit.calls" >"$WORK/polkit.log" 2>&1 &
+EXTRA_PIDS=$!
+mock() {
+    busctl --system call org.freedesktop.PolicyKit1 /org/freedesktop/PolicyKit1/Authority \
+        org.freedesktop.DBus.Mock "$@"
+}
+for _ in $(seq 100); do mock HaveHangingCalls >/dev/null 2>&1 && break; sleep 0.1; done
+checks() { grep -c CheckAuthorization "$WORK/polkit.calls" 2>/dev/null || echo 0; }
+VFIOCTL_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups "$VFIOCTL")
+
+# The mock denies everything by default.
+check "polkit denies: uid 65534 Bind is AccessDenied" $DENIED "$(nobody_manager call Bind s $GPU)"
+check_contains "the denial names the action" "org.vfiod1.manage" "$(cat "$WORK/last")"
+check "polkit was asked" 1 "$(checks)"
+out=$("${VFIOCTL_NOBODY[@]}" release $GPU 2>&1); rc=$?
+check "polkit denies: vfioctl release as uid 65534 exits 4" 4 "$rc"
+check_contains "vfioctl names the action" "org.vfiod1.manage" "$out"
+check_contains "vfioctl says how to grant it" "/etc/polkit-1/rules.d/" "$out"
+before=$(checks)
+check "root Bind is authorized without asking polkit" org.vfiod1.Error.Failed "$(manager call Bind s $GPU)"
+check "root Reload succeeds" ok "$(manager call Reload "")"
+check "root was not asked about" "$before" "$(checks)"
+mock SetAllowed as 1 org.example.other >/dev/null
+check "another action granted: still AccessDenied" $DENIED "$(nobody_manager call Reload "")"
+
+mock SetAllowed as 1 org.vfiod1.manage >/dev/null
+check "polkit grants: uid 65534 Reload succeeds" ok "$(nobody_manager call Reload "")"
+check "polkit grants: uid 65534 Bind reaches the service (observe mode: Failed)" \
+    org.vfiod1.Error.Failed "$(nobody_manager call Bind s $GPU)"
+"${VFIOCTL_NOBODY[@]}" release $GPU >/dev/null 2>&1
+check "polkit grants: vfioctl release as uid 65534 is not exit 4 (observe mode: 1)" 1 "$?"
+check "polkit grants: bad arguments are still InvalidArgs" $INVALID "$(nobody_manager call Bind s x)"
+
+# --- a hanging polkit delays only the caller it is asked about ---
+mock SimulateHang b true >/dev/null
+"${NOBODY[@]}" call /org/vfiod1 org.vfiod1.Manager.Reload "" >"$WORK/hung" 2>&1 &
+hung=$!
+for _ in $(seq 50); do [ "$(mock HaveHangingCalls)" = "b true" ] && break; sleep 0.1; done
+check "the uid 65534 call is waiting on polkit" "b true" "$(mock HaveHangingCalls)"
+t0=$(date +%s%N)
+check "meanwhile root Plan is answered" ok "$(manager call Plan "")"
+check "meanwhile root Bind is answered" org.vfiod1.Error.Failed "$(manager call Bind s $GPU)"
+out=$("${NOBODY[@]}" call /org/vfiod1 org.freedesktop.DBus.Properties.Get ss org.vfiod1.Manager Mode | cut -f1)
+check "meanwhile uid 65534 reads a property" ok "$out"
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "# three calls during a hanging polkit check: ${ms} ms"
+[ "$ms" -lt 2000 ] && pass "they took under 2 s" || fail "they took under 2 s" "${ms} ms"
+kill -0 $hung 2>/dev/null && pass "the hung caller is still waiting" || fail "the hung caller is still waiting"
+mock ReleaseHangingCalls >/dev/null
+wait $hung
+check "once polkit answers, the hung caller gets its reply" ok "$(cut -f1 "$WORK/hung")"
+
+# --- a caller that leaves mid-check: nothing is done for it, no state is kept ---
+cat >>"$CONFIG" <<'TOML'
+
+[[protect]]
+address = "0000:04:00.0"
+TOML
+protected=$(plan_has '"reason": "protected"')
+"${NOBODY[@]}" linger:2 /org/vfiod1 org.vfiod1.Manager.Reload "" >/dev/null &
+leaver=$!
+for _ in $(seq 50); do [ "$(mock HaveHangingCalls)" = "b true" ] && break; sleep 0.1; done
+check "the leaving caller's check reached polkit" "b true" "$(mock HaveHangingCalls)"
+check "while it waits, vfiod holds one match rule more" $((rules_idle + 1)) "$(match_rules)"
+wait $leaver
+for _ in $(seq 50); do [ "$(match_rules)" = "$rules_idle" ] && break; sleep 0.1; done
+check "vfiod dropped the caller that left (match rules back to $rules_idle)" "$rules_idle" "$(match_rules)"
+mock ReleaseHangingCalls >/dev/null
+mock SimulateHang b false >/dev/null
+sleep 0.5
+check "its Reload was not run after polkit said yes" "$protected" "$(plan_has '"reason": "protected"')"
+alive "a caller leaving mid-check"
+
+# --- a challenge, and a polkit error ---
+mock AddMethod sssss org.freedesktop.PolicyKit1.Authority CheckAuthorization \
+    '(sa{sv})sa{ss}us' '(bba{ss})' 'ret = (False, True, {})' >/dev/null
+check "a challenge is InteractiveAuthorizationRequired" \
+    org.freedesktop.DBus.Error.InteractiveAuthorizationRequired "$(nobody_manager call Release s $GPU)"
+out=$("${VFIOCTL_NOBODY[@]}" release $GPU 2>&1); rc=$?
+check "vfioctl: a challenge exits 4" 4 "$rc"
+check_contains "vfioctl: a challenge names the action" "org.vfiod1.manage" "$out"
+mock AddMethod sssss org.freedesktop.PolicyKit1.Authority CheckAuthorization \
+    '(sa{sv})sa{ss}us' '(bba{ss})' \
+    'raise dbus.exceptions.DBusException("backend broken", name="org.freedesktop.PolicyKit1.Error.Failed")' >/dev/null
+check "a polkit error denies" $DENIED "$(nobody_manager call Release s $GPU)"
+check_contains "and the denial says polkit failed" "polkit failed" "$(cat "$WORK/last")"
+check "root is unaffected by a broken polkit" ok "$(manager call Reload "")"
+
+# --- polkitd gone: root only ---
+kill "$EXTRA_PIDS"; wait "$EXTRA_PIDS" 2>/dev/null; EXTRA_PIDS=
+check "polkit gone: uid 65534 is AccessDenied" $DENIED "$(nobody_manager call Reload "")"
+check_contains "polkit gone: it says so" "polkit is not running" "$(cat "$WORK/last")"
+check "polkit gone: root Reload succeeds" ok "$(manager call Reload "")"
+alive "polkit coming and going"
+
+# --- 10,000 denied calls from 100 connections, twice: bounded memory, bounded exact log ---
+rss() { awk '/^VmRSS/ { print $2 }' "/proc/$VFIOD_PID/status"; }
+sleep 11  # every rate-limiting window from the calls above has ended and been summed up
+offset=$(wc -l <"$WORK/vfiod.log")
+rss0=$(rss)
+out=$("${NOBODY[@]}" flood:100:100 /org/vfiod1 org.vfiod1.Manager.Bind s $GPU)
+n=$(awk '$1 == "org.freedesktop.DBus.Error.AccessDenied" || $1 == "org.freedesktop.DBus.Error.LimitsExceeded" { n += $2 } END { print n + 0 }' <<<"$out")
+check "flood 1: 10,000 calls, each AccessDenied or LimitsExceeded" 10000 "$n"
+rss1=$(rss)
+out=$("${NOBODY[@]}" flood:100:100 /org/vfiod1 org.vfiod1.Manager.Bind s $GPU)
+n=$(awk '$1 == "org.freedesktop.DBus.Error.AccessDenied" || $1 == "org.freedesktop.DBus.Error.LimitsExceeded" { n += $2 } END { print n + 0 }' <<<"$out")
+check "flood 2: 10,000 calls, each AccessDenied or LimitsExceeded" 10000 "$n"
+rss2=$(rss)
+echo "# vfiod VmRSS: ${rss0} kB before, ${rss1} kB after 10,000 denied calls, ${rss2} kB after 20,000"
+[ $((rss2 - rss1)) -lt 1024 ] && pass "the second flood grew vfiod by under 1 MiB" \
+    || fail "the second flood grew vfiod by under 1 MiB" "$rss1 -> $rss2 kB"
+for _ in $(seq 50); do [ "$(match_rules)" = "$rules_idle" ] && break; sleep 0.1; done
+check "no caller state left after the floods (match rules)" "$rules_idle" "$(match_rules)"
+sleep 11  # the windows end; the suppressed counts are written
+tail -n +$((offset + 1)) "$WORK/vfiod.log" >"$WORK/flood.log"
+# Calls refused before the bus said who sent them (LimitsExceeded) count as unidentified.
+lines=$(grep -c 'uid 65534\|uid unknown\|not yet identified' "$WORK/flood.log")
+logged=$(grep -c 'denied Bind to .* (uid \(65534\|unknown\))' "$WORK/flood.log")
+suppressed=$(sed -n 's/.*\(uid 65534\|not yet identified\): \([0-9]*\) more denied or failed call(s).*/\2/p' \
+    "$WORK/flood.log" | awk '{ n += $1 } END { print n + 0 }')
+echo "# flood log: $lines lines ($logged calls, $suppressed suppressed)"
+check "every denied call is a line or counted as suppressed" 20000 $((logged + suppressed))
+[ "$lines" -le 20 ] && pass "at most 20 log lines for 20,000 denied calls" \
+    || fail "at most 20 log lines for 20,000 denied calls" "$lines"
+alive "20,000 denied calls"
 
 echo "# $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -30,6 +30,8 @@ for f in "$prefix/sbin/vfiod" "$prefix/bin/vfioctl" "$unitdir/vfiod.service" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.Manager.xml" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.Group.xml" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.Device.xml" \
+         "$prefix/share/polkit-1/actions/org.vfiod1.policy" \
+         "$prefix/share/doc/vfiod/examples/50-vfiod.rules" \
          "$sysconfdir/vfiod/vfiod.toml"; do
     if [ -e "$DEST$f" ]; then pass "installed $f"; else fail "installed $f"; fi
 done
@@ -55,6 +57,15 @@ grep -q "^ExecStart=$prefix/sbin/vfiod\$" "$DEST$unitdir/vfiod.service" \
     && pass "unit runs the installed vfiod" || fail "unit runs the installed vfiod"
 grep -q "$prefix/sbin/vfiod --udev-match" "$DEST$udevdir/rules.d/60-vfiod.rules" \
     && pass "rule calls the installed vfiod" || fail "rule calls the installed vfiod"
+
+# The polkit action and its defaults are part of the contract (DESIGN §6).
+policy=$(cat "$DEST$prefix/share/polkit-1/actions/org.vfiod1.policy" 2>/dev/null)
+for need in '<action id="org.vfiod1.manage">' '<allow_any>auth_admin</allow_any>' \
+            '<allow_inactive>auth_admin</allow_inactive>' '<allow_active>auth_admin_keep</allow_active>'; do
+    grep -qF "$need" <<<"$policy" && pass "policy has $need" || fail "policy has $need"
+done
+xmllint --noout "$DEST$prefix/share/polkit-1/actions/org.vfiod1.policy" \
+    && pass "policy is well-formed XML" || fail "policy is well-formed XML"
 
 # The hardening must leave what the daemon needs.
 unit=$(cat "$DEST$unitdir/vfiod.service")

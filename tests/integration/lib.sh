@@ -7,13 +7,13 @@
 it_setup() {
     WORK=$(mktemp -d "/tmp/$1.XXXXXX")
     chmod 755 "$WORK"
-    BUS_PID= VFIOD_PID= MON_PID=
+    BUS_PID= VFIOD_PID= MON_PID= EXTRA_PIDS=
     failures=0
     trap it_cleanup EXIT
 }
 
 it_cleanup() {
-    for pid in $MON_PID $VFIOD_PID $BUS_PID; do
+    for pid in $EXTRA_PIDS $MON_PID $VFIOD_PID $BUS_PID; do
         kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
     if [ "$failures" -ne 0 ]; then
