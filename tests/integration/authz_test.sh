@@ -144,7 +144,9 @@ if grep -q '^vfiod: FORGED' "$WORK/vfiod.log"; then fail "no forged log line"; e
 alive "odd strings"
 
 # --- invalid UTF-8 and NUL: the bus drops the sender; vfiod never sees the call ---
-lines=$(wc -l <"$WORK/vfiod.log")
+# (The rate limiter's summaries of earlier calls may land meanwhile; they are not counted.)
+calls_logged() { grep -vc 'more denied or failed call(s)' "$WORK/vfiod.log"; }
+lines=$(calls_logged)
 for s in $'0000:01:00.0\xff' $'\xc3\x28' $'\xc0\xaf' $'\xed\xa0\x80' $'\xf4\x90\x80\x80'; do
     check "root Bind with invalid UTF-8 $(printf %q "$s"): the bus disconnects" disconnected \
         "$(manager call Bind s "$s")"
@@ -153,7 +155,7 @@ for s in $'0000:01:00.0\xff' $'\xc3\x28' $'\xc0\xaf' $'\xed\xa0\x80' $'\xf4\x90\
 done
 check "Bind with a NUL byte: the bus disconnects" disconnected \
     "$(manager call Bind s hex:303030303a30313a30302e3000)"
-check "vfiod logged nothing for calls the bus rejected" "$lines" "$(wc -l <"$WORK/vfiod.log")"
+check "vfiod logged nothing for calls the bus rejected" "$lines" "$(calls_logged)"
 alive "invalid UTF-8"
 
 # ======================= polkit =======================
