@@ -32,7 +32,53 @@ sigset_t handled_signals() {
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+#ifdef VFIOD_TEST_HOOKS
+    sigaddset(&set, SIGUSR1);
+#endif
     return set;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// systemd's watchdog (WatchdogSec=): WATCHDOG=1 from the loop itself, so the pings stop exactly
+// when the loop stops turning, whatever the write threads do.
+class Watchdog {
+public:
+    Watchdog() {
+        uint64_t usec = 0;
+        // Checks WATCHDOG_PID too: a ping from a process the manager does not watch is wrong.
+        if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+            // Well inside systemd's "at least every half interval": a late poll() wake-up or a
+            // slow dispatch still leaves margin.
+            period_ = std::chrono::microseconds(usec * 2 / 5);
+            next_ = Clock::now();
+        }
+    }
+    std::optional<Clock::time_point> deadline() const {
+        return period_.count() ? std::optional(next_) : std::nullopt;
+    }
+    void ping_if_due() {
+        if (!period_.count())
+            return;
+        auto now = Clock::now();
+        if (now < next_)
+            return;
+        sd_notify(0, "WATCHDOG=1");
+        next_ = now + period_;
+    }
+
+private:
+    std::chrono::microseconds period_{0};
+    Clock::time_point next_;
+};
+
+std::optional<Clock::time_point> earliest(std::optional<Clock::time_point> a,
+                                          std::optional<Clock::time_point> b) {
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    return std::min(*a, *b);
 }
 
 class Fd {
@@ -64,12 +110,10 @@ void block_signals() {
 }
 
 // poll(2)'s timeout: the bus's own (-1: none) shortened to reach `deadline`, if any.
-int poll_timeout(int bus_timeout,
-                 const std::optional<std::chrono::steady_clock::time_point>& deadline) {
+static int poll_timeout(int bus_timeout, const std::optional<Clock::time_point>& deadline) {
     if (!deadline)
         return bus_timeout;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline -
-                                                             std::chrono::steady_clock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
     int ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 24 * 3600 * 1000));
     return bus_timeout < 0 ? ms : std::min(bus_timeout, ms);
 }
@@ -85,8 +129,10 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
     }
     std::set<PciAddress> touched;
     bool timer_armed = false;
+    Watchdog watchdog;
 
     for (;;) {
+        watchdog.ping_if_due();
         sdbus::IConnection::PollData bus_poll;
         try {
             while (bus.processPendingRequest()) {
@@ -105,9 +151,9 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
             {timer.get(), POLLIN, 0},
             {monitor ? monitor->fd() : -1, POLLIN, 0},
         };
-        int r = poll(fds, 4,
-                     poll_timeout(bus_poll.getPollTimeout(),
-                                  hooks.next_deadline ? hooks.next_deadline() : std::nullopt));
+        auto deadline = earliest(watchdog.deadline(),
+                                 hooks.next_deadline ? hooks.next_deadline() : std::nullopt);
+        int r = poll(fds, 4, poll_timeout(bus_poll.getPollTimeout(), deadline));
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -120,6 +166,14 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
                 if (si.ssi_signo == SIGHUP) {
                     spdlog::info("SIGHUP: reloading the configuration");
                     reload(service);
+#ifdef VFIOD_TEST_HOOKS
+                } else if (si.ssi_signo == SIGUSR1) {
+                    // Test builds only (tests/integration/vfiod-test-hooks): a wedged loop, to
+                    // show the watchdog pings stop. Only SIGKILL ends it.
+                    spdlog::warn("test hook: wedging the event loop");
+                    for (;;)
+                        pause();
+#endif
                 } else {
                     spdlog::info("signal {}: stopping", si.ssi_signo);
                     sd_notify(0, "STOPPING=1");

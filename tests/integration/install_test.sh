@@ -70,7 +70,7 @@ xmllint --noout "$DEST$prefix/share/polkit-1/actions/org.vfiod1.policy" \
 # The hardening must leave what the daemon needs.
 unit=$(cat "$DEST$unitdir/vfiod.service")
 for need in "ReadWritePaths=/sys/bus/pci /sys/devices" "RestrictAddressFamilies=AF_UNIX AF_NETLINK" \
-            "RuntimeDirectoryPreserve=yes" "Wants=modprobe@vfio_pci.service"; do
+            "RuntimeDirectoryPreserve=yes" "Wants=modprobe@vfio_pci.service" "WatchdogSec=3min"; do
     grep -qF "$need" <<<"$unit" && pass "unit has $need" || fail "unit has $need"
 done
 for forbidden in "PrivateNetwork=yes" "ProcSubset=pid"; do
