@@ -63,12 +63,23 @@ struct MountTables {
     std::set<std::string> swaps;
 };
 
+// PID 1's table, not our own: the unit runs in a private mount namespace (PrivateMounts=,
+// ProtectSystem=) that only shows the host's mounts while propagation works, and a host whose /
+// is not shared would leave an unmounted disk listed and a new mount unseen. A captured tree
+// without proc/1 falls back to the reader's own table (DESIGN §2).
+std::optional<std::string> host_table(const Sysfs& fs, const std::string& pid1_file,
+                                      const std::string& fallback) {
+    if (auto text = fs.read(pid1_file, kProcMax))
+        return text;
+    return fs.read(fallback, kProcMax);
+}
+
 MountTables read_mount_tables(const Sysfs& fs) {
     MountTables t;
-    if (auto text = fs.read("proc/self/mountinfo", kProcMax))
+    if (auto text = host_table(fs, "proc/1/mountinfo", "proc/self/mountinfo"))
         for (auto& m : parse_mountinfo(*text))
             t.by_devnum.emplace(std::make_pair(m.major, m.minor), std::move(m.mount_point));
-    if (auto text = fs.read("proc/mounts", kProcMax))
+    if (auto text = host_table(fs, "proc/1/mounts", "proc/mounts"))
         for (auto& m : parse_mounts(*text))
             t.by_source.emplace(std::move(m.source), std::move(m.mount_point));
     if (auto text = fs.read("proc/swaps", kProcMax))

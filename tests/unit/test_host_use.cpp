@@ -82,6 +82,19 @@ TEST(HostUseStorage, UnmountedDiskIsNotInUse) {
     EXPECT_TRUE(scan(t).storage.empty());
 }
 
+// The unit's own table is a private copy: PID 1's is the host's, and wins when present.
+TEST(HostUseStorage, Pid1TableWinsOverOurOwn) {
+    FakeTree t;
+    nvme_root(t);
+    // Ours still lists a disk the host has unmounted, and misses one it has mounted since.
+    t.write_file("proc/self/mountinfo", "27 1 259:1 / /stale rw - vfat /dev/nvme0n1p1 rw\n");
+    t.write_file("proc/mounts", "/dev/nvme0n1p1 /stale vfat rw 0 0\n");
+    t.write_file("proc/1/mountinfo", "30 1 259:2 / /fresh rw shared:1 - ext4 /dev/nvme0n1p2 rw\n");
+    t.write_file("proc/1/mounts", "/dev/nvme0n1p2 /fresh ext4 rw 0 0\n");
+    HostUse use = scan(t);
+    EXPECT_THAT(use.storage[A("0000:01:00.0")], ElementsAre("nvme0n1p2 (259:2) is mounted on /fresh"));
+}
+
 TEST(HostUseStorage, MountedBySourceWhenMountinfoIsMissing) {
     FakeTree t;
     nvme_root(t);
