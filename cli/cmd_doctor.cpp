@@ -24,7 +24,10 @@ struct Check {
 // vfio-pci (variant drivers are skipped) and it has an iommu_group link.
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
 
-std::string advice(Reason r) {
+// Host use changes without a PCI uevent (an fd closed, a disk unmounted), and vfiod adds no polling:
+// after the fix, a Bind has it decide again.
+std::string advice(Reason r, const PciAddress& a) {
+    const std::string then = "; then `vfioctl bind " + a.str() + "`";
     switch (r) {
     case Reason::NoIommu:
         return "enable the IOMMU: VT-d/AMD-Vi in the firmware and intel_iommu=on (Intel) on the "
@@ -33,10 +36,15 @@ std::string advice(Reason r) {
         return "a [[protect]] entry covers the group; remove it if the host really does not need "
                "that device";
     case Reason::InUseStorage:
-        return "the host uses a disk on it: unmount it, swapoff, or remove the dm/md holder first";
+        return "the host uses a disk on it: unmount it, swapoff, or remove the dm/md holder "
+               "first" + then;
     case Reason::InUseNetwork:
-        return "the host uses a network interface on it: move its routes/addresses, or take it "
-               "out of its bond/bridge, first";
+        return "the host uses a network interface on it: move its routes/addresses, take it "
+               "out of its bond/bridge, or move it back from the network namespace named above "
+               "(or stop the pod/container using it) first" + then;
+    case Reason::InUseDevice:
+        return "stop or restart without the device the process named above (pid, command) that "
+               "holds its device node open" + then;
     case Reason::SriovPf:
         return "this is an SR-IOV PF with VFs enabled: allowlist the VFs instead, or set "
                "sriov_numvfs to 0 first";
@@ -182,7 +190,7 @@ int run_doctor(const Args& args) {
             std::printf("  vfiod refuses the group: %s\n", to_string(f.g->reason));
             for (const auto& why : f.g->details)
                 std::printf("    %s\n", why.c_str());
-            if (auto a = advice(f.g->reason); !a.empty())
+            if (auto a = advice(f.g->reason, d.address); !a.empty())
                 std::printf("  fix: %s\n", a.c_str());
             break;
         case Action::Release:

@@ -111,6 +111,7 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
                   }) ||
         refuse_if(g, Reason::InUseStorage, endpoints, lines(use.storage)) ||
         refuse_if(g, Reason::InUseNetwork, endpoints, lines(use.network)) ||
+        refuse_if(g, Reason::InUseDevice, endpoints, lines(use.device)) ||
         refuse_if(g, Reason::SriovPf, endpoints,
                   [&](const PciFunction& fn) {
                       return fn.sriov_numvfs > 0

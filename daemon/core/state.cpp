@@ -43,6 +43,7 @@ const char* to_string(Reason r) {
     case Reason::Protected: return "protected";
     case Reason::InUseStorage: return "in-use-storage";
     case Reason::InUseNetwork: return "in-use-network";
+    case Reason::InUseDevice: return "in-use-device";
     case Reason::SriovPf: return "sriov-pf";
     case Reason::BootVga: return "boot-vga";
     case Reason::Companion: return "companion";

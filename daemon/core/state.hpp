@@ -33,6 +33,7 @@ enum class Reason {
     Protected,
     InUseStorage,
     InUseNetwork,
+    InUseDevice,
     SriovPf,
     BootVga,
     Companion,

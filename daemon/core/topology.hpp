@@ -54,6 +54,7 @@ struct Topology {
 struct HostUse {
     std::map<PciAddress, std::vector<std::string>> storage;
     std::map<PciAddress, std::vector<std::string>> network;
+    std::map<PciAddress, std::vector<std::string>> device;  // device nodes held open
     std::map<PciAddress, std::vector<std::string>> vfio;  // open by a user (release only)
 };
 

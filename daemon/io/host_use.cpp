@@ -9,17 +9,14 @@
 #include <set>
 
 #include "core/strings.hpp"
+#include "io/device_use.hpp"
+#include "io/proc_fds.hpp"
 #include "io/proc_parsers.hpp"
+#include "io/vfio_use.hpp"
 
 namespace vfiod {
 
-namespace {
-
-// Mount tables on container hosts run to megabytes; reading them short would miss mounts.
-constexpr size_t kProcMax = 64u << 20;
-
-// The deepest PCI function on a device path: the one that owns the disk or netdev. Only the
-// deepest, because the root port above an NVMe drive is not itself in use.
+// Only the deepest, because the root port above an NVMe drive is not itself in use.
 std::optional<PciAddress> nearest_function(std::string_view devpath) {
     auto parts = path_components(devpath);
     for (auto it = parts.rbegin(); it != parts.rend(); ++it)
@@ -27,6 +24,11 @@ std::optional<PciAddress> nearest_function(std::string_view devpath) {
             return a;
     return std::nullopt;
 }
+
+namespace {
+
+// Mount tables on container hosts run to megabytes; reading them short would miss mounts.
+constexpr size_t kProcMax = 64u << 20;
 
 // An NVMe namespace under native multipath lives in the virtual subsystem directory, away from
 // any PCI device; the controllers that serve it are the nvme<N> links beside it.
@@ -86,17 +88,6 @@ MountTables read_mount_tables(const Sysfs& fs) {
         for (auto& s : parse_swaps(*text))
             t.swaps.insert(std::move(s));
     return t;
-}
-
-std::optional<std::pair<unsigned, unsigned>> parse_devnum(std::string_view s) {
-    auto colon = s.find(':');
-    if (colon == std::string_view::npos)
-        return std::nullopt;
-    auto maj = parse_int_attr(s.substr(0, colon));
-    auto min = parse_int_attr(s.substr(colon + 1));
-    if (!maj || !min || *maj < 0 || *min < 0 || *maj > 0xfffff || *min > 0xfffff)
-        return std::nullopt;
-    return std::make_pair(static_cast<unsigned>(*maj), static_cast<unsigned>(*min));
 }
 
 std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name,
@@ -225,11 +216,15 @@ void find_network(const Sysfs& fs, HostUse* use) {
 
 // Findings are keyed by address whatever the topology holds: a function the reader had to skip
 // is still one the host may depend on.
-HostUse read_host_use(const Sysfs& fs, const Topology& /*topo*/,
+HostUse read_host_use(const Sysfs& fs, const Topology& topo,
                       std::vector<std::string>* warnings) {
     HostUse use;
     find_storage(fs, &use, warnings);
     find_network(fs, &use);
+    // One walk of proc/*/fd serves both readers.
+    auto open = scan_open_nodes(fs);
+    find_device_use(fs, read_device_nodes(fs), open, &use);
+    read_vfio_use(fs, topo, open, &use);
     return use;
 }
 

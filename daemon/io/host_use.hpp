@@ -2,13 +2,19 @@
 // attributes each finding to the nearest PCI function that owns the device (DESIGN §2/§4).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/topology.hpp"
 #include "io/sysfs.hpp"
 
 namespace vfiod {
+
+// The deepest PCI function on a device path ("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/
+// nvme/nvme0/nvme0n1" → 0000:01:00.0): the one that owns the disk, netdev or node.
+std::optional<PciAddress> nearest_function(std::string_view devpath);
 
 // What the host uses, per PCI function. The planner looks up the functions of the groups it
 // decides. Missing proc files mean "no use found from that source", never an error.

@@ -184,6 +184,36 @@ std::set<std::string> parse_ipv6_route_ifaces(std::string_view text) {
     return out;
 }
 
+std::optional<std::string> line_value(std::string_view text, std::string_view key) {
+    std::optional<std::string> out;
+    for_each_line(text, [&](std::string_view line) {
+        if (out || line.substr(0, key.size()) != key)
+            return;
+        line.remove_prefix(key.size());
+        while (!line.empty() && is_space(line.front()))
+            line.remove_prefix(1);
+        while (!line.empty() && is_space(line.back()))
+            line.remove_suffix(1);
+        out = std::string(line);
+    });
+    return out;
+}
+
+std::optional<unsigned> char_major(std::string_view text, std::string_view name) {
+    std::optional<unsigned> out;
+    bool in_char = false;
+    for_each_line(text, [&](std::string_view line) {
+        if (line == "Character devices:" || line == "Block devices:") {
+            in_char = line.front() == 'C';
+            return;
+        }
+        auto f = fields(line);
+        if (in_char && !out && f.size() == 2 && f[1] == name)
+            out = parse_unsigned(f[0]);
+    });
+    return out;
+}
+
 std::optional<uint32_t> parse_hex_attr(std::string_view text, unsigned max_digits) {
     if (max_digits > 8)
         max_digits = 8;
@@ -215,6 +245,17 @@ std::optional<long> parse_int_attr(std::string_view text) {
         v = -v;
     }
     return v;
+}
+
+std::optional<std::pair<unsigned, unsigned>> parse_devnum(std::string_view s) {
+    auto colon = s.find(':');
+    if (colon == std::string_view::npos)
+        return std::nullopt;
+    auto maj = parse_int_attr(s.substr(0, colon));
+    auto min = parse_int_attr(s.substr(colon + 1));
+    if (!maj || !min || *maj < 0 || *min < 0 || *maj > 0xfffff || *min > 0xfffff)
+        return std::nullopt;
+    return std::make_pair(static_cast<unsigned>(*maj), static_cast<unsigned>(*min));
 }
 
 }  // namespace vfiod

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace vfiod {
@@ -37,6 +38,17 @@ std::set<std::string> parse_route_ifaces(std::string_view text);
 // (fe80::/10) nor multicast (ff00::/8); "lo" is never reported. A link-local route exists on
 // every interface that is merely up, so it says nothing about the host depending on it.
 std::set<std::string> parse_ipv6_route_ifaces(std::string_view text);
+
+// The value of the first line that starts with `key`, surrounding blanks removed: uevent files
+// ("DEVNAME=" → "snd/controlC0"), udev's database ("E:ID_FS_TYPE=" → "zfs_member"), NVIDIA's
+// gpus/<BDF>/information ("Device Minor:" → "0"). nullopt when no line has the key.
+std::optional<std::string> line_value(std::string_view text, std::string_view key);
+
+// proc/devices: the major number of the character driver `name` ("195 nvidia-frontend").
+std::optional<unsigned> char_major(std::string_view text, std::string_view name);
+
+// A sysfs `dev` attribute or a sys/dev/char entry name: "MAJOR:MINOR", each at most 20 bits.
+std::optional<std::pair<unsigned, unsigned>> parse_devnum(std::string_view s);
 
 // Sysfs hex attributes ("0x10de"): exactly "0x" then 1..max_digits hex digits (max_digits is
 // capped at 8); anything else, including whitespace, is nullopt.

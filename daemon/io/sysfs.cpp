@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -205,6 +206,16 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
         out += d;
     }
     return out;
+}
+
+std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view rel) const {
+    if (!live() || !valid_rel(rel))
+        return std::nullopt;
+    // stat, never open: opening a device node can have effects (a tty, a tape rewinding).
+    struct stat st;
+    if (::stat(path(rel).c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+        return std::nullopt;
+    return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
 }
 
 int Sysfs::write(std::string_view rel, std::string_view value) {

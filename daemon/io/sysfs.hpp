@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace vfiod {
@@ -37,6 +38,10 @@ public:
     // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
     // nullopt when something on the way is missing or the result leaves the root.
     virtual std::optional<std::string> resolve(std::string_view rel) const;
+
+    // The device number (major, minor) of the character device rel leads to, links followed;
+    // live host only: a tree's links name the real host's nodes, never the tree's.
+    virtual std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const;
 
     // Writes value with a single write(2) and checks close(2), as the kernel's attribute files
     // need. Returns 0 or the errno of the failing call.

@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include "core/strings.hpp"
+
 namespace vfiod {
 
 namespace {
@@ -27,7 +29,8 @@ void add(HostUse* use, const PciAddress& a, const std::string& line) {
 
 }  // namespace
 
-void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
+void read_vfio_use(const Sysfs& fs, const Topology& topo, const std::vector<OpenNode>& open,
+                   HostUse* use) {
     // The iommufd nodes each function exposes: "vfio<M>" under <devpath>/vfio-dev.
     std::map<std::string, PciAddress> cdevs;
     for (const auto& [addr, fn] : topo.functions)
@@ -35,33 +38,20 @@ void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
             for (const auto& name : fs.list(fn.devpath + "/vfio-dev"))
                 cdevs.emplace(name, addr);
 
-    for (const auto& pid : fs.list("proc")) {
-        if (!all_digits(pid))
+    for (const auto& o : open) {
+        std::string group = after(o.target, "/dev/vfio/");
+        if (all_digits(group)) {
+            auto g = topo.groups.find(static_cast<unsigned>(std::strtoul(group.c_str(), nullptr, 10)));
+            if (g == topo.groups.end())
+                continue;
+            for (const auto& a : g->second)
+                add(use, a, "/dev/vfio/" + group + " is open by " + process_name(fs, o.pid));
             continue;
-        std::string who;  // filled lazily: most processes hold no vfio fd
-        auto holder = [&] {
-            if (who.empty())
-                who = "pid " + pid + " (" + fs.read("proc/" + pid + "/comm").value_or("?") + ")";
-            return who;
-        };
-        for (const auto& fd : fs.list("proc/" + pid + "/fd")) {
-            auto target = fs.readlink("proc/" + pid + "/fd/" + fd);
-            if (!target)
-                continue;
-            std::string group = after(*target, "/dev/vfio/");
-            if (all_digits(group)) {
-                auto g = topo.groups.find(static_cast<unsigned>(std::strtoul(group.c_str(), nullptr, 10)));
-                if (g == topo.groups.end())
-                    continue;
-                for (const auto& a : g->second)
-                    add(use, a, "/dev/vfio/" + group + " is open by " + holder());
-                continue;
-            }
-            std::string cdev = after(*target, "/dev/vfio/devices/");
-            auto c = cdevs.find(cdev);
-            if (!cdev.empty() && c != cdevs.end())
-                add(use, c->second, *target + " is open by " + holder());
         }
+        std::string cdev = after(o.target, "/dev/vfio/devices/");
+        auto c = cdevs.find(cdev);
+        if (!cdev.empty() && c != cdevs.end())
+            add(use, c->second, printable(o.target) + " is open by " + process_name(fs, o.pid));
     }
 
     // A host driver enables its device too; only on a vfio driver does the count mean a user.
@@ -72,6 +62,10 @@ void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
         if (enable && all_digits(*enable) && std::strtoul(enable->c_str(), nullptr, 10) > 0)
             add(use, addr, "the device is enabled by a user (enable=" + *enable + ")");
     }
+}
+
+void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
+    read_vfio_use(fs, topo, scan_open_nodes(fs), use);
 }
 
 }  // namespace vfiod

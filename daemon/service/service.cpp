@@ -9,7 +9,6 @@
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
 #include "io/config_loader.hpp"
-#include "io/vfio_use.hpp"
 
 namespace vfiod {
 
@@ -218,18 +217,13 @@ void Service::clear_early_overrides(const GroupPlan& gp) {
     // that is Release's business, not this clean-up's.
     if (journal_->load(*gp.group))
         return;
-    HostUse use = snapshot_.use;
-    bool vfio_read = false;
+    const HostUse& use = snapshot_.use;  // the snapshot's one proc/*/fd scan found vfio's users
     for (const auto& d : gp.devices) {
         const PciFunction* fn = snapshot_.topology.find(d.address);
         if (!fn || !d.target || fn->driver_override.empty() || fn->is_bridge())
             continue;
         if (!fn->driver.empty() && fn->driver != fn->driver_override)
             continue;  // a host driver holds it despite the override: nothing is parked
-        if (!vfio_read) {
-            read_vfio_use(fs_, snapshot_.topology, &use);
-            vfio_read = true;
-        }
         if (use.vfio.count(fn->address))
             continue;  // a user holds it: never pull a device from under a VM
         spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and probing "
@@ -453,9 +447,7 @@ OpResult Service::release(std::string_view address) {
     if (mode() == Mode::Observe)
         return OpResult::error(OpResult::Code::Failed,
                                "vfiod runs in observe mode and writes nothing");
-    HostUse use = snapshot_.use;
-    read_vfio_use(fs_, snapshot_.topology, &use);
-    GroupPlan rp = plan_release(snapshot_.topology, use, id, originals(id));
+    GroupPlan rp = plan_release(snapshot_.topology, snapshot_.use, id, originals(id));
     if (rp.action == Action::Refuse) {
         spdlog::warn("group {}: Release refused: {}", id, join(rp.details, "; "));
         return refusal(rp);

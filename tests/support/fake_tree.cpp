@@ -472,6 +472,29 @@ FakeTree& FakeTree::add_block(const std::string& bdf, const std::string& subdir,
     return *this;
 }
 
+FakeTree& FakeTree::add_char_device(const std::string& bdf, const std::string& subdir,
+                                    const std::string& devname, unsigned major, unsigned minor) {
+    std::string fdir = devpath(bdf);
+    if (fdir.empty()) {
+        ADD_FAILURE() << "FakeTree: char device " << devname << " on missing " << bdf;
+        return *this;
+    }
+    const std::string dir = fdir + "/" + subdir;
+    const std::string num = std::to_string(major) + ":" + std::to_string(minor);
+    write_file(dir + "/dev", num + "\n");
+    write_file(dir + "/uevent", "MAJOR=" + std::to_string(major) + "\nMINOR=" +
+                                    std::to_string(minor) + "\nDEVNAME=" + devname + "\n");
+    symlink("sys/dev/char/" + num, relative_target("sys/dev/char/" + num, dir));
+    return *this;
+}
+
+FakeTree& FakeTree::hold_open(unsigned pid, const std::string& comm, unsigned fd,
+                              const std::string& target) {
+    const std::string dir = "proc/" + std::to_string(pid);
+    write_file(dir + "/comm", comm + "\n");
+    return symlink(dir + "/fd/" + std::to_string(fd), target);
+}
+
 FakeTree& FakeTree::add_partition(const std::string& disk, const std::string& name,
                                   unsigned major, unsigned minor) {
     std::string ddir = class_dir(root_, "block", disk);

@@ -81,6 +81,15 @@ public:
     // holder (e.g. "dm-0") of block device `name`: <name>/holders/<holder> link.
     FakeTree& add_holder(const std::string& name, const std::string& holder);
 
+    // A character device under the function, as the kernel registers one: <BDF>/<subdir>/ with
+    // dev "MAJ:MIN" and uevent DEVNAME=<devname>, and sys/dev/char/MAJ:MIN linking to it
+    // (subdir e.g. "sound/card0/controlC0", devname "snd/controlC0").
+    FakeTree& add_char_device(const std::string& bdf, const std::string& subdir,
+                              const std::string& devname, unsigned major, unsigned minor);
+    // Process pid (its comm) holding `target` open as fd: proc/<pid>/fd/<fd> -> target.
+    FakeTree& hold_open(unsigned pid, const std::string& comm, unsigned fd,
+                        const std::string& target);
+
     // Plain files and links anywhere under the root (proc/self/mountinfo, proc/net/route, …).
     FakeTree& write_file(const std::string& rel, const std::string& content);
     FakeTree& symlink(const std::string& rel, const std::string& target);

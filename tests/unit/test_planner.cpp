@@ -484,3 +484,24 @@ TEST(GoverningEntry, FirstMatchWinsAndLaterMatchesOnlyWarn) {
     c.protects.push_back(p);
     EXPECT_TRUE(protected_by(c, fn));
 }
+
+// DESIGN §4's order: in-use-device after in-use-network, before sriov-pf; a companion counts.
+TEST(Planner, HeldCompanionNodeRefusesTheGroupAfterNetworkBeforeSriov) {
+    Host h;
+    h.fn("0000:01:00.0", 0x10de, 0x2331, 0x030200, "nvidia", 7);
+    h.fn("0000:01:00.1", 0x10de, 0x22ba, 0x040300, "snd_hda_intel", 7);
+    h.allow(0x10de, 0x2331);
+    h.use.device[A("0000:01:00.1")] = {"/dev/snd/controlC1 is open by pid 812 (pipewire)"};
+    GroupPlan g = h.plan().groups.at(0);
+    EXPECT_EQ(g.reason, Reason::InUseDevice);
+    EXPECT_STREQ(to_string(g.reason), "in-use-device");
+    EXPECT_EQ(g.blockers, std::vector<PciAddress>{A("0000:01:00.1")});
+    EXPECT_EQ(g.details.at(0), "0000:01:00.1: /dev/snd/controlC1 is open by pid 812 (pipewire)");
+    EXPECT_TRUE(g.writes().empty());
+
+    h.use.network[A("0000:01:00.0")] = {"eth0 carries a route"};
+    EXPECT_EQ(h.plan().groups.at(0).reason, Reason::InUseNetwork);
+    h.use.network.clear();
+    h.topo.functions[A("0000:01:00.0")].sriov_numvfs = 4;
+    EXPECT_EQ(h.plan().groups.at(0).reason, Reason::InUseDevice);
+}

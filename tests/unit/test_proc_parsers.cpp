@@ -158,3 +158,38 @@ TEST(ProcParsers, SurviveArbitraryBytes) {
         EXPECT_FALSE(parse_int_attr(in).has_value());
     }
 }
+
+TEST(LineValue, UeventUdevDatabaseAndNvidiaInformation) {
+    EXPECT_EQ(line_value("MAJOR=116\nMINOR=2\nDEVNAME=snd/controlC0\n", "DEVNAME="), "snd/controlC0");
+    EXPECT_EQ(line_value("S:disk/by-id/x\nE:ID_FS_TYPE=zfs_member\nE:ID_FS_UUID=1\n",
+                         "E:ID_FS_TYPE="),
+              "zfs_member");
+    EXPECT_EQ(line_value("Model: \t\t NVIDIA H100\nIRQ:   77\nDevice Minor: \t 3\n",
+                         "Device Minor:"),
+              "3");
+    // Only whole keys at the start of a line; the first line wins; a value may be empty.
+    EXPECT_EQ(line_value("XDEVNAME=a\nDEVNAME=b\nDEVNAME=c", "DEVNAME="), "b");
+    EXPECT_EQ(line_value("E:ID_FS_TYPE=\n", "E:ID_FS_TYPE="), "");
+    EXPECT_EQ(line_value("MAJOR=1\n", "DEVNAME="), std::nullopt);
+    EXPECT_EQ(line_value("", "DEVNAME="), std::nullopt);
+}
+
+TEST(CharMajor, OnlyFromTheCharacterSection) {
+    const char* devices =
+        "Character devices:\n  1 mem\n116 alsa\n195 nvidia-frontend\n\n"
+        "Block devices:\n  8 sd\n195 nvidia\n259 blkext\n";
+    EXPECT_EQ(char_major(devices, "nvidia-frontend"), 195u);
+    EXPECT_EQ(char_major(devices, "alsa"), 116u);
+    EXPECT_EQ(char_major(devices, "nvidia"), std::nullopt);  // a block driver of that name
+    EXPECT_EQ(char_major(devices, "sd"), std::nullopt);
+    EXPECT_EQ(char_major("195 nvidia\n", "nvidia"), std::nullopt);  // no section header
+}
+
+TEST(ParseDevnum, MajorMinorWithinTwentyBits) {
+    EXPECT_EQ(parse_devnum("259:2"), std::make_pair(259u, 2u));
+    EXPECT_EQ(parse_devnum("1048575:0"), std::make_pair(1048575u, 0u));
+    EXPECT_EQ(parse_devnum("1048576:0"), std::nullopt);
+    EXPECT_EQ(parse_devnum("8"), std::nullopt);
+    EXPECT_EQ(parse_devnum("-1:2"), std::nullopt);
+    EXPECT_EQ(parse_devnum("a:b"), std::nullopt);
+}

@@ -1,6 +1,8 @@
 # Scenario: host use that sysfs alone does not show, all on one boot. vfiod decides from PID 1's
 # mount table (a disk mounted before vfiod started and unmounted since binds at once; one mounted
-# after vfiod started blocks Bind).
+# after vfiod started blocks Bind); a process holding the HDMI-audio companion's control node gets
+# the GPU-like group refused in-use-device, naming pid and comm, until it lets go.
+# checks: gpu-refused-device gpu-device-message gpu-kept gpu-binds-after-close
 # checks: nvme-refused-at-start nvme-unmounted-binds nvme-released nvme-remounted-refused
 # checks: nvme-remounted-kept
 . /vmtest/lib.sh
@@ -19,7 +21,17 @@ write_config <<TOML
 [[device]]
 selector = "$(sel $NVME)"
 resource_name = "vmtest/disk"
+
+[[device]]
+selector = "$(sel $GPU)"
+resource_name = "vmtest/gpu"
 TOML
+gg=$(group_of $GPU)
+
+# (b) A "sound server" holds the companion's control node while vfiod starts and Bind is asked.
+ctl=$(ls /dev/snd/ | grep -m1 '^controlC')
+sleep 600 <"/dev/snd/$ctl" &
+holder=$!
 
 disk=/dev/$(ls "$(pci_dev $NVME)/nvme/"*/ | grep -m1 '^nvme[0-9]*n1$')
 mkfs.ext4 -q -F "$disk"
@@ -43,4 +55,17 @@ note "bind while mounted: $out"
 expect_match nvme-remounted-refused "rc=* in-use-storage*mounted on /mnt/data*" "$out"
 expect_eq nvme-remounted-kept nvme "$(driver_of $NVME)"
 umount /mnt/data
+
+wait_for 30 state_is "$gg" refused
+out=$(bind_out $GPU)
+note "bind while $ctl is held: $out"
+expect_eq gpu-refused-device "refused in-use-device" "$(group_state "$gg") $(reason_of "$gg")"
+expect_match gpu-device-message "rc=* in-use-device*$AUDIO: /dev/snd/$ctl is open by pid $holder (sleep)*" "$out"
+expect_eq gpu-kept "e1000e snd_hda_intel" "$(driver_of $GPU) $(driver_of $AUDIO)"
+kill $holder
+wait $holder 2>/dev/null
+out=$(bind_out $GPU)
+note "bind after close: $out"
+expect_eq gpu-binds-after-close "vfio-pci vfio-pci bound" \
+    "$(driver_of $GPU) $(driver_of $AUDIO) $(group_state "$gg")"
 journalctl -u vfiod -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done

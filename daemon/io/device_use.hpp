@@ -1,0 +1,34 @@
+// Device nodes of PCI functions and the processes holding them open: a sound server on the HDMI
+// audio, a display server on DRM card*, a CUDA job on /dev/nvidia<N> (in-use-device, DESIGN §4).
+// Unbinding a driver under an open node blocks in the kernel or breaks the holder.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "core/topology.hpp"
+#include "io/proc_fds.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod {
+
+struct DeviceNode {
+    std::string node;                     // "/dev/snd/controlC0"
+    std::pair<unsigned, unsigned> devnum;
+    PciAddress owner;                     // the deepest PCI function above it
+};
+
+// Every character device whose sysfs node sits under a PCI function (sys/dev/char, named by
+// DEVNAME in its uevent), vfio's own nodes excepted (Release's business), plus /dev/nvidia<minor>
+// of each NVIDIA GPU (proc/driver/nvidia/gpus/<BDF>/information; the proprietary driver's nodes
+// have no sysfs entry).
+std::vector<DeviceNode> read_device_nodes(const Sysfs& fs);
+
+// Fills use->device: "/dev/snd/controlC0 is open by pid 812 (pulseaudio)" per node and process.
+// Live fds match by device number, a tree's by path (OpenNode::devnum).
+void find_device_use(const Sysfs& fs, const std::vector<DeviceNode>& nodes,
+                     const std::vector<OpenNode>& open, HostUse* use);
+
+}  // namespace vfiod
