@@ -129,11 +129,17 @@ int main(int argc, char** argv) {
     vfiod::CallLog call_log;
     vfiod::DbusObjects objects(*bus, service, auth, call_log);
     service.set_on_change([&objects](const vfiod::Inventory& inv) { objects.publish(inv); });
-    if (!service.start()) {
-        spdlog::critical("refusing to start with a bad configuration");
-        return 2;  // the unit's RestartPreventExitStatus: retrying cannot fix a config
+    try {
+        if (!service.start()) {
+            spdlog::critical("refusing to start with a bad configuration");
+            return 2;  // the unit's RestartPreventExitStatus: retrying cannot fix a config
+        }
+        objects.publish(service.inventory());
+    } catch (const std::exception& e) {
+        // Publishing the first inventory found no bus: exit like a lost bus, never abort.
+        spdlog::critical("starting: {}", e.what());
+        return 1;
     }
-    objects.publish(service.inventory());
 
     // The name comes last, so a client that sees it finds the whole object tree.
     try {

@@ -118,7 +118,7 @@ static int poll_timeout(int bus_timeout, const std::optional<Clock::time_point>&
     return bus_timeout < 0 ? ms : std::min(bus_timeout, ms);
 }
 
-int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor,
+int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* events,
                    const LoopHooks& hooks) {
     sigset_t set = handled_signals();
     Fd sig(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
@@ -149,7 +149,7 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
             {bus_poll.fd, bus_poll.events, 0},
             {sig.get(), POLLIN, 0},
             {timer.get(), POLLIN, 0},
-            {monitor ? monitor->fd() : -1, POLLIN, 0},
+            {events ? events->fd() : -1, POLLIN, 0},
         };
         auto deadline = earliest(watchdog.deadline(),
                                  hooks.next_deadline ? hooks.next_deadline() : std::nullopt);
@@ -182,7 +182,7 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monit
             }
         }
         if (fds[3].revents & POLLIN) {
-            for (const auto& e : monitor->receive()) {
+            for (const auto& e : events->receive()) {
                 spdlog::debug("udev: {} {}", e.action, e.address.str());
                 touched.insert(e.address);
             }

@@ -13,7 +13,7 @@ class IConnection;
 namespace vfiod {
 
 class Service;
-class UdevMonitor;
+class PciEventSource;
 
 // Blocks SIGHUP/SIGTERM/SIGINT for the calling thread; call before any thread is started so
 // they are delivered only to the loop's signalfd.
@@ -26,9 +26,10 @@ struct LoopHooks {
     std::function<std::optional<std::chrono::steady_clock::time_point>()> next_deadline;
 };
 
-// Runs until SIGTERM/SIGINT. `monitor` is null when the root is not "/" (no udev then).
-// Returns the process exit code.
-int run_event_loop(sdbus::IConnection& bus, Service& service, UdevMonitor* monitor,
+// Runs until SIGTERM/SIGINT, or until the bus is lost. `events` (the udev monitor) is null when
+// the root is not "/" (no udev then). Returns the process exit code. Every call into the
+// service is one of its guarded entries: a runtime error there is logged, never the end.
+int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* events,
                    const LoopHooks& hooks = {});
 
 }  // namespace vfiod

@@ -121,7 +121,38 @@ std::optional<unsigned> Service::group_of(const PciAddress& a) const {
     return fn ? fn->iommu_group : std::nullopt;
 }
 
+template <typename F>
+OpResult Service::guarded(const char* what, F&& entry) {
+    deciding_.clear();
+    try {
+        return entry();
+    } catch (const std::exception& e) {
+        std::string why = std::string(what) + ": " + e.what();
+        spdlog::error("{}; the groups it was deciding are marked failed", why);
+        for (unsigned g : deciding_)
+            if (group_plan(g))  // not one the entry found gone
+                set_status(g, {GroupState::Failed, Reason::None, "internal error: " + why, {}});
+        try {
+            publish();
+        } catch (const std::exception& again) {
+            spdlog::error("publishing after {}: {}", what, again.what());
+        }
+        return OpResult::error(OpResult::Code::Failed, why);
+    }
+}
+
 void Service::handle_events(const std::set<PciAddress>& touched) {
+    guarded("udev events", [&] {
+        apply_events(touched);
+        return OpResult{};
+    });
+}
+
+OpResult Service::reload() {
+    return guarded("reload", [&] { return apply_reload(); });
+}
+
+void Service::apply_events(const std::set<PciAddress>& touched) {
     // A removed function is only in the old topology, an added one only in the new: ask both.
     std::set<unsigned> groups;
     for (const auto& a : touched)
@@ -137,6 +168,7 @@ void Service::handle_events(const std::set<PciAddress>& touched) {
 
 void Service::decide(const std::set<unsigned>& groups, bool from_events) {
     for (unsigned g : groups) {
+        deciding_.insert(g);
         const GroupPlan* gp = group_plan(g);
         if (!gp) {
             forget_group(g);
@@ -266,8 +298,8 @@ void Service::set_status(unsigned group, Status s) {
                      addresses(s.blockers), s.message);
         break;
     case GroupState::Failed:
-        spdlog::error("group {}: failed {}: {} ({})", group, to_string(s.reason), s.message,
-                      devices);
+        spdlog::error("group {}: failed{}{}: {} ({})", group, s.reason == Reason::None ? "" : " ",
+                      to_string(s.reason), s.message, devices);
         break;
     }
     status_[group] = std::move(s);
@@ -318,16 +350,19 @@ void Service::publish() {
         }
         inv.groups[id] = std::move(gi);
     }
-    if (inv == inventory_)
+    if (inv == inventory_ && published_)
         return;
     inventory_ = std::move(inv);
+    // Until on_change_ returns, consumers may hold a partial view: the next publish sends again.
+    published_ = false;
     if (on_change_)
         on_change_(inventory_);
+    published_ = true;
 }
 
 std::string Service::plan_json() const { return plan_to_json(plan_); }
 
-OpResult Service::reload() {
+OpResult Service::apply_reload() {
     ConfigResult r = load_config(fs_.root(), options_.config_file);
     if (!r.config) {
         for (const auto& e : r.errors)

@@ -48,6 +48,10 @@ public:
     // (errors logged with FILE:LINE:COLUMN): the daemon then refuses to start.
     bool start();
 
+    // The event loop's entries (a udev burst, SIGHUP) never throw, like D-Bus method calls: an
+    // exception from below (publishing on a bus that went away, std::bad_alloc) is logged, the
+    // groups being decided are published `failed`, and the daemon keeps serving.
+
     // Functions named by a burst of udev events: re-read the host and re-decide only the groups
     // those functions belong (or belonged) to.
     void handle_events(const std::set<PciAddress>& touched);
@@ -75,7 +79,10 @@ public:
     };
 
 private:
-
+    template <typename F>
+    OpResult guarded(const char* what, F&& entry);
+    void apply_events(const std::set<PciAddress>& touched);
+    OpResult apply_reload();
     void reread();
     void decide(const std::set<unsigned>& groups, bool from_events);
     Status decide_group(const GroupPlan& gp, bool from_events);
@@ -101,6 +108,8 @@ private:
     std::map<unsigned, Status> status_;
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
     bool wrote_ = false;             // the host changed under us: re-read before publishing
+    bool published_ = true;          // inventory_ reached on_change_ without an exception
+    std::set<unsigned> deciding_;    // groups the current entry has started to decide
     std::unique_ptr<Journal> journal_;
     std::unique_ptr<Executor> executor_;
     Inventory inventory_;

@@ -1,0 +1,217 @@
+// The daemon never aborts on a runtime error: the real event loop, the real D-Bus objects on a
+// private dbus-daemon and the service on the fake kernel, with publishing made to throw once
+// during a udev burst and once during a SIGHUP reload. Each time the groups being decided are
+// published `failed`, the loop keeps answering on the bus, and the next event or reload brings
+// the true state back; SIGTERM still ends it cleanly.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <sdbus-c++/sdbus-c++.h>
+
+#include "fake_kernel.hpp"
+#include "fake_tree.hpp"
+#include "scenarios.hpp"
+#include "service/authorization.hpp"
+#include "service/call_log.hpp"
+#include "service/dbus_objects.hpp"
+#include "service/event_loop.hpp"
+#include "service/service.hpp"
+#include "service/udev_monitor.hpp"
+
+namespace vfiod::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* kGpu = "0000:01:00.0";
+
+// A dbus-daemon of our own (session policy: anyone may own any name) on a socket in `dir`.
+class PrivateBus {
+public:
+    explicit PrivateBus(const std::string& dir) : socket_(dir + "/bus") {
+        std::string listen = "--address=unix:path=" + socket_;
+        pid_ = fork();
+        if (pid_ == 0) {
+            // Dies with the test, even when the test dies of an abort; and the test blocks the
+            // loop's signals, which the bus must not inherit.
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, nullptr);
+            execlp("dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
+                   listen.c_str(), static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        for (int i = 0; i < 500 && pid_ > 0 && !std::filesystem::exists(socket_); ++i)
+            std::this_thread::sleep_for(10ms);
+    }
+    ~PrivateBus() {
+        if (pid_ > 0) {
+            kill(pid_, SIGTERM);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    bool up() const { return pid_ > 0 && std::filesystem::exists(socket_); }
+    std::string address() const { return "unix:path=" + socket_; }
+
+private:
+    std::string socket_;
+    pid_t pid_ = -1;
+};
+
+// Stands in for the udev monitor: events the test queues, signalled through a pipe.
+class ScriptedEvents final : public PciEventSource {
+public:
+    ScriptedEvents() {
+        if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0)
+            fds_[0] = fds_[1] = -1;
+    }
+    ~ScriptedEvents() override {
+        close(fds_[0]);
+        close(fds_[1]);
+    }
+    int fd() const override { return fds_[0]; }
+    std::vector<PciEvent> receive() override {
+        char buf[64];
+        while (read(fds_[0], buf, sizeof buf) > 0) {
+        }
+        std::lock_guard lock(m_);
+        return std::exchange(queued_, {});
+    }
+    void send(const char* action, const char* bdf) {
+        {
+            std::lock_guard lock(m_);
+            queued_.push_back({action, *PciAddress::parse(bdf)});
+        }
+        (void)!write(fds_[1], "e", 1);
+    }
+
+private:
+    int fds_[2];
+    std::mutex m_;
+    std::vector<PciEvent> queued_;
+};
+
+bool eventually(const std::function<bool()>& f) {
+    for (auto end = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(20ms))
+        if (f())
+            return true;
+    return f();
+}
+
+class EventLoopTest : public ::testing::Test {
+protected:
+    std::string group_state(unsigned id) {
+        try {
+            auto proxy = sdbus::createProxy(*client_, "org.vfiod1", group_object_path(id));
+            return proxy->getProperty("State").onInterface("org.vfiod1.Group").get<std::string>();
+        } catch (const sdbus::Error& e) {
+            return "error: " + e.getMessage();
+        }
+    }
+    std::string group_reason(unsigned id) {
+        auto proxy = sdbus::createProxy(*client_, "org.vfiod1", group_object_path(id));
+        return proxy->getProperty("Reason").onInterface("org.vfiod1.Group").get<std::string>();
+    }
+    // A method call the loop must answer: proof that it is still serving.
+    bool answers_plan() {
+        try {
+            auto proxy = sdbus::createProxy(*client_, "org.vfiod1", "/org/vfiod1");
+            std::string plan;
+            proxy->callMethod("Plan").onInterface("org.vfiod1.Manager").storeResultsTo(plan);
+            return plan.find("\"groups\"") != std::string::npos;
+        } catch (const sdbus::Error&) {
+            return false;
+        }
+    }
+    std::string driver_of(const char* bdf) {
+        return kernel_.link_name(std::string("sys/bus/pci/devices/") + bdf + "/driver")
+            .value_or("");
+    }
+
+    FakeTree tree_;
+    bool built_ = (build_gpu_host(tree_), true);
+    FakeKernel kernel_{tree_};
+    PrivateBus bus_{tree_.root()};
+    std::unique_ptr<sdbus::IConnection> client_;
+};
+
+TEST_F(EventLoopTest, PublishingThatThrowsNeverEndsTheDaemon) {
+    ASSERT_TRUE(bus_.up()) << "dbus-daemon did not start";
+    block_signals();  // before any thread exists, as vfiod's main() does
+    auto conn = sdbus::createSessionBusConnectionWithAddress(bus_.address());
+    Service service(kernel_, {});
+    Authorizer auth(*conn);
+    CallLog call_log;
+    DbusObjects objects(*conn, service, auth, call_log);
+    std::atomic<int> throws_left{0};
+    std::atomic<int> thrown{0};
+    service.set_on_change([&](const Inventory& inv) {
+        if (throws_left.fetch_sub(1) > 0) {
+            ++thrown;
+            throw sdbus::Error("org.freedesktop.DBus.Error.NoMemory", "injected publish failure");
+        }
+        objects.publish(inv);
+    });
+    ASSERT_TRUE(service.start());
+    objects.publish(service.inventory());
+    conn->requestName("org.vfiod1");
+    ScriptedEvents events;
+    int rc = -1;
+    std::thread loop([&] { rc = run_event_loop(*conn, service, &events); });
+    client_ = sdbus::createSessionBusConnectionWithAddress(bus_.address());
+
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "bound"; })) << group_state(13);
+
+    // A udev burst: someone binds nvidia back; publishing the `pending` step throws.
+    throws_left = 1;
+    tree_.unbind(kGpu);
+    tree_.bind(kGpu, "nvidia");
+    events.send("unbind", kGpu);
+    events.send("bind", kGpu);
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "failed"; })) << group_state(13);
+    EXPECT_EQ(thrown, 1);
+    EXPECT_EQ(group_reason(13), "");
+    EXPECT_TRUE(answers_plan());
+    // The next event decides the group again: bound, as the kernel now says.
+    events.send("change", kGpu);
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "bound"; })) << group_state(13);
+    EXPECT_EQ(driver_of(kGpu), "vfio-pci");
+
+    // A SIGHUP reload that changes what is published; publishing it throws.
+    throws_left = 1;
+    tree_.write_file("etc/vfiod/vfiod.toml",
+                     "[[device]]\nselector = \"10de:2331\"\nresource_name = \"nvidia.com/H100\"\n"
+                     "[[device]]\nselector = \"144d:a808\"\n");
+    kill(getpid(), SIGHUP);
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "failed"; })) << group_state(13);
+    EXPECT_EQ(group_state(14), "failed");
+    EXPECT_EQ(group_state(15).rfind("error", 0), 0u) << "a group the reload dropped stays gone";
+    EXPECT_EQ(thrown, 2);
+    EXPECT_TRUE(answers_plan());
+    // The next reload publishes the truth again.
+    kill(getpid(), SIGHUP);
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "bound"; })) << group_state(13);
+    EXPECT_EQ(group_state(14), "refused");
+    EXPECT_EQ(group_reason(14), "in-use-storage");
+
+    kill(getpid(), SIGTERM);
+    loop.join();
+    EXPECT_EQ(rc, 0) << "SIGTERM is a clean stop";
+}
+
+}  // namespace
+}  // namespace vfiod::test
