@@ -91,7 +91,7 @@ int run_apply(const Args& args) {
         return kExitDenied;
     }
     // Two writers on one group would race each other's journal and verification.
-    if (args.root == "/" && daemon_running()) {
+    if (args.root == "/" && client::daemon_running()) {
         std::fprintf(stderr, "vfioctl: vfiod is running and manages these groups: use 'vfioctl "
                              "bind ADDR' (or 'systemctl stop vfiod' first); nothing was done\n");
         return kExitFailed;

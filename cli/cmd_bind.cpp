@@ -7,6 +7,17 @@
 
 namespace vfiod::cli {
 
+int exit_code(const client::ClientResult& r) {
+    switch (r.code) {
+    case client::ClientResult::Code::Ok: return kExitOk;
+    case client::ClientResult::Code::Unavailable: return kExitUnavailable;
+    case client::ClientResult::Code::Denied: return kExitDenied;
+    case client::ClientResult::Code::InvalidArgs: return kExitUsage;
+    case client::ClientResult::Code::Failed: return kExitFailed;
+    }
+    return kExitFailed;
+}
+
 namespace {
 
 int ask(const char* method, const char* done, const Args& args) {
@@ -16,10 +27,10 @@ int ask(const char* method, const char* done, const Args& args) {
         std::fprintf(stderr, "vfioctl: '%s': %s\n", args.operand.c_str(), err.c_str());
         return kExitUsage;
     }
-    ClientResult r = call_group_method(method, args.operand);
-    if (r.exit_code != kExitOk) {
+    client::ClientResult r = client::call_group_method(method, args.operand);
+    if (!r.ok()) {
         std::fprintf(stderr, "vfioctl: %s\n", r.message.c_str());
-        return r.exit_code;
+        return exit_code(r);
     }
     std::printf("%s: the IOMMU group of %s %s\n", args.operand.c_str(), args.operand.c_str(), done);
     return kExitOk;

@@ -11,6 +11,8 @@ namespace vfiod::cli {
 
 namespace {
 
+using client::DaemonView;
+
 int print(const DaemonView& view, bool json) {
     if (json) {
         JsonWriter w;
@@ -46,7 +48,7 @@ int offline(const Args& args) {
     DaemonView view;
     view.iommu = plan.iommu;
     for (const auto& g : plan.groups)
-        view.groups.push_back({g, to_string(planned_state(g.action))});  // what vfiod would publish
+        view.groups.push_back({g, to_string(planned_state(g.action)), {}, {}});  // what vfiod would publish
     return print(view, args.json);
 }
 
@@ -56,10 +58,10 @@ int run_status(const Args& args) {
     if (args.offline)
         return offline(args);
     DaemonView view;
-    ClientResult r = fetch_view(&view);
-    if (r.exit_code != kExitOk) {
+    client::ClientResult r = client::fetch_view(&view);
+    if (!r.ok()) {
         std::fprintf(stderr, "vfioctl: %s\n", r.message.c_str());
-        return r.exit_code;
+        return exit_code(r);
     }
     return print(view, args.json);
 }

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "dbus_client.hpp"
+
 namespace vfiod::cli {
 
 enum ExitCode : int {
@@ -14,6 +16,9 @@ enum ExitCode : int {
     kExitUnavailable = 3,  // the daemon is not reachable on the system bus
     kExitDenied = 4,       // not permitted (not root / AccessDenied)
 };
+
+// A D-Bus client outcome as vfioctl's exit code.
+int exit_code(const client::ClientResult& r);
 
 // The options every verb understands; each verb uses what applies to it.
 struct Args {

@@ -16,6 +16,8 @@ packages=(
   libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   # man pages (man/*.scd) and the vfioctl completion (bash-completion.pc, its test)
   scdoc bash-completion
+  # vfiod-device-plugin (meson option device_plugin): gRPC and protobuf, code generated at build
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
   # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here

@@ -3,6 +3,7 @@
 
 namespace vfiod {
 
-void setup_logging(bool verbose);
+// ident names the program in the journal.
+void setup_logging(bool verbose, const char* ident = "vfiod");
 
 }  // namespace vfiod

@@ -83,11 +83,24 @@ void build_gpu_host(FakeTree& t) {
     t.write_file("etc/vfiod/vfiod.toml", kGpuHostConfig);
 }
 
-std::vector<std::string> scenario_names() { return {"gpu-host"}; }
+// The demo host plus a free NIC on NUMA node 1 (group 17), for the device plugin's topology.
+void build_k8s_host(FakeTree& t) {
+    build_gpu_host(t);
+    t.add_function(fn("0000:00:1c.2", "8086", "a33e", "060400", "pcieport", 18));
+    Fn nic = fn("0000:05:00.0", "8086", "1533", "020000", "igb", 17, "0000:00:1c.2");
+    nic.numa_node = 1;
+    t.add_function(nic);
+}
+
+std::vector<std::string> scenario_names() { return {"gpu-host", "k8s-host"}; }
 
 bool build_scenario(const std::string& name, FakeTree& t) {
     if (name == "gpu-host") {
         build_gpu_host(t);
+        return true;
+    }
+    if (name == "k8s-host") {
+        build_k8s_host(t);
         return true;
     }
     return false;

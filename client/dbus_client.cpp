@@ -4,10 +4,9 @@
 
 #include <sdbus-c++/sdbus-c++.h>
 
-#include "commands.hpp"
 #include "io/proc_parsers.hpp"
 
-namespace vfiod::cli {
+namespace vfiod::client {
 
 namespace {
 
@@ -25,6 +24,8 @@ using Properties = std::map<std::string, sdbus::Variant>;
 using Interfaces = std::map<std::string, Properties>;
 using ManagedObjects = std::map<sdbus::ObjectPath, Interfaces>;
 
+using Code = ClientResult::Code;
+
 ClientResult from_error(const sdbus::Error& e, const std::string& what) {
     const std::string& name = e.getName();
     if (name == "org.freedesktop.DBus.Error.ServiceUnknown" ||
@@ -32,16 +33,33 @@ ClientResult from_error(const sdbus::Error& e, const std::string& what) {
         name == "org.freedesktop.DBus.Error.NoServer" ||
         name == "org.freedesktop.DBus.Error.FileNotFound" || name == "sdbus.Error" ||
         name.rfind("System.Error.", 0) == 0)
-        return {kExitUnavailable, kNotRunning + std::string(" [") + e.getMessage() + "]"};
+        return {Code::Unavailable, kNotRunning + std::string(" [") + e.getMessage() + "]"};
     if (name == "org.freedesktop.DBus.Error.AccessDenied" ||
         name == "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired")
-        return {kExitDenied, what + ": permission denied (" + e.getMessage() + ").\n" + kHowToGrant};
+        return {Code::Denied, what + ": permission denied (" + e.getMessage() + ").\n" + kHowToGrant};
     if (name == "org.freedesktop.DBus.Error.InvalidArgs")
-        return {kExitUsage, what + ": " + e.getMessage()};
+        return {Code::InvalidArgs, what + ": " + e.getMessage()};
     std::string kind = name.rfind("org.vfiod1.Error.", 0) == 0 ? name.substr(17) : name;
     if (kind == "NotAllowlisted")
-        return {kExitFailed, what + ": not in the allowlist: " + e.getMessage()};
-    return {kExitFailed, what + ": " + kind + ": " + e.getMessage()};
+        return {Code::Failed, what + ": not in the allowlist: " + e.getMessage()};
+    return {Code::Failed, what + ": " + kind + ": " + e.getMessage()};
+}
+
+// org.vfiod1's unique name, asked of the bus itself: GetNameOwner never activates a service.
+std::optional<std::string> owner_of_name(sdbus::IConnection& bus) {
+    auto dbus = sdbus::createProxy(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus");
+    std::string owner;
+    try {
+        dbus->callMethod("GetNameOwner")
+            .onInterface("org.freedesktop.DBus")
+            .withArguments(std::string(kName))
+            .storeResultsTo(owner);
+    } catch (const sdbus::Error& e) {
+        if (e.getName() == "org.freedesktop.DBus.Error.NameHasNoOwner")
+            return std::nullopt;
+        throw;
+    }
+    return owner;
 }
 
 template <typename T>
@@ -82,9 +100,14 @@ PlannedDevice device_from(const Properties& p, const std::string& state) {
 
 }  // namespace
 
-ClientResult fetch_view(DaemonView* view) {
+ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view) {
     try {
-        auto proxy = sdbus::createProxy(sdbus::createSystemBusConnection(), kName, "/org/vfiod1");
+        std::optional<std::string> owner = owner_of_name(bus);
+        if (!owner)
+            return {Code::Unavailable, kNotRunning};
+        // Addressed to the unique name: if vfiod leaves meanwhile the call fails instead of
+        // starting it again.
+        auto proxy = sdbus::createProxy(bus, *owner, "/org/vfiod1");
         ManagedObjects objects;
         proxy->callMethod("GetManagedObjects")
             .onInterface("org.freedesktop.DBus.ObjectManager")
@@ -113,6 +136,7 @@ ClientResult fetch_view(DaemonView* view) {
             DaemonGroup dg;
             dg.state = get<std::string>(g, "State");
             dg.plan.group = get<uint32_t>(g, "Id");
+            dg.vfio_path = get<std::string>(g, "VfioPath");
             std::string reason = get<std::string>(g, "Reason");
             dg.plan.reason = parse_reason(reason).value_or(Reason::None);
             if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
@@ -122,14 +146,25 @@ ClientResult fetch_view(DaemonView* view) {
                     dg.plan.blockers.push_back(*a);
             for (const auto& dp : get<std::vector<sdbus::ObjectPath>>(g, "Devices")) {
                 auto d = devices.find(dp);
-                if (d != devices.end())
-                    dg.plan.devices.push_back(device_from(d->second, dg.state));
+                if (d == devices.end())
+                    continue;
+                dg.plan.devices.push_back(device_from(d->second, dg.state));
+                dg.numa_nodes[dg.plan.devices.back().address] = get<int32_t>(d->second, "NumaNode", -1);
             }
             groups[*dg.plan.group] = std::move(dg);
         }
         for (auto& [id, g] : groups)
             view->groups.push_back(std::move(g));
         return {};
+    } catch (const sdbus::Error& e) {
+        return from_error(e, "status");
+    }
+}
+
+ClientResult fetch_view(DaemonView* view) {
+    try {
+        auto bus = sdbus::createSystemBusConnection();
+        return fetch_view(*bus, view);
     } catch (const sdbus::Error& e) {
         return from_error(e, "status");
     }
@@ -153,16 +188,37 @@ ClientResult call_group_method(const std::string& method, const std::string& add
 bool daemon_running() {
     try {
         auto bus = sdbus::createSystemBusConnection();
-        auto proxy = sdbus::createProxy(*bus, "org.freedesktop.DBus", "/org/freedesktop/DBus");
-        bool has = false;
-        proxy->callMethod("NameHasOwner")
-            .onInterface("org.freedesktop.DBus")
-            .withArguments(std::string(kName))
-            .storeResultsTo(has);
-        return has;
+        return owner_of_name(*bus).has_value();
     } catch (const sdbus::Error&) {
         return false;
     }
 }
 
-}  // namespace vfiod::cli
+struct Watch {
+    std::vector<sdbus::Slot> slots;
+};
+
+std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<void()> changed,
+                                       std::function<void(bool owner)> owner_changed) {
+    auto w = std::make_shared<Watch>();
+    auto on_change = [changed](sdbus::Message&) { changed(); };
+    // sender= a well-known name: the bus matches it against the name's owner when it delivers.
+    const std::string from = std::string("type='signal',sender='") + kName + "',";
+    w->slots.push_back(bus.addMatch(from + "interface='org.freedesktop.DBus.Properties',"
+                                           "member='PropertiesChanged',path_namespace='/org/vfiod1'",
+                                    on_change));
+    w->slots.push_back(bus.addMatch(from + "interface='org.freedesktop.DBus.ObjectManager',"
+                                           "path='/org/vfiod1'",
+                                    on_change));
+    w->slots.push_back(bus.addMatch(
+        "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+        "member='NameOwnerChanged',arg0='" + std::string(kName) + "'",
+        [owner_changed](sdbus::Message& m) {
+            std::string name, old_owner, new_owner;
+            m >> name >> old_owner >> new_owner;
+            owner_changed(!new_owner.empty());
+        }));
+    return w;
+}
+
+}  // namespace vfiod::client

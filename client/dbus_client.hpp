@@ -1,0 +1,64 @@
+// The one client of vfiod's D-Bus API (DESIGN §6), linked by vfioctl and vfiod-device-plugin:
+// the inventory as plan-shaped values, Bind/Release calls with their errors classified, and the
+// signals a long-running consumer follows. Reads never D-Bus-activate vfiod (DESIGN §9).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/plan.hpp"
+
+namespace sdbus {
+class IConnection;
+}
+
+namespace vfiod::client {
+
+struct DaemonGroup {
+    GroupPlan plan;     // group, reason, blockers and devices as the daemon publishes them
+    std::string state;  // the D-Bus State: bound, pending, refused, failed, released
+    std::string vfio_path;                 // VfioPath: "/dev/vfio/N"
+    std::map<PciAddress, int> numa_nodes;  // NumaNode of each function (-1: unknown)
+};
+
+struct DaemonView {
+    std::string version;
+    std::string mode;
+    bool iommu = false;
+    std::vector<DaemonGroup> groups;  // by group number
+};
+
+struct ClientResult {
+    enum class Code { Ok, Unavailable, Denied, InvalidArgs, Failed };
+    Code code = Code::Ok;
+    std::string message;  // why it failed, ready for the operator
+
+    bool ok() const { return code == Code::Ok; }
+};
+
+// Reads the daemon's whole object tree (GetManagedObjects + the Manager's properties), addressed
+// to org.vfiod1's current unique name so that a stopped vfiod is never activated: without an
+// owner the result is Unavailable.
+ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view);
+// The same on a fresh system bus connection (DBUS_SYSTEM_BUS_ADDRESS selects another bus).
+ClientResult fetch_view(DaemonView* view);
+
+// Whether org.vfiod1 has an owner on the system bus (false when the bus cannot be reached).
+bool daemon_running();
+
+// Calls org.vfiod1.Manager.<method>(address): "Bind" or "Release".
+ClientResult call_group_method(const std::string& method, const std::string& address);
+
+// Subscribes to what changes the inventory: PropertiesChanged and InterfacesAdded/Removed from
+// org.vfiod1, and NameOwnerChanged for org.vfiod1 (`owner` is true when it has one again). The
+// callbacks run from the connection's message processing; the subscription lasts as long as the
+// returned handle.
+struct Watch;
+std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<void()> changed,
+                                       std::function<void(bool owner)> owner_changed);
+
+}  // namespace vfiod::client

@@ -1,0 +1,424 @@
+// vfiod-device-plugin: the kubelet device plugin fed by vfiod's D-Bus inventory (DESIGN §9).
+// One thread runs the loop below (D-Bus, inotify on the kubelet directory and /dev/vfio, signals);
+// gRPC serves the kubelet from its own threads out of the shared snapshot.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <sdbus-c++/sdbus-c++.h>
+#include <spdlog/spdlog.h>
+
+#include "dbus_client.hpp"
+#include "io/sysfs.hpp"
+#include "model.hpp"
+#include "server.hpp"
+#include "service/logging.hpp"
+
+namespace {
+
+using namespace vfiod;
+using namespace vfiod::plugin;
+
+constexpr const char* kUsage =
+    "Usage: vfiod-device-plugin [--kubelet-dir DIR] [--pod-resources PATH] [--root DIR] "
+    "[--verbose]\n"
+    "\n"
+    "Serves vfiod's pass-through devices to the kubelet (device plugin API v1beta1): one\n"
+    "resource per ResourceName that vfiod publishes on the system bus (org.vfiod1), device ID =\n"
+    "PCI address, Healthy while the IOMMU group is bound and /dev/vfio/<N> exists. It never\n"
+    "starts vfiod; while vfiod is away it keeps the last inventory and follows /dev/vfio.\n"
+    "\n"
+    "  --kubelet-dir DIR     the kubelet's device plugin directory, with kubelet.sock\n"
+    "                        (default /var/lib/kubelet/device-plugins)\n"
+    "  --pod-resources PATH  the kubelet's PodResources socket, asked before an Allocate that\n"
+    "                        could split an IOMMU group\n"
+    "                        (default /var/lib/kubelet/pod-resources/kubelet.sock)\n"
+    "  --root DIR            look for dev/vfio and sys under DIR (tests); answers still name\n"
+    "                        host paths such as /dev/vfio/13\n"
+    "  --verbose             debug logging\n"
+    "  --help, --version\n"
+    "\n"
+    "DBUS_SYSTEM_BUS_ADDRESS selects another system bus. SIGTERM sends every open ListAndWatch\n"
+    "stream an empty list, then exits 0.\n"
+    "Exit status: 0 stopped by a signal; 1 runtime failure (no system bus, another instance on\n"
+    "the same kubelet directory); 2 bad arguments.\n";
+
+struct Options {
+    std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+    std::string pod_resources = "/var/lib/kubelet/pod-resources/kubelet.sock";
+    std::string root = "/";
+    bool verbose = false;
+};
+
+// 0 to run, otherwise the exit code + 1.
+int parse(int argc, char** argv, Options* o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            return 1;
+        }
+        if (a == "--version") {
+            std::puts("vfiod-device-plugin " VFIOD_VERSION);
+            return 1;
+        }
+        if (a == "--verbose") {
+            o->verbose = true;
+            continue;
+        }
+        std::string* target = a == "--kubelet-dir"     ? &o->kubelet_dir
+                              : a == "--pod-resources" ? &o->pod_resources
+                              : a == "--root"          ? &o->root
+                                                       : nullptr;
+        if (!target) {
+            std::fprintf(stderr, "vfiod-device-plugin: unknown argument '%s'\n%s", a.c_str(),
+                         kUsage);
+            return 3;
+        }
+        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+            std::fprintf(stderr, "vfiod-device-plugin: %s needs a value\n", a.c_str());
+            return 3;
+        }
+        *target = argv[++i];
+    }
+    return 0;
+}
+
+class Fd {
+public:
+    explicit Fd(int fd = -1) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0)
+            close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return fd_; }
+    void reset(int fd) {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = fd;
+    }
+
+private:
+    int fd_;
+};
+
+bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+class Plugin {
+public:
+    Plugin(const Options& o, sdbus::IConnection& bus)
+        : opts_(o), bus_(bus), host_(o.root), endpoints_{o.kubelet_dir, o.pod_resources} {}
+
+    int run();
+
+private:
+    void resync();
+    void rebuild();
+    void reconcile(const Snapshot& before, const Snapshot& after);
+    void check_sockets(bool kubelet_restarted);
+    void register_all_pending();
+    void watch_vfio_dir();
+    void handle_inotify();
+
+    const Options& opts_;
+    sdbus::IConnection& bus_;
+    Sysfs host_;
+    Endpoints endpoints_;
+    SnapshotStore store_;
+    client::DaemonView view_;
+    bool have_view_ = false;
+    std::map<std::string, std::unique_ptr<ResourceServer>> servers_;
+    std::set<std::string> unregistered_;
+    bool said_waiting_ = false;
+
+    Fd inotify_;
+    int wd_kubelet_ = -1, wd_vfio_ = -1, wd_dev_ = -1;
+    bool dirty_ = true, health_dirty_ = false;
+};
+
+void Plugin::watch_vfio_dir() {
+    if (wd_vfio_ >= 0)
+        return;
+    wd_vfio_ = inotify_add_watch(inotify_.get(), host_.path("dev/vfio").c_str(),
+                                 IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                     IN_DELETE_SELF);
+    if (wd_vfio_ < 0 && wd_dev_ < 0)
+        wd_dev_ = inotify_add_watch(inotify_.get(), host_.path("dev").c_str(),
+                                    IN_CREATE | IN_MOVED_TO);
+}
+
+void Plugin::resync() {
+    client::DaemonView view;
+    client::ClientResult r = client::fetch_view(bus_, &view);
+    if (r.ok()) {
+        view_ = std::move(view);
+        have_view_ = true;
+    } else if (r.code == client::ClientResult::Code::Unavailable) {
+        spdlog::debug("inventory not refreshed: {}", r.message);
+    } else {
+        spdlog::warn("cannot read vfiod's inventory: {}", r.message);
+    }
+    rebuild();
+}
+
+void Plugin::rebuild() {
+    watch_vfio_dir();
+    auto before = store_.get();
+    auto after = std::make_shared<Snapshot>(make_snapshot(view_, [this](unsigned g) {
+        return host_.exists("dev/vfio/" + std::to_string(g));
+    }));
+    store_.set(after);
+    reconcile(*before, *after);
+}
+
+void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
+    for (auto it = servers_.begin(); it != servers_.end();) {
+        if (after.resources.count(it->first)) {
+            ++it;
+            continue;
+        }
+        spdlog::info("{}: no longer published by vfiod; endpoint stopped", it->first);
+        it->second->stop();
+        unregistered_.erase(it->first);
+        it = servers_.erase(it);
+    }
+    for (const auto& [name, devices] : after.resources) {
+        // One line per health change, none for an unchanged list.
+        for (const auto& d : devices) {
+            const PluginDevice* old = before.find(name, d.address.str());
+            if (!old || old->healthy != d.healthy)
+                spdlog::info("{}: {} (IOMMU group {}) {}", name, d.address.str(), d.group,
+                             d.healthy ? "Healthy" : "Unhealthy");
+        }
+        if (servers_.count(name))
+            continue;
+        auto server = std::make_unique<ResourceServer>(name, endpoints_, store_, host_);
+        std::string err;
+        if (!server->serve(&err)) {
+            spdlog::error("{}: {}", name, err);
+            continue;
+        }
+        spdlog::info("{}: serving on {}", name, server->socket_path());
+        servers_[name] = std::move(server);
+        unregistered_.insert(name);
+    }
+    for (auto& [name, s] : servers_)
+        s->publish();
+    register_all_pending();
+}
+
+void Plugin::register_all_pending() {
+    if (unregistered_.empty())
+        return;
+    if (!file_exists(opts_.kubelet_dir + "/kubelet.sock")) {
+        if (!said_waiting_)
+            spdlog::info("waiting for the kubelet: no {}/kubelet.sock yet", opts_.kubelet_dir);
+        said_waiting_ = true;
+        return;
+    }
+    said_waiting_ = false;
+    for (auto it = unregistered_.begin(); it != unregistered_.end();) {
+        auto s = servers_.find(*it);
+        std::string err;
+        if (s == servers_.end()) {
+            it = unregistered_.erase(it);
+        } else if (s->second->register_with_kubelet(&err)) {
+            spdlog::info("{}: registered with the kubelet", *it);
+            it = unregistered_.erase(it);
+        } else {
+            // Tried again when the kubelet (re)creates its socket.
+            spdlog::error("{}", err);
+            ++it;
+        }
+    }
+}
+
+// The kubelet removes every plugin socket when it starts, then creates kubelet.sock: serve again
+// where our socket is gone, and register everything again on a new kubelet.sock.
+void Plugin::check_sockets(bool kubelet_restarted) {
+    for (auto& [name, s] : servers_) {
+        if (file_exists(s->socket_path()) && !kubelet_restarted)
+            continue;
+        if (!file_exists(s->socket_path())) {
+            std::string err;
+            spdlog::info("{}: socket removed; serving again", name);
+            if (!s->serve(&err)) {
+                spdlog::error("{}: {}", name, err);
+                continue;
+            }
+        }
+        unregistered_.insert(name);
+    }
+    if (kubelet_restarted)
+        spdlog::info("kubelet.sock (re)created: registering again");
+    register_all_pending();
+}
+
+void Plugin::handle_inotify() {
+    alignas(inotify_event) char buf[4096];
+    bool kubelet_event = false, kubelet_restarted = false;
+    for (;;) {
+        ssize_t n = read(inotify_.get(), buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (char* p = buf; p < buf + n;) {
+            auto* ev = reinterpret_cast<inotify_event*>(p);
+            std::string name = ev->len ? ev->name : "";
+            if (ev->wd == wd_kubelet_) {
+                kubelet_event = true;
+                if (name == "kubelet.sock" && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+                    kubelet_restarted = true;
+            } else if (ev->wd == wd_vfio_) {
+                health_dirty_ = true;
+                if (ev->mask & (IN_DELETE_SELF | IN_IGNORED))
+                    wd_vfio_ = -1;
+            } else if (ev->wd == wd_dev_ && name == "vfio") {
+                health_dirty_ = true;
+            }
+            p += sizeof(inotify_event) + ev->len;
+        }
+    }
+    if (kubelet_event)
+        check_sockets(kubelet_restarted);
+}
+
+int Plugin::run() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    Fd sig(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    inotify_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (sig.get() < 0 || inotify_.get() < 0) {
+        spdlog::critical("cannot create signalfd/inotify: {}", std::strerror(errno));
+        return 1;
+    }
+    wd_kubelet_ = inotify_add_watch(inotify_.get(), opts_.kubelet_dir.c_str(),
+                                    IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM);
+    if (wd_kubelet_ < 0) {
+        spdlog::critical("cannot watch {}: {}", opts_.kubelet_dir, std::strerror(errno));
+        return 1;
+    }
+    auto watch = client::watch_inventory(
+        bus_, [this] { dirty_ = true; },
+        [this](bool owner) {
+            if (owner) {
+                spdlog::info("vfiod is on the bus: re-reading its inventory");
+                dirty_ = true;
+            } else {
+                spdlog::warn("vfiod left the bus: keeping the last inventory, following "
+                             "/dev/vfio for health");
+            }
+        });
+    if (!client::daemon_running())
+        spdlog::info("vfiod is not running; waiting for org.vfiod1 on the system bus");
+
+    for (;;) {
+        sdbus::IConnection::PollData bus_poll;
+        try {
+            while (bus_.processPendingRequest()) {
+            }
+            if (dirty_) {
+                dirty_ = health_dirty_ = false;
+                resync();
+                continue;  // the calls above may have queued signals
+            }
+            if (health_dirty_) {
+                health_dirty_ = false;
+                rebuild();
+            }
+            bus_poll = bus_.getEventLoopPollData();
+        } catch (const sdbus::Error& e) {
+            spdlog::critical("system bus connection lost: {}", e.getMessage());
+            return 1;
+        }
+        pollfd fds[3] = {
+            {bus_poll.fd, bus_poll.events, 0},
+            {sig.get(), POLLIN, 0},
+            {inotify_.get(), POLLIN, 0},
+        };
+        if (poll(fds, 3, bus_poll.getPollTimeout()) < 0) {
+            if (errno == EINTR)
+                continue;
+            spdlog::critical("poll: {}", std::strerror(errno));
+            return 1;
+        }
+        if (fds[1].revents & POLLIN) {
+            signalfd_siginfo si;
+            if (read(sig.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+                spdlog::info("signal {}: sending empty lists and stopping", si.ssi_signo);
+                for (auto& [name, s] : servers_)
+                    s->stop();
+                return 0;
+            }
+        }
+        if (fds[2].revents & POLLIN)
+            handle_inotify();
+    }
+}
+
+// One plugin per kubelet directory: a second one would take over the first one's sockets.
+// The lock is on the directory itself, which the kubelet never removes.
+bool lock_instance(const std::string& dir, Fd* lock) {
+    mkdir(dir.c_str(), 0750);  // the kubelet may not have run yet; it creates it the same way
+    lock->reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (lock->get() < 0) {
+        spdlog::critical("cannot open the kubelet directory {}: {}", dir, std::strerror(errno));
+        return false;
+    }
+    if (flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+        spdlog::critical("another vfiod-device-plugin already serves {} ({}); exiting", dir,
+                         errno == EWOULDBLOCK ? "its lock is held" : std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opts;
+    if (int r = parse(argc, argv, &opts))
+        return r - 1;
+    vfiod::setup_logging(opts.verbose, "vfiod-device-plugin");
+    // Before gRPC starts its threads, so they inherit the mask and signalfd sees the signals.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    Fd lock;
+    if (!lock_instance(opts.kubelet_dir, &lock))
+        return 1;
+    std::unique_ptr<sdbus::IConnection> bus;
+    try {
+        bus = sdbus::createSystemBusConnection();
+    } catch (const sdbus::Error& e) {
+        spdlog::critical("cannot connect to the system bus: {}", e.getMessage());
+        return 1;
+    }
+    spdlog::info("vfiod-device-plugin {} starting: kubelet directory {}, root {}", VFIOD_VERSION,
+                 opts.kubelet_dir, opts.root);
+    Plugin plugin(opts, *bus);
+    return plugin.run();
+}

@@ -1,0 +1,86 @@
+// What vfiod-device-plugin tells the kubelet, as pure functions of vfiod's inventory (DESIGN §9):
+// resources and their devices with health and NUMA node, socket and environment names, the
+// Allocate answer and the preferred allocation. No gRPC and no D-Bus here, so the rules are unit
+// tested on their own.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "dbus_client.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod::plugin {
+
+struct PluginDevice {
+    PciAddress address;  // the device ID the kubelet sees
+    unsigned group = 0;
+    int numa_node = -1;
+    bool healthy = false;
+    bool operator==(const PluginDevice&) const = default;
+};
+
+struct Snapshot {
+    // Resource name → its functions, by address.
+    std::map<std::string, std::vector<PluginDevice>> resources;
+    // Every non-bridge function of each published group (companions included): Allocate hands
+    // out whole groups and checks all of their functions.
+    std::map<unsigned, std::vector<PciAddress>> group_functions;
+
+    const PluginDevice* find(const std::string& resource, const std::string& id) const;
+};
+
+// Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists).
+Snapshot make_snapshot(const client::DaemonView& view,
+                       const std::function<bool(unsigned group)>& vfio_exists);
+
+// "nvidia.com/GH100" → "vfiod-nvidia_com_GH100.sock".
+std::string socket_name(const std::string& resource);
+// "nvidia.com/GH100" → "PCI_RESOURCE_NVIDIA_COM_GH100", as KubeVirt's virt-launcher reads it.
+std::string env_name(const std::string& resource);
+
+struct DeviceNode {
+    std::string path;  // host path = container path
+    bool operator==(const DeviceNode&) const = default;
+};
+
+struct ContainerAllocation {
+    std::vector<DeviceNode> devices;  // permissions "mrw" each
+    std::map<std::string, std::string> envs;
+};
+
+struct AllocateError {
+    enum class Code { InvalidArgument, FailedPrecondition, Unavailable };
+    Code code = Code::InvalidArgument;
+    std::string message;
+};
+
+// Who holds what, from the kubelet's PodResources List: device ID → "namespace/pod/container".
+using Holders = std::map<std::string, std::string>;
+
+// The functions of the requested IDs' groups that the request leaves out: if any of them is
+// held by a container, the request would split a group. Empty: no need to ask the kubelet.
+std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
+                                            const std::vector<std::vector<std::string>>& requests);
+
+// One answer per container request, or the first error (naming the ID and, for a split group,
+// the holder). `holders` may be empty when group_mates_outside() was empty. `host` says which
+// iommufd nodes exist (dev/iommu, sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>); the answer names
+// host paths ("/dev/vfio/13") whatever the root.
+bool allocate(const Snapshot& snap, const std::string& resource,
+              const std::vector<std::vector<std::string>>& requests, const Holders& holders,
+              const Sysfs& host, std::vector<ContainerAllocation>* out, AllocateError* err);
+
+// A preferred set of `size` IDs from `available` that contains `must_include`: whole groups
+// first (the groups of must_include, then groups that fit whole), on as few NUMA nodes as
+// possible, then single functions if nothing whole fits. Deterministic for equal inputs.
+std::vector<std::string> preferred_allocation(const Snapshot& snap, const std::string& resource,
+                                              const std::vector<std::string>& available,
+                                              const std::vector<std::string>& must_include,
+                                              int size);
+
+}  // namespace vfiod::plugin

@@ -1,0 +1,72 @@
+// One kubelet device plugin endpoint per resource (DESIGN §9): a gRPC server on
+// DIR/vfiod-<name>.sock serving v1beta1.DevicePlugin from the latest Snapshot, registration with
+// the kubelet, and the PodResources query that keeps IOMMU groups whole.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "io/sysfs.hpp"
+#include "model.hpp"
+
+namespace grpc {
+class Server;
+}
+
+namespace vfiod::plugin {
+
+// The snapshot every endpoint answers from; replaced whole on each inventory change.
+class SnapshotStore {
+public:
+    std::shared_ptr<const Snapshot> get() const;
+    void set(std::shared_ptr<const Snapshot> s);
+
+private:
+    mutable std::mutex mu_;
+    std::shared_ptr<const Snapshot> snap_ = std::make_shared<Snapshot>();
+};
+
+struct Endpoints {
+    std::string kubelet_dir;    // --kubelet-dir: kubelet.sock and our sockets
+    std::string pod_resources;  // --pod-resources socket
+};
+
+class PluginService;
+
+class ResourceServer {
+public:
+    ResourceServer(std::string resource, const Endpoints& endpoints, const SnapshotStore& store,
+                   const Sysfs& host);
+    ~ResourceServer();
+    ResourceServer(const ResourceServer&) = delete;
+    ResourceServer& operator=(const ResourceServer&) = delete;
+
+    const std::string& resource() const { return resource_; }
+    const std::string& socket_path() const { return socket_path_; }
+
+    // Listens on the socket (replacing a stale file of ours). False with *err when it cannot.
+    bool serve(std::string* err);
+    bool serving() const { return server_ != nullptr; }
+    // Register with the kubelet; false with *err (the kubelet's refusal or why it is unreachable).
+    bool register_with_kubelet(std::string* err);
+    // Sends the resource's current list to every open ListAndWatch stream if it changed.
+    void publish();
+    // Last list empty, streams closed, server down, socket removed.
+    void stop();
+
+private:
+    std::string resource_;
+    Endpoints endpoints_;
+    std::string socket_path_;
+    const SnapshotStore& store_;
+    const Sysfs& host_;
+    std::unique_ptr<PluginService> service_;
+    std::unique_ptr<grpc::Server> server_;
+};
+
+// Kubelet messages bigger than this are refused (RESOURCE_EXHAUSTED) rather than parsed.
+constexpr int kMaxMessageBytes = 1 << 20;
+
+}  // namespace vfiod::plugin

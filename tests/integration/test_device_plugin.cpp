@@ -1,0 +1,524 @@
+// vfiod-device-plugin end to end (DESIGN §9): a private dbus-daemon, vfiod on a synthetic host
+// (enforce mode on the fake kernel, or the real vfiod in observe mode), the real plugin binary,
+// and a fake kubelet speaking the device plugin protocol over real unix sockets.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "dbus_client.hpp"
+#include "fake_kubelet.hpp"
+
+extern char** environ;
+
+namespace vfiod::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const char* const kGpu = "nvidia.com/GH100";
+const char* const kNic = "intel.com/I210";
+const char* const kNvme = "samsung.com/PM9A1";
+
+const char kConfig[] = R"([daemon]
+mode = "enforce"
+[[device]]
+selector = "10de:*"
+resource_name = "nvidia.com/GH100"
+[[device]]
+selector = "8086:1533"
+resource_name = "intel.com/I210"
+[[device]]
+selector = "144d:a808"
+resource_name = "samsung.com/PM9A1"
+[[protect]]
+address = "0000:00:02.0"
+)";
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+void spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+class Proc {
+public:
+    Proc() = default;
+    Proc(std::vector<std::string> argv, const std::string& log) {
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        std::vector<char*> args;
+        for (auto& a : argv)
+            args.push_back(a.data());
+        args.push_back(nullptr);
+        if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0)
+            pid_ = -1;
+        posix_spawn_file_actions_destroy(&fa);
+    }
+    Proc(Proc&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+    Proc& operator=(Proc&& o) noexcept {
+        stop();
+        pid_ = o.pid_;
+        o.pid_ = -1;
+        return *this;
+    }
+    ~Proc() { stop(); }
+    // SIGTERM and the exit status (-1 when it was not running).
+    int stop(int sig = SIGTERM) {
+        if (pid_ <= 0)
+            return -1;
+        kill(pid_, sig);
+        int st = 0;
+        waitpid(pid_, &st, 0);
+        pid_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    // Waits for the process to exit by itself; -1 on timeout.
+    int wait_exit(std::chrono::milliseconds timeout) {
+        auto end = Clock::now() + timeout;
+        while (Clock::now() < end) {
+            int st = 0;
+            if (waitpid(pid_, &st, WNOHANG) == pid_) {
+                pid_ = -1;
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return -1;
+    }
+    int signal(int sig) const { return kill(pid_, sig); }
+
+private:
+    pid_t pid_ = -1;
+};
+
+bool eventually(const std::function<bool()>& f, std::chrono::milliseconds timeout) {
+    auto end = Clock::now() + timeout;
+    while (Clock::now() < end) {
+        if (f())
+            return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return f();
+}
+
+class DevicePluginTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/vfiod-dp.XXXXXX";
+        work = mkdtemp(tmpl);
+        fs::permissions(work, fs::perms(0755));
+        kubelet_dir = work + "/device-plugins";
+        fs::create_directories(kubelet_dir);
+        spit(work + "/activated.sh", "#!/bin/sh\ntouch " + work + "/activated\n");
+        fs::permissions(work + "/activated.sh", fs::perms(0755));
+        fs::create_directories(work + "/services");
+        // If anything asked the bus to start org.vfiod1, this marker appears.
+        spit(work + "/services/org.vfiod1.service",
+             "[D-BUS Service]\nName=org.vfiod1\nExec=" + work + "/activated.sh\n");
+        spit(work + "/bus.conf", R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=)" + work + R"(/bus</listen>
+  <auth>EXTERNAL</auth>
+  <servicedir>)" + work + R"(/services</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+  </policy>
+</busconfig>
+)");
+        bus = Proc({"/usr/bin/dbus-daemon", "--config-file=" + work + "/bus.conf", "--nofork",
+                    "--nopidfile"},
+                   work + "/bus.log");
+        ASSERT_TRUE(eventually([&] { return fs::exists(work + "/bus"); }, 5s));
+        setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + work + "/bus").c_str(), 1);
+        config = work + "/vfiod.toml";
+        spit(config, kConfig);
+        kubelet = std::make_unique<FakeKubelet>(kubelet_dir, work + "/pod-resources.sock");
+    }
+
+    void TearDown() override {
+        plugin.stop();
+        kubelet.reset();
+        vfiod.stop();
+        bus.stop();
+        if (HasFailure()) {
+            std::cerr << "--- plugin log ---\n" << slurp(work + "/plugin.log");
+            std::cerr << "--- vfiod log ---\n" << slurp(work + "/vfiod.log");
+        } else {
+            fs::remove_all(work);
+        }
+    }
+
+    // vfiod in enforce mode on the fake kernel; sets root.
+    void start_fake_vfiod() {
+        vfiod = Proc({VFIOD_FAKE_KERNEL, "k8s-host", config}, work + "/vfiod.log");
+        ASSERT_TRUE(eventually([&] { return slurp(work + "/vfiod.log").find("root=") !=
+                                            std::string::npos; }, 10s));
+        std::string log = slurp(work + "/vfiod.log");
+        auto at = log.find("root=") + 5;
+        root = log.substr(at, log.find('\n', at) - at);
+    }
+
+    void start_plugin() {
+        plugin = Proc({VFIOD_DEVICE_PLUGIN, "--kubelet-dir", kubelet_dir, "--pod-resources",
+                       work + "/pod-resources.sock", "--root", root, "--verbose"},
+                      work + "/plugin.log");
+    }
+
+    // Waits until every named resource has a stream with at least one list.
+    bool listed(std::vector<std::string> resources, std::chrono::milliseconds t = 10s) {
+        return kubelet->wait([&](const std::vector<FakeKubelet::Stream>& ss) {
+            for (const auto& r : resources) {
+                bool any = false;
+                for (const auto& s : ss)
+                    any = any || (s.resource == r && !s.lists.empty());
+                if (!any)
+                    return false;
+            }
+            return true;
+        }, t);
+    }
+
+    std::string health(const std::string& resource, const std::string& id) {
+        auto l = kubelet->latest(resource);
+        auto it = l.health.find(id);
+        return it == l.health.end() ? "absent" : it->second;
+    }
+
+    std::string work, kubelet_dir, config, root;
+    Proc bus, vfiod, plugin;
+    std::unique_ptr<FakeKubelet> kubelet;
+};
+
+TEST_F(DevicePluginTest, RegistersEachResourceAndListsHealthAndNuma) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
+    auto regs = kubelet->registrations();
+    ASSERT_EQ(regs.size(), 3u);
+    std::map<std::string, std::string> endpoints;
+    for (const auto& r : regs) {
+        EXPECT_EQ(r.request.version(), "v1beta1");
+        EXPECT_TRUE(r.request.options().get_preferred_allocation_available());
+        EXPECT_FALSE(r.request.options().pre_start_required());
+        endpoints[r.request.resource_name()] = r.request.endpoint();
+    }
+    EXPECT_EQ(endpoints[kGpu], "vfiod-nvidia_com_GH100.sock");
+    EXPECT_EQ(endpoints[kNic], "vfiod-intel_com_I210.sock");
+    EXPECT_EQ(endpoints[kNvme], "vfiod-samsung_com_PM9A1.sock");
+    for (const auto& s : kubelet->streams()) {
+        EXPECT_TRUE(s.options_ok);
+        EXPECT_TRUE(s.preferred_available);
+    }
+    // Two functions of group 13 under one name: both listed, both usable.
+    auto gpu = kubelet->latest(kGpu);
+    EXPECT_EQ(gpu.health, (std::map<std::string, std::string>{
+                              {"0000:01:00.0", "Healthy"}, {"0000:01:00.1", "Healthy"}}));
+    auto nic = kubelet->latest(kNic);
+    // 04:00.0 is enslaved to bond0: refused, so listed but Unhealthy.
+    EXPECT_EQ(nic.health, (std::map<std::string, std::string>{{"0000:03:00.0", "Healthy"},
+                                                              {"0000:04:00.0", "Unhealthy"},
+                                                              {"0000:05:00.0", "Healthy"}}));
+    EXPECT_EQ(nic.numa["0000:03:00.0"], std::vector<int64_t>{0});
+    EXPECT_EQ(nic.numa["0000:05:00.0"], std::vector<int64_t>{1});
+    EXPECT_EQ(health(kNvme, "0000:02:00.0"), "Unhealthy");
+    EXPECT_FALSE(fs::exists(work + "/activated"));
+}
+
+TEST_F(DevicePluginTest, AllocateAnswersExactPathsAndEnv) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    // An iommufd kernel: the function has a vfio-dev cdev and /dev/iommu exists.
+    fs::create_directories(root + "/sys/bus/pci/devices/0000:05:00.0/vfio-dev/vfio3");
+    spit(root + "/dev/iommu", "");
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic}));
+
+    v1beta1::AllocateResponse r;
+    ASSERT_TRUE(kubelet->allocate(kGpu, {{"0000:01:00.1", "0000:01:00.0"}}, &r).ok());
+    ASSERT_EQ(r.container_responses_size(), 1);
+    const auto& c = r.container_responses(0);
+    std::vector<std::string> got;
+    for (const auto& d : c.devices())
+        got.push_back(d.container_path() + "|" + d.host_path() + "|" + d.permissions());
+    EXPECT_EQ(got, (std::vector<std::string>{"/dev/vfio/vfio|/dev/vfio/vfio|mrw",
+                                             "/dev/vfio/13|/dev/vfio/13|mrw"}));
+    ASSERT_EQ(c.envs_size(), 1);
+    EXPECT_EQ(c.envs().at("PCI_RESOURCE_NVIDIA_COM_GH100"), "0000:01:00.1,0000:01:00.0");
+
+    v1beta1::AllocateResponse n;
+    ASSERT_TRUE(kubelet->allocate(kNic, {{"0000:05:00.0"}, {"0000:03:00.0"}}, &n).ok());
+    ASSERT_EQ(n.container_responses_size(), 2);
+    got.clear();
+    for (const auto& d : n.container_responses(0).devices())
+        got.push_back(d.host_path());
+    EXPECT_EQ(got, (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/17", "/dev/iommu",
+                                             "/dev/vfio/devices/vfio3"}));
+    EXPECT_EQ(n.container_responses(0).envs().at("PCI_RESOURCE_INTEL_COM_I210"), "0000:05:00.0");
+    EXPECT_EQ(n.container_responses(1).envs().at("PCI_RESOURCE_INTEL_COM_I210"), "0000:03:00.0");
+    EXPECT_EQ(n.container_responses(1).devices(1).host_path(), "/dev/vfio/15");
+}
+
+TEST_F(DevicePluginTest, AllocateRefusesBadIdsAndSplitGroups) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic}));
+    v1beta1::AllocateResponse r;
+    auto s = kubelet->allocate(kNic, {{"0000:09:00.0"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("0000:09:00.0"), std::string::npos) << s.error_message();
+    s = kubelet->allocate(kNic, {{"../../etc\n"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    s = kubelet->allocate(kNic, {{"0000:03:00.0", "0000:03:00.0"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("twice"), std::string::npos) << s.error_message();
+    s = kubelet->allocate(kNic, {{"0000:04:00.0"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find("0000:04:00.0"), std::string::npos) << s.error_message();
+    // Two containers of one pod, one function of group 13 each.
+    s = kubelet->allocate(kGpu, {{"0000:01:00.0"}, {"0000:01:00.1"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    // The audio function is already held by another pod: the GPU alone would split group 13.
+    kubelet->hold(kGpu, "0000:01:00.1", "default/vm-a", "compute");
+    s = kubelet->allocate(kGpu, {{"0000:01:00.0"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find("default/vm-a/compute"), std::string::npos)
+        << s.error_message();
+    EXPECT_NE(s.error_message().find("0000:01:00.1"), std::string::npos);
+    // A single-function group needs no PodResources answer at all.
+    EXPECT_TRUE(kubelet->allocate(kNic, {{"0000:03:00.0"}}, &r).ok());
+
+    std::vector<std::string> pref;
+    ASSERT_TRUE(kubelet->preferred(kGpu, {"0000:01:00.0", "0000:01:00.1"}, {}, 2, &pref).ok());
+    EXPECT_EQ(pref, (std::vector<std::string>{"0000:01:00.0", "0000:01:00.1"}));
+    ASSERT_TRUE(kubelet->preferred(kNic, {"0000:03:00.0", "0000:05:00.0"}, {"0000:05:00.0"}, 2,
+                                   &pref).ok());
+    EXPECT_EQ(pref, (std::vector<std::string>{"0000:05:00.0", "0000:03:00.0"}));
+}
+
+TEST_F(DevicePluginTest, ReleaseTurnsUnhealthyAndBindHealthyWithinASecond) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kNic}));
+    ASSERT_EQ(health(kNic, "0000:03:00.0"), "Healthy");
+    auto t0 = Clock::now();
+    ASSERT_TRUE(client::call_group_method("Release", "0000:03:00.0").ok());
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Unhealthy"; }, 1s));
+    EXPECT_LT(Clock::now() - t0, 1s);
+    ASSERT_TRUE(client::call_group_method("Bind", "0000:03:00.0").ok());
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Healthy"; }, 1s));
+    // The other devices' lines did not move.
+    EXPECT_EQ(health(kNic, "0000:05:00.0"), "Healthy");
+}
+
+TEST_F(DevicePluginTest, KubeletRestartRegistersAgainWithinASecond) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
+    auto t0 = Clock::now();
+    ASSERT_TRUE(kubelet->restart());
+    ASSERT_TRUE(eventually([&] { return kubelet->registrations().size() >= 6; }, 1s));
+    auto regs = kubelet->registrations();
+    for (size_t i = 3; i < regs.size(); ++i)
+        EXPECT_LT(regs[i].at - t0, 1s) << regs[i].request.resource_name();
+    EXPECT_TRUE(kubelet->wait([](const std::vector<FakeKubelet::Stream>& ss) {
+        return ss.size() >= 6 && !ss[3].lists.empty() && !ss[4].lists.empty() &&
+               !ss[5].lists.empty();
+    }, 2s));
+    EXPECT_EQ(health(kGpu, "0000:01:00.0"), "Healthy");
+}
+
+TEST_F(DevicePluginTest, WaitsForTheKubeletAndSurvivesARefusal) {
+    start_fake_vfiod();
+    start_plugin();  // no kubelet.sock yet
+    ASSERT_TRUE(eventually([&] {
+        return slurp(work + "/plugin.log").find("waiting for the kubelet") != std::string::npos;
+    }, 5s));
+    kubelet->refuse_registrations("resource name already taken");
+    ASSERT_TRUE(kubelet->start());
+    ASSERT_TRUE(eventually([&] {
+        return slurp(work + "/plugin.log").find("resource name already taken") !=
+               std::string::npos;
+    }, 5s));
+    EXPECT_TRUE(kubelet->registrations().empty());
+    kubelet->refuse_registrations("");
+    ASSERT_TRUE(kubelet->restart());
+    EXPECT_TRUE(listed({kGpu, kNic, kNvme}, 2s));
+}
+
+TEST_F(DevicePluginTest, ReloadAddsAndRemovesResources) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
+    std::string renamed = kConfig;
+    renamed.replace(renamed.find("intel.com/I210"), 14, "intel.com/igb");
+    renamed.erase(renamed.find("[[device]]\nselector = \"144d"),
+                  std::string("[[device]]\nselector = \"144d:a808\"\nresource_name = "
+                              "\"samsung.com/PM9A1\"\n").size());
+    spit(config, renamed);
+    vfiod.signal(SIGHUP);
+    ASSERT_TRUE(listed({"intel.com/igb"}, 5s));
+    EXPECT_EQ(health("intel.com/igb", "0000:05:00.0"), "Healthy");
+    // The vanished resources got an empty list and a closed stream, their sockets removed.
+    EXPECT_TRUE(kubelet->wait([](const std::vector<FakeKubelet::Stream>& ss) {
+        int closed = 0;
+        for (const auto& s : ss)
+            if ((s.resource == kNic || s.resource == kNvme) && s.ended &&
+                s.lists.back().health.empty())
+                ++closed;
+        return closed == 2;
+    }, 5s));
+    EXPECT_FALSE(fs::exists(kubelet_dir + "/vfiod-samsung_com_PM9A1.sock"));
+    EXPECT_FALSE(fs::exists(kubelet_dir + "/vfiod-intel_com_I210.sock"));
+    EXPECT_TRUE(fs::exists(kubelet_dir + "/vfiod-intel_com_igb.sock"));
+}
+
+TEST_F(DevicePluginTest, SigtermSendsEmptyListsAndExitsZero) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
+    EXPECT_EQ(plugin.stop(SIGTERM), 0);
+    auto ss = kubelet->streams();
+    ASSERT_EQ(ss.size(), 3u);
+    EXPECT_TRUE(kubelet->wait([](const std::vector<FakeKubelet::Stream>& all) {
+        for (const auto& s : all)
+            if (!s.ended || !s.lists.back().health.empty())
+                return false;
+        return true;
+    }, 2s));
+}
+
+TEST_F(DevicePluginTest, SecondInstanceExitsAndTheFirstKeepsServing) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu}));
+    Proc second({VFIOD_DEVICE_PLUGIN, "--kubelet-dir", kubelet_dir, "--root", root},
+                work + "/second.log");
+    EXPECT_EQ(second.wait_exit(5s), 1);
+    EXPECT_NE(slurp(work + "/second.log").find("another vfiod-device-plugin"), std::string::npos);
+    v1beta1::AllocateResponse r;
+    EXPECT_TRUE(kubelet->allocate(kGpu, {{"0000:01:00.0", "0000:01:00.1"}}, &r).ok());
+    EXPECT_EQ(kubelet->registrations().size(), 3u);
+}
+
+TEST_F(DevicePluginTest, GarbageAndOversizedMessagesGetErrorsNotACrash) {
+    start_fake_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kGpu}));
+    // Oversized: more IDs than the plugin accepts in one message.
+    std::vector<std::string> many(100000, "0000:01:00.0");  // 1.4 MB
+    v1beta1::AllocateResponse r;
+    auto s = kubelet->allocate(kGpu, {many}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    // Garbage: bytes that are no protobuf message, sent raw on the Allocate method.
+    auto ch = kubelet->channel(kGpu);
+    grpc::GenericStub generic(ch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Slice junk(std::string("\xff\xff\xff\xff\x0f garbage", 14));
+    grpc::ByteBuffer req(&junk, 1), resp;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status gs;
+    generic.UnaryCall(&ctx, "/v1beta1.DevicePlugin/Allocate", grpc::StubOptions(), &req, &resp,
+                      [&](grpc::Status st) {
+                          std::lock_guard l(mu);
+                          gs = st;
+                          done = true;
+                          cv.notify_all();
+                      });
+    std::unique_lock l(mu);
+    ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return done; }));
+    EXPECT_FALSE(gs.ok());
+    l.unlock();
+    // Still serving, stream still open.
+    EXPECT_TRUE(kubelet->allocate(kGpu, {{"0000:01:00.0", "0000:01:00.1"}}, &r).ok());
+    EXPECT_FALSE(kubelet->streams()[0].ended);
+}
+
+// The real vfiod in observe mode on a tree where group 15 is already on vfio-pci: stopped, the
+// plugin keeps its list, follows /dev/vfio for health and never starts vfiod; started again, a
+// full re-sync (here with a resource renamed meanwhile).
+TEST_F(DevicePluginTest, VfiodStopAndStartResyncsAndNeverActivates) {
+    root = work + "/root";
+    Proc mk({VFIOD_MKFIXTURE, "k8s-host", root}, work + "/mkfixture.log");
+    ASSERT_EQ(mk.wait_exit(10s), 0);
+    fs::path nic = fs::canonical(root + "/sys/bus/pci/devices/0000:03:00.0");
+    fs::remove(nic / "driver");
+    fs::create_directory_symlink(fs::relative(root + "/sys/bus/pci/drivers/vfio-pci", nic),
+                                 nic / "driver");
+    fs::create_directories(root + "/dev/vfio");
+    spit(root + "/dev/vfio/15", "");
+    auto start_vfiod = [&] {
+        vfiod = Proc({VFIOD_BIN, "--root", root, "--config", config, "--observe"},
+                     work + "/vfiod.log");
+        ASSERT_TRUE(eventually([] { return client::daemon_running(); }, 10s));
+    };
+    start_vfiod();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({kNic}));
+    EXPECT_EQ(health(kNic, "0000:03:00.0"), "Healthy");
+    EXPECT_EQ(health(kNic, "0000:05:00.0"), "Unhealthy");  // pending: observe mode binds nothing
+
+    vfiod.stop();
+    std::this_thread::sleep_for(300ms);
+    size_t lists = kubelet->list_count(kNic);
+    EXPECT_EQ(health(kNic, "0000:03:00.0"), "Healthy");  // bindings outlive vfiod
+    fs::remove(root + "/dev/vfio/15");
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Unhealthy"; }, 1s));
+    spit(root + "/dev/vfio/15", "");
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Healthy"; }, 1s));
+    EXPECT_EQ(kubelet->list_count(kNic), lists + 2);
+    EXPECT_FALSE(fs::exists(work + "/activated")) << "the plugin D-Bus-activated vfiod";
+
+    std::string renamed = kConfig;
+    renamed.replace(renamed.find("intel.com/I210"), 14, "intel.com/igb");
+    spit(config, renamed);
+    start_vfiod();
+    EXPECT_TRUE(listed({"intel.com/igb"}, 2s));
+    EXPECT_EQ(health("intel.com/igb", "0000:03:00.0"), "Healthy");
+    EXPECT_TRUE(eventually([&] {
+        for (const auto& st : kubelet->streams())
+            if (st.resource == kNic && st.ended)
+                return true;
+        return false;
+    }, 2s));
+    EXPECT_FALSE(fs::exists(work + "/activated"));
+}
+
+}  // namespace
+}  // namespace vfiod::test

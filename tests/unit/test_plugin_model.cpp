@@ -1,0 +1,113 @@
+// vfiod-device-plugin's rules without gRPC or D-Bus (device-plugin/model.cpp): names, health,
+// Allocate's answer and refusals, and the preferred allocation's group and NUMA order.
+#include <gtest/gtest.h>
+
+#include "fake_tree.hpp"
+#include "model.hpp"
+
+namespace vfiod::plugin {
+namespace {
+
+PciAddress addr(const char* s) { return *PciAddress::parse(s); }
+
+PlannedDevice dev(const char* a, const char* resource, Role role = Role::Allowlisted) {
+    PlannedDevice d;
+    d.address = addr(a);
+    d.role = role;
+    if (resource)
+        d.resource_name = resource;
+    return d;
+}
+
+client::DaemonGroup group(unsigned id, const char* state, std::vector<PlannedDevice> devices,
+                          int numa) {
+    client::DaemonGroup g;
+    g.plan.group = id;
+    g.state = state;
+    g.plan.devices = std::move(devices);
+    for (const auto& d : g.plan.devices)
+        g.numa_nodes[d.address] = numa;
+    return g;
+}
+
+// Group 13: two functions of "gpu"; 15 and 17: one "gpu" each on NUMA 0 and 1; 20 released.
+Snapshot host() {
+    client::DaemonView v;
+    v.groups.push_back(group(13, "bound", {dev("0000:01:00.0", "gpu"), dev("0000:01:00.1", "gpu")}, 0));
+    v.groups.push_back(group(15, "bound", {dev("0000:03:00.0", "gpu")}, 0));
+    v.groups.push_back(group(17, "bound", {dev("0000:05:00.0", "gpu"),
+                                           dev("0000:05:00.1", nullptr, Role::Companion),
+                                           dev("0000:00:1c.0", nullptr, Role::Bridge)}, 1));
+    v.groups.push_back(group(20, "released", {dev("0000:07:00.0", "gpu")}, -1));
+    v.groups.push_back(group(21, "bound", {dev("0000:08:00.0", "nic")}, -1));
+    // group 21's /dev/vfio node is missing
+    return make_snapshot(v, [](unsigned g) { return g != 21; });
+}
+
+TEST(PluginModel, NamesFollowDesign) {
+    EXPECT_EQ(socket_name("nvidia.com/GH100"), "vfiod-nvidia_com_GH100.sock");
+    EXPECT_EQ(socket_name("a.b/c d:e"), "vfiod-a_b_c_d_e.sock");
+    EXPECT_EQ(env_name("nvidia.com/GH100_H100-PCIE"), "PCI_RESOURCE_NVIDIA_COM_GH100_H100-PCIE");
+}
+
+TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
+    Snapshot s = host();
+    ASSERT_EQ(s.resources.size(), 2u);
+    EXPECT_TRUE(s.find("gpu", "0000:01:00.1")->healthy);
+    EXPECT_FALSE(s.find("gpu", "0000:07:00.0")->healthy);
+    EXPECT_FALSE(s.find("nic", "0000:08:00.0")->healthy);
+    EXPECT_EQ(s.find("gpu", "0000:05:00.0")->numa_node, 1);
+    EXPECT_EQ(s.find("gpu", "0000:05:00.1"), nullptr);  // companion without a resource
+    EXPECT_EQ(s.group_functions.at(17).size(), 2u);      // the bridge is not a function to hand out
+}
+
+TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
+    Snapshot s = host();
+    test::FakeTree tree;
+    Sysfs fs(tree.root());
+    std::vector<ContainerAllocation> out;
+    AllocateError err;
+    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0", "0000:03:00.0"}}, {}, fs, &out, &err));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"},
+                                                       {"/dev/vfio/15"}}));
+    EXPECT_EQ(out[0].envs.at("PCI_RESOURCE_GPU"), "0000:05:00.0,0000:03:00.0");
+
+    EXPECT_FALSE(allocate(s, "gpu", {{"0000:07:00.0"}}, {}, fs, &out, &err));
+    EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
+    EXPECT_NE(err.message.find("0000:07:00.0"), std::string::npos);
+    EXPECT_FALSE(allocate(s, "gpu", {{"0000:08:00.0"}}, {}, fs, &out, &err));  // other resource
+    EXPECT_EQ(err.code, AllocateError::Code::InvalidArgument);
+    EXPECT_FALSE(allocate(s, "gone", {{"0000:01:00.0"}}, {}, fs, &out, &err));
+    EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
+
+    // The companion 05:00.1 is held (as another plugin's ID): group 17 cannot go elsewhere.
+    EXPECT_EQ(group_mates_outside(s, {{"0000:05:00.0"}}),
+              std::vector<PciAddress>{addr("0000:05:00.1")});
+    EXPECT_FALSE(allocate(s, "gpu", {{"0000:05:00.0"}}, {{"0000:05:00.1", "ns/p/c"}}, fs, &out,
+                          &err));
+    EXPECT_NE(err.message.find("IOMMU group 17"), std::string::npos) << err.message;
+    EXPECT_TRUE(group_mates_outside(s, {{"0000:01:00.0", "0000:01:00.1"}}).empty());
+}
+
+TEST(PluginModel, PreferredKeepsGroupsTogetherThenNuma) {
+    Snapshot s = host();
+    const std::vector<std::string> all = {"0000:01:00.0", "0000:01:00.1", "0000:03:00.0",
+                                          "0000:05:00.0"};
+    // Two: the two-function group whole rather than two single groups.
+    EXPECT_EQ(preferred_allocation(s, "gpu", all, {}, 2),
+              (std::vector<std::string>{"0000:01:00.0", "0000:01:00.1"}));
+    // must_include brings its group-mate along.
+    EXPECT_EQ(preferred_allocation(s, "gpu", all, {"0000:01:00.1"}, 3),
+              (std::vector<std::string>{"0000:01:00.1", "0000:01:00.0", "0000:03:00.0"}));
+    // With 05:00.0 (NUMA 1) required, the other one is on node 0: still taken.
+    EXPECT_EQ(preferred_allocation(s, "gpu", {"0000:03:00.0", "0000:05:00.0"}, {"0000:05:00.0"}, 2),
+              (std::vector<std::string>{"0000:05:00.0", "0000:03:00.0"}));
+    // 03:00.0 required, one slot left: group 13 does not fit whole, group 17 does.
+    EXPECT_EQ(preferred_allocation(s, "gpu", all, {"0000:03:00.0"}, 2),
+              (std::vector<std::string>{"0000:03:00.0", "0000:05:00.0"}));
+    EXPECT_EQ(preferred_allocation(s, "gpu", all, {}, 1).size(), 1u);
+}
+
+}  // namespace
+}  // namespace vfiod::plugin
