@@ -18,6 +18,10 @@
 #include "service/service.hpp"
 #include "service/udev_match.hpp"
 #include "service/udev_monitor.hpp"
+#ifdef VFIOD_FAKE_KERNEL
+#include "fake_kernel.hpp"
+#include "scenarios.hpp"
+#endif
 
 namespace {
 
@@ -102,7 +106,21 @@ int main(int argc, char** argv) {
 
     vfiod::setup_logging(opts.verbose);
     vfiod::block_signals();
+#ifdef VFIOD_FAKE_KERNEL
+    // Test builds only (tests/integration/vfiod-fake-kernel, never installed): --root names a
+    // synthetic host (tests/support/scenarios) laid out in a temporary tree whose writes the
+    // fake kernel carries out, so consumers see real binds and releases. The tree goes on exit.
+    vfiod::test::FakeTree tree;
+    if (!vfiod::test::build_scenario(opts.root, tree)) {
+        spdlog::critical("unknown scenario {}", opts.root);
+        return 2;
+    }
+    vfiod::test::FakeKernel fs(tree);
+    std::printf("root=%s\n", tree.root().c_str());
+    std::fflush(stdout);
+#else
     vfiod::Sysfs fs(opts.root);
+#endif
 
     // The monitor exists before the coldplug scan in Service::start(): an event in between is
     // queued on its socket rather than lost.

@@ -173,9 +173,10 @@ protected:
         }
     }
 
-    // vfiod in enforce mode on the fake kernel; sets root.
+    // vfiod (the test build on the fake kernel) in enforce mode; sets root.
     void start_fake_vfiod() {
-        vfiod = Proc({VFIOD_FAKE_KERNEL, "k8s-host", config}, work + "/vfiod.log");
+        vfiod = Proc({VFIOD_FAKE_KERNEL, "--root", "k8s-host", "--config", config, "--verbose"},
+                     work + "/vfiod.log");
         ASSERT_TRUE(eventually([&] { return slurp(work + "/vfiod.log").find("root=") !=
                                             std::string::npos; }, 10s));
         std::string log = slurp(work + "/vfiod.log");
