@@ -26,6 +26,9 @@ struct Args {
     std::optional<std::string> config;    // --config FILE
     bool json = false;                    // --json
     bool offline = false;                 // --offline (status)
+    bool yaml = false;                    // --yaml (kubevirt; its default)
+    bool external = false;                // --external (kubevirt)
+    bool json_patch = false;              // --json-patch (kubevirt)
     std::string operand;                  // ADDR for bind/release, FILE for check-config
 };
 
@@ -35,6 +38,7 @@ int run_apply(const Args& args);   // executes the plan once, without the daemon
 int run_status(const Args& args);   // D-Bus client (daemon); --offline reads the host
 int run_bind(const Args& args);     // D-Bus client: Bind(operand)
 int run_release(const Args& args);  // D-Bus client: Release(operand)
-int run_doctor(const Args& args);   // explain each allowlisted device's readiness (reads only)
+int run_doctor(const Args& args);
+int run_kubevirt(const Args& args);  // the KubeVirt CR fragment for the allowlist   // explain each allowlisted device's readiness (reads only)
 
 }  // namespace vfiod::cli

@@ -18,6 +18,9 @@ enum Opt : unsigned {
     kConfig = 2,
     kJson = 4,
     kOffline = 8,
+    kYaml = 16,
+    kExternal = 32,
+    kJsonPatch = 64,
 };
 
 struct Verb {
@@ -40,6 +43,9 @@ const Verb kVerbs[] = {
     {"release", run_release, 0, "ADDR", "ask the daemon to give ADDR's group back to the host"},
     {"doctor", run_doctor, kRoot | kConfig | kJson, nullptr,
      "explain, per allowlisted device, whether it is ready and what KubeVirt will count"},
+    {"kubevirt", run_kubevirt, kRoot | kConfig | kJson | kYaml | kExternal | kJsonPatch, nullptr,
+     "print the KubeVirt CR fragment (permitted pciHostDevices, HostDevices gate) for the "
+     "allowlist"},
 };
 
 const char kHelp[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
@@ -67,6 +73,14 @@ Commands:
                        (e.g. 0000:01:00.0). ADDR must be allowlisted and not protected.
   release ADDR         Ask the daemon to give ADDR's group back to its original host
                        drivers. Refused (in-use-vfio) while a VM holds the group.
+  kubevirt             The KubeVirt CR fragment for the allowlist: permittedHostDevices.
+                       pciHostDevices (pciVendorSelector "VVVV:DDDD", resourceName) and the
+                       HostDevices feature gate, as YAML (default) or --json; --external adds
+                       externalResourceProvider: true (vfiod-device-plugin serves them);
+                       --json-patch prints RFC 6902 add operations for kubectl patch (type
+                       json) that keep the cluster's other entries. Wildcard selectors are
+                       expanded to the pairs present on the host (--root applies). Exit 1 when
+                       no entry has a resource_name.
 
 Who may do what: everyone may read (status, and plan/doctor on what they can read). bind,
 release and the daemon's Reload need root, or the polkit action org.vfiod1.manage, which an
@@ -82,6 +96,9 @@ Options:
   --json               Machine-readable output for scripts (plan, apply, status, doctor,
                        check-config).
   --offline            status: read sysfs under --root instead of asking the daemon.
+  --yaml               kubevirt: YAML output (the default).
+  --external           kubevirt: mark the resources externalResourceProvider: true.
+  --json-patch         kubevirt: RFC 6902 add operations instead of a fragment.
   -h, --help           Show this help, or a command's help: vfioctl COMMAND --help.
   --version            Show the version.
 
@@ -114,8 +131,14 @@ void print_verb_help(const Verb& v) {
         std::printf(" [--config FILE]");
     if (v.opts & kOffline)
         std::printf(" [--offline]");
+    if (v.opts & kExternal)
+        std::printf(" [--external]");
     if (v.opts & kJson)
         std::printf(" [--json]");
+    if (v.opts & kYaml)
+        std::printf(" [--yaml]");
+    if (v.opts & kJsonPatch)
+        std::printf(" [--json-patch]");
     std::printf("\n\n%s.\n\nSee vfioctl --help for the options and exit codes.\n", v.summary);
 }
 
@@ -162,6 +185,15 @@ int main(int argc, char** argv) {
         } else if (a == "--offline") {
             args.offline = true;
             seen |= kOffline;
+        } else if (a == "--yaml") {
+            args.yaml = true;
+            seen |= kYaml;
+        } else if (a == "--external") {
+            args.external = true;
+            seen |= kExternal;
+        } else if (a == "--json-patch") {
+            args.json_patch = true;
+            seen |= kJsonPatch;
         } else if (is("--root")) {
             if (!take_value("--root") || value.empty())
                 return usage_error("--root needs a directory");
@@ -200,7 +232,9 @@ int main(int argc, char** argv) {
         return kExitOk;
     }
     static const std::pair<unsigned, const char*> kNames[] = {
-        {kRoot, "--root"}, {kConfig, "--config"}, {kJson, "--json"}, {kOffline, "--offline"}};
+        {kRoot, "--root"},       {kConfig, "--config"},     {kJson, "--json"},
+        {kOffline, "--offline"}, {kYaml, "--yaml"},         {kExternal, "--external"},
+        {kJsonPatch, "--json-patch"}};
     for (auto [bit, name] : kNames)
         if ((seen & bit) && !(verb->opts & bit))
             return usage_error(std::string(name) + " does not apply to '" + verb->name + "'");
@@ -211,6 +245,8 @@ int main(int argc, char** argv) {
     } else if (!operands.empty()) {
         return usage_error("unexpected argument '" + operands[0] + "'");
     }
+    if (__builtin_popcount(seen & (kJson | kYaml | kJsonPatch)) > 1)
+        return usage_error("--json, --yaml and --json-patch exclude each other");
     if (seen & kRoot) {
         struct stat st;
         if (stat(args.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

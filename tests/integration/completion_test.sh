@@ -58,7 +58,10 @@ check "check-config options" "--help --json" "$(complete_words check-config --)"
 check "bind options" "--help" "$(complete_words bind --)"
 check "release options" "--help" "$(complete_words release -)"
 check "options after the verb's options" "--json" "$(complete_words plan --root /tmp --j)"
-check "options before a verb" "--config --help --json --offline --root --version" \
+check "kubevirt options" "--config --external --help --json --json-patch --root --yaml" \
+    "$(complete_words kubevirt --)"
+check "options before a verb" \
+    "--config --external --help --json --json-patch --offline --root --version --yaml" \
     "$(complete_words --)"
 
 # --- paths ---
