@@ -1,6 +1,7 @@
 #!/bin/bash
 # `meson install` with DESTDIR produces the DESIGN §7 tree, and the installed unit is hardened to
-# an exposure of at most 2.0 by `systemd-analyze security --offline=yes`.
+# an exposure of at most 2.0 by `systemd-analyze security --offline=yes` (the device plugin's,
+# when built, to 2.5).
 # Usage: install_test.sh BUILD_DIR
 set -u
 BUILD=$1
@@ -84,6 +85,29 @@ if [ -n "$level" ] && awk "BEGIN { exit !($level <= 2.0) }"; then
     pass "exposure $level <= 2.0"
 else
     fail "exposure <= 2.0" "$out"
+fi
+
+# vfiod-device-plugin, when this build has it (option device_plugin): binary, unit, hardening.
+if [ -e "$DEST$prefix/sbin/vfiod-device-plugin" ]; then
+    punit=$DEST$unitdir/vfiod-device-plugin.service
+    grep -q "^ExecStart=$prefix/sbin/vfiod-device-plugin\$" "$punit" \
+        && pass "plugin unit runs the installed plugin" || fail "plugin unit runs the installed plugin"
+    for need in "Wants=vfiod.service" "After=vfiod.service dbus.service" \
+                "ReadWritePaths=-/var/lib/kubelet/device-plugins -/var/lib/kubelet/pod-resources" \
+                "RestrictAddressFamilies=AF_UNIX" "CapabilityBoundingSet=" "DevicePolicy=closed"; do
+        grep -qxF "$need" "$punit" && pass "plugin unit has $need" || fail "plugin unit has $need"
+    done
+    # It must see /dev/vfio/<N> come and go: a private /dev would hide it.
+    grep -q "^PrivateDevices=yes" "$punit" && fail "plugin unit keeps the host's /dev/vfio" \
+        || pass "plugin unit keeps the host's /dev/vfio"
+    out=$(systemd-analyze security --offline=yes "$punit" 2>&1)
+    level=$(sed -n 's/.*Overall exposure level for vfiod-device-plugin.service: \([0-9.]*\).*/\1/p' <<<"$out")
+    echo "# plugin unit: exposure $level"
+    if [ -n "$level" ] && awk "BEGIN { exit !($level <= 2.5) }"; then
+        pass "plugin exposure $level <= 2.5"
+    else
+        fail "plugin exposure <= 2.5" "$out"
+    fi
 fi
 echo "# $failures failure(s)"
 [ "$failures" -eq 0 ]
