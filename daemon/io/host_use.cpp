@@ -30,6 +30,22 @@ namespace {
 // Mount tables on container hosts run to megabytes; reading them short would miss mounts.
 constexpr size_t kProcMax = 64u << 20;
 
+// Names and paths from the host are bytes: a mount point (octal escapes already decoded), a
+// netdev or block device name may hold a newline or an escape sequence. Findings are messages
+// that end up in the journal, the text plan and D-Bus errors, so they quote the host this way.
+std::string shown(std::string_view s) { return printable(s, 256); }
+
+// A host file the findings depend on; anything there that is not a regular file is refused by
+// the access layer and said here, since what it would have told is then unknown.
+std::optional<std::string> read_host_file(const Sysfs& fs, const std::string& rel,
+                                          std::vector<std::string>* warnings) {
+    std::string refused;
+    auto text = fs.read(rel, kProcMax, &refused);
+    if (!refused.empty() && warnings)
+        warnings->push_back("not reading " + shown(rel) + ": it is " + refused);
+    return text;
+}
+
 // An NVMe namespace under native multipath lives in the virtual subsystem directory, away from
 // any PCI device; the controllers that serve it are the nvme<N> links beside it.
 std::set<PciAddress> multipath_controllers(const Sysfs& fs, std::string_view devpath) {
@@ -70,21 +86,22 @@ struct MountTables {
 // is not shared would leave an unmounted disk listed and a new mount unseen. A captured tree
 // without proc/1 falls back to the reader's own table (DESIGN §2).
 std::optional<std::string> host_table(const Sysfs& fs, const std::string& pid1_file,
-                                      const std::string& fallback) {
-    if (auto text = fs.read(pid1_file, kProcMax))
+                                      const std::string& fallback,
+                                      std::vector<std::string>* warnings) {
+    if (auto text = read_host_file(fs, pid1_file, warnings))
         return text;
-    return fs.read(fallback, kProcMax);
+    return read_host_file(fs, fallback, warnings);
 }
 
-MountTables read_mount_tables(const Sysfs& fs) {
+MountTables read_mount_tables(const Sysfs& fs, std::vector<std::string>* warnings) {
     MountTables t;
-    if (auto text = host_table(fs, "proc/1/mountinfo", "proc/self/mountinfo"))
+    if (auto text = host_table(fs, "proc/1/mountinfo", "proc/self/mountinfo", warnings))
         for (auto& m : parse_mountinfo(*text))
             t.by_devnum.emplace(std::make_pair(m.major, m.minor), std::move(m.mount_point));
-    if (auto text = host_table(fs, "proc/1/mounts", "proc/mounts"))
+    if (auto text = host_table(fs, "proc/1/mounts", "proc/mounts", warnings))
         for (auto& m : parse_mounts(*text))
             t.by_source.emplace(std::move(m.source), std::move(m.mount_point));
-    if (auto text = fs.read("proc/swaps", kProcMax))
+    if (auto text = read_host_file(fs, "proc/swaps", warnings))
         for (auto& s : parse_swaps(*text))
             t.swaps.insert(std::move(s));
     return t;
@@ -92,18 +109,19 @@ MountTables read_mount_tables(const Sysfs& fs) {
 
 std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name,
                                         const std::string& dir, const MountTables& mounts,
-                                        std::vector<std::string>* warnings) {
+                                        BoundedWarnings& warnings) {
     std::vector<std::string> out;
     const std::string dev_node = "/dev/" + name;
+    const std::string shown_name = shown(name);
     bool mounted = false;
     if (auto dev = fs.read(dir + "/dev")) {
         auto devnum = parse_devnum(*dev);
-        if (!devnum && warnings)
-            warnings->push_back("block device " + name + ": dev does not hold MAJOR:MINOR");
+        if (!devnum)
+            warnings.add("block device " + shown_name + ": dev does not hold MAJOR:MINOR");
         if (devnum) {
             auto it = mounts.by_devnum.find(*devnum);
             if (it != mounts.by_devnum.end()) {
-                out.push_back(name + " (" + *dev + ") is mounted on " + it->second);
+                out.push_back(shown_name + " (" + *dev + ") is mounted on " + shown(it->second));
                 mounted = true;
             }
         }
@@ -111,18 +129,21 @@ std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name
     if (!mounted) {
         auto it = mounts.by_source.find(dev_node);
         if (it != mounts.by_source.end())
-            out.push_back(name + " is mounted on " + it->second);
+            out.push_back(shown_name + " is mounted on " + shown(it->second));
     }
     if (mounts.swaps.count(dev_node))
-        out.push_back(name + " is swap");
+        out.push_back(shown_name + " is swap");
     auto holders = fs.list(dir + "/holders");
+    for (auto& h : holders)
+        h = shown(h);
     if (!holders.empty())
-        out.push_back(name + " is held by " + join(holders));
+        out.push_back(shown_name + " is held by " + join(holders));
     return out;
 }
 
 void find_storage(const Sysfs& fs, HostUse* use, std::vector<std::string>* warnings) {
-    MountTables mounts = read_mount_tables(fs);
+    MountTables mounts = read_mount_tables(fs, warnings);
+    BoundedWarnings odd(warnings, "block device warnings");
     for (const auto& name : fs.list("sys/class/block")) {
         auto dir = fs.resolve("sys/class/block/" + name);
         if (!dir)
@@ -130,7 +151,7 @@ void find_storage(const Sysfs& fs, HostUse* use, std::vector<std::string>* warni
         auto owned_by = owners(fs, *dir);
         if (owned_by.empty())
             continue;
-        auto lines = block_findings(fs, name, *dir, mounts, warnings);
+        auto lines = block_findings(fs, name, *dir, mounts, odd);
         for (const auto& owner : owned_by)
             for (const auto& line : lines)
                 use->storage[owner].push_back(line);
@@ -179,11 +200,11 @@ std::vector<std::string> stack_above(const Sysfs& fs, const std::string& name) {
     return order;
 }
 
-void find_network(const Sysfs& fs, HostUse* use) {
+void find_network(const Sysfs& fs, HostUse* use, std::vector<std::string>* warnings) {
     std::set<std::string> routed;
-    if (auto text = fs.read("proc/net/route", kProcMax))
+    if (auto text = read_host_file(fs, "proc/net/route", warnings))
         routed = parse_route_ifaces(*text);
-    if (auto text = fs.read("proc/net/ipv6_route", kProcMax))
+    if (auto text = read_host_file(fs, "proc/net/ipv6_route", warnings))
         routed.merge(parse_ipv6_route_ifaces(*text));
     // Addresses are only meaningful for the kernel we run on, never for a captured tree.
     std::set<std::string> addressed;
@@ -198,14 +219,15 @@ void find_network(const Sysfs& fs, HostUse* use) {
         if (!owner)
             continue;
         std::vector<std::string> lines;
+        const std::string shown_name = shown(name);
         if (auto master = fs.link_name("sys/class/net/" + name + "/master"))
-            lines.push_back(name + " is enslaved to " + *master);
+            lines.push_back(shown_name + " is enslaved to " + shown(*master));
         for (const auto& dev : stack_above(fs, name)) {
-            std::string via = dev == name ? "" : " (via " + dev + ")";
+            std::string via = dev == name ? "" : " (via " + shown(dev) + ")";
             if (routed.count(dev))
-                lines.push_back(name + " carries a route" + via);
+                lines.push_back(shown_name + " carries a route" + via);
             if (addressed.count(dev))
-                lines.push_back(name + " has an address" + via);
+                lines.push_back(shown_name + " has an address" + via);
         }
         for (auto& line : lines)
             use->network[*owner].push_back(std::move(line));
@@ -220,7 +242,7 @@ HostUse read_host_use(const Sysfs& fs, const Topology& topo,
                       std::vector<std::string>* warnings) {
     HostUse use;
     find_storage(fs, &use, warnings);
-    find_network(fs, &use);
+    find_network(fs, &use, warnings);
     // One walk of proc/*/fd serves both readers.
     auto open = scan_open_nodes(fs);
     find_device_use(fs, read_device_nodes(fs), open, &use);

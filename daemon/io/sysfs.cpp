@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <deque>
 
 namespace vfiod {
@@ -73,23 +74,61 @@ std::string Sysfs::path(std::string_view rel) const {
     return p;
 }
 
-std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes) const {
+namespace {
+
+const char* file_kind(mode_t m) {
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISSOCK(m))
+        return "a socket";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISDIR(m))
+        return "a directory";
+    return "something";
+}
+
+}  // namespace
+
+std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
+                                       std::string* why) const {
+    auto fail = [&](std::string reason) -> std::optional<std::string> {
+        if (why)
+            *why = std::move(reason);
+        return std::nullopt;
+    };
     auto p = host_path(*this, rel, true);
     if (!p)
         return std::nullopt;
-    int fd = ::open(p->c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, in the kernel,
+    // where no signal but SIGKILL reaches. It changes nothing for a regular file.
+    int fd = ::open(p->c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENXIO)  // a socket, or a device without its driver
+            return fail("a socket or device, not a regular file");
         return std::nullopt;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return std::nullopt;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(std::string(file_kind(st.st_mode)) + ", not a regular file");
+    }
     std::string out;
     char buf[4096];
-    bool ok = true;
+    int err = 0;
     while (out.size() < max_bytes) {
         size_t want = std::min(sizeof buf, max_bytes - out.size());
         ssize_t n = ::read(fd, buf, want);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            ok = false;
+            err = errno;
             break;
         }
         if (n == 0)
@@ -97,7 +136,7 @@ std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes) c
         out.append(buf, static_cast<size_t>(n));
     }
     ::close(fd);
-    if (!ok)
+    if (err)
         return std::nullopt;
     if (!out.empty() && out.back() == '\n')
         out.pop_back();

@@ -26,8 +26,12 @@ public:
     std::string path(std::string_view rel) const;
 
     // Contents of a small file with one trailing newline removed; nullopt when it is missing or
-    // unreadable. Reads at most max_bytes.
-    virtual std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536) const;
+    // unreadable. Reads at most max_bytes. Only a regular file is read, and opened non-blocking:
+    // sysfs and procfs attributes are regular files, and a FIFO or device put in their place
+    // would block open() or read() forever (the loop, and SIGTERM with it). When something is
+    // there but not a regular file, *why (if given) says what ("a FIFO, not a regular file").
+    virtual std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
+                                            std::string* why = nullptr) const;
     // The target of a symlink as stored; nullopt when rel is not a symlink.
     virtual std::optional<std::string> readlink(std::string_view rel) const;
     // The last path component of a symlink's target ("driver" -> "e1000e"); nullopt when absent.

@@ -63,7 +63,7 @@ public:
         fn_.subsystem_vendor = static_cast<uint16_t>(sub_vendor.value_or(0));
         fn_.subsystem_device = static_cast<uint16_t>(sub_device.value_or(0));
 
-        if (auto o = fs_.read(dir_ + "/driver_override"))
+        if (auto o = attr("driver_override", false))
             fn_.driver_override = *o == "(null)" ? "" : *o;
         if (auto n = integer("numa_node"))
             fn_.numa_node = static_cast<int>(std::clamp(*n, -1L, static_cast<long>(INT_MAX)));
@@ -101,7 +101,13 @@ public:
 private:
     // A read that fails because the whole device went away is silent; the caller drops it.
     std::optional<std::string> attr(const char* name, bool required) {
-        auto v = fs_.read(dir_ + "/" + name, 4096);
+        std::string refused;
+        auto v = fs_.read(dir_ + "/" + name, 4096, &refused);
+        if (!refused.empty()) {
+            // Not the kernel's attribute: nothing about this function can be trusted.
+            bad(std::string(name) + " is " + refused);
+            return std::nullopt;
+        }
         if (!v && required && fs_.exists(dir_))
             bad(std::string("cannot read ") + name);
         if (!v && required)
@@ -170,15 +176,21 @@ Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
     for (auto& name : fs.list("sys/bus/pci/drivers"))
         topo.drivers.insert(std::move(name));
 
+    // A broken or hostile tree can hold any number of odd entries: say what the first few are and
+    // how many more there were, not one line each.
+    BoundedWarnings skipped(warnings, "odd sysfs entries skipped");
     for (const auto& name : fs.list("sys/bus/pci/devices")) {
         std::string err;
         auto addr = PciAddress::parse(name, &err);
         if (!addr) {
-            warn(warnings, "skipping sys/bus/pci/devices entry: " + err);
+            skipped.add("skipping sys/bus/pci/devices entry: " + err);
             continue;
         }
-        if (auto fn = read_function(fs, *addr, warnings))
+        std::vector<std::string> odd;
+        if (auto fn = read_function(fs, *addr, &odd))
             topo.functions.emplace(*addr, std::move(*fn));
+        for (auto& w : odd)
+            skipped.add(std::move(w));
     }
 
     // Group membership comes from the groups themselves, so a member this scan had to skip
@@ -186,7 +198,7 @@ Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
     for (const auto& group : fs.list("sys/kernel/iommu_groups")) {
         auto n = parse_group_number(group);
         if (!n) {
-            warn(warnings, "skipping IOMMU group " + shown(group) + ": not a group number");
+            skipped.add("skipping IOMMU group " + shown(group) + ": not a group number");
             continue;
         }
         auto& members = topo.groups[*n];
@@ -195,10 +207,11 @@ Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
             if (auto addr = PciAddress::parse(member, &err))
                 members.push_back(*addr);
             else
-                warn(warnings, "skipping member of IOMMU group " + group + ": " + err);
+                skipped.add("skipping member of IOMMU group " + group + ": " + err);
         }
         std::sort(members.begin(), members.end());
     }
+    skipped.finish();
 
     topo.iommu_enabled = !fs.list("sys/class/iommu").empty() || !topo.groups.empty();
     return topo;

@@ -266,3 +266,55 @@ TEST(HostUseRealHost, RootFilesystemDiskIsInUse) {
     HostUse use = read_host_use(fs, Topology{}, nullptr);
     EXPECT_FALSE(use.storage[*owner].empty()) << owner->str();
 }
+
+// ---- hostile hosts (issue 10) -------------------------------------------------------------
+
+// Row 5: mountinfo escapes a mount point's newline and space in octal; decoded, they reached the
+// text plan, doctor and the journal raw ("mounted on /mnt/a⏎FAKE␛[2J…"). Findings quote the host
+// through printable().
+TEST(HostileHost, OctalEscapedMountPointCannotForgeALine) {
+    FakeTree t;
+    nvme_root(t);
+    t.write_file("proc/self/mountinfo",
+                 "27 1 259:1 / /mnt/a\\012FAKE\\033[2Jb\\040c rw - vfat /dev/nvme0n1p1 rw\n");
+    HostUse use = scan(t);
+    EXPECT_THAT(use.storage[A("0000:01:00.0")],
+                ElementsAre("nvme0n1p1 (259:1) is mounted on /mnt/a\\x0aFAKE\\x1b[2Jb c"));
+}
+
+TEST(HostileHost, NetdevAndBlockNamesAreShownEscaped) {
+    FakeTree t;
+    add(t, "0000:00:02.0", "020000", "e1000e", 10);
+    // The kernel refuses whitespace in netdev names, not escapes or bytes that are not UTF-8.
+    const std::string nic = "eth\x1b[2J\xff", bridge = "br\x1b]0;x\x07";
+    t.add_netdev("0000:00:02.0", nic);
+    t.add_virtual_netdev(bridge);
+    t.stack_netdev(nic, bridge, true);
+    t.write_file("proc/net/route", std::string(kRouteHeader) + route(bridge));
+    add(t, "0000:00:17.0", "010601", "ahci", 3);
+    t.add_block("0000:00:17.0", "ata1", "sd\x1b" "a", 8, 0);
+    t.add_holder("sd\x1b" "a", "dm\n0");
+    HostUse use = scan(t);
+    EXPECT_THAT(use.network[A("0000:00:02.0")],
+                ElementsAre("eth\\x1b[2J\\xff is enslaved to br\\x1b]0;x\\x07",
+                            "eth\\x1b[2J\\xff carries a route (via br\\x1b]0;x\\x07)"));
+    EXPECT_THAT(use.storage[A("0000:00:17.0")], ElementsAre("sd\\x1ba is held by dm\\x0a0"));
+}
+
+// Row 4: a FIFO in place of a proc file hung open() forever. Refused with a warning; what it would
+// have told is unknown, and the rest of the scan goes on.
+TEST(HostileHost, FifoProcFilesAreRefusedWithAWarning) {
+    FakeTree t;
+    nvme_root(t);
+    t.write_file("proc/mounts", "/dev/nvme0n1p1 /boot vfat rw 0 0\n");
+    for (const char* rel : {"proc/self/mountinfo", "proc/net/route"}) {
+        t.write_file(rel, "");
+        std::filesystem::remove(t.root() + "/" + rel);
+        ASSERT_EQ(::mkfifo((t.root() + "/" + rel).c_str(), 0644), 0);
+    }
+    std::vector<std::string> warnings;
+    HostUse use = scan(t, &warnings);
+    EXPECT_THAT(warnings, ElementsAre("not reading proc/self/mountinfo: it is a FIFO, not a regular file",
+                                      "not reading proc/net/route: it is a FIFO, not a regular file"));
+    EXPECT_THAT(use.storage[A("0000:01:00.0")], ElementsAre("nvme0n1p1 is mounted on /boot"));
+}

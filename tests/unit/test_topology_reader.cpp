@@ -2,10 +2,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <filesystem>
 
+#include "core/strings.hpp"
 #include "fake_tree.hpp"
 
 using namespace vfiod;
@@ -365,4 +367,89 @@ TEST(FakeTree, KernelShapedLinksAndVfioNodes) {
     EXPECT_FALSE(fs.exists("sys/kernel/iommu_groups/2/devices/0000:01:00.0"));
     EXPECT_FALSE(fs.exists("sys/class/net/eth9"));
     EXPECT_TRUE(fs.exists("sys/kernel/iommu_groups/2/devices/0000:01:00.1"));
+}
+
+// ---- hostile trees (issue 10) -------------------------------------------------------------
+
+namespace {
+
+// Replaces the file at rel with a FIFO: open(O_RDONLY) on it waits for a writer forever.
+void make_fifo(const FakeTree& t, const std::string& rel) {
+    std::filesystem::remove(t.root() + "/" + rel);
+    ASSERT_EQ(::mkfifo((t.root() + "/" + rel).c_str(), 0644), 0) << rel;
+}
+
+}  // namespace
+
+// Row 4: a FIFO in place of an attribute hung open() forever (vfioctl plan, and vfiod before it
+// became ready). Reads refuse anything but a regular file, say so, and return at once.
+TEST(HostileTree, FifoAttributesAreRefusedNotWaitedOn) {
+    for (const char* attr : {"vendor", "driver_override", "numa_node"}) {
+        SCOPED_TRACE(attr);
+        FakeTree t;
+        build_host(t);
+        make_fifo(t, t.devpath("0000:01:00.0") + "/" + attr);
+        Sysfs fs(t.root());
+        std::string why;
+        EXPECT_EQ(fs.read(t.devpath("0000:01:00.0") + "/" + attr, 4096, &why), std::nullopt);
+        EXPECT_EQ(why, "a FIFO, not a regular file");
+        std::vector<std::string> warnings;
+        Topology topo = read_topology(fs, &warnings);
+        // Nothing read from it can be trusted: the function is skipped, its group still lists it.
+        EXPECT_EQ(topo.find(A("0000:01:00.0")), nullptr);
+        EXPECT_NE(topo.find(A("0000:01:00.1")), nullptr);
+        EXPECT_THAT(topo.groups[2], ElementsAre(A("0000:01:00.0"), A("0000:01:00.1")));
+        ASSERT_EQ(warnings.size(), 1u);
+        EXPECT_EQ(warnings[0], std::string("skipping PCI function 0000:01:00.0: ") + attr +
+                                   " is a FIFO, not a regular file");
+    }
+}
+
+TEST(HostileTree, SocketsDirectoriesAndDevicesAreNotRead) {
+    FakeTree t;
+    t.write_file("sys/x/a", "1\n");
+    Sysfs fs(t.root());
+    std::string why;
+    EXPECT_EQ(fs.read("sys/x", 4096, &why), std::nullopt);
+    EXPECT_EQ(why, "a directory, not a regular file");
+    std::filesystem::create_symlink("/dev/null", t.root() + "/sys/x/null");
+    EXPECT_EQ(fs.read("sys/x/null", 4096, &why), std::nullopt);
+    // A missing file is not news: no reason given.
+    why.clear();
+    EXPECT_EQ(fs.read("sys/x/missing", 4096, &why), std::nullopt);
+    EXPECT_EQ(why, "");
+    EXPECT_EQ(fs.read("sys/x/a", 4096, &why), "1");
+}
+
+// Row 6: 100,000 junk names in sys/bus/pci/devices gave 100,000 warning lines (16 MB).
+TEST(HostileTree, JunkDeviceNamesGiveABoundedSummary) {
+    FakeTree t;
+    build_host(t);
+    for (int i = 0; i < 5000; ++i)
+        t.write_file("sys/bus/pci/devices/junk" + std::to_string(i), "");
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_NE(topo.find(A("0000:01:00.0")), nullptr);  // the real functions are all still read
+    EXPECT_EQ(topo.functions.size(), 6u);
+    ASSERT_EQ(warnings.size(), 21u);
+    EXPECT_THAT(warnings[0], HasSubstr("skipping sys/bus/pci/devices entry: "));
+    EXPECT_EQ(warnings[20], "... and 4980 more odd sysfs entries skipped");
+}
+
+// Rows 1 and 5: a driver directory whose name is not text. The reader keeps the real bytes (a
+// release must find that driver again); everything that shows it escapes them.
+TEST(HostileTree, DriverNamesThatAreNotTextAreKeptAsTheyAre) {
+    FakeTree t;
+    build_host(t);
+    const std::string evil = "evil\xff\x1b[2J\nFAKE";
+    t.add_driver(evil);
+    t.bind("0000:01:00.1", evil);
+    Sysfs fs(t.root());
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    ASSERT_NE(topo.find(A("0000:01:00.1")), nullptr);
+    EXPECT_EQ(topo.find(A("0000:01:00.1"))->driver, evil);
+    EXPECT_THAT(warnings, IsEmpty());
+    EXPECT_EQ(printable(evil), "evil\\xff\\x1b[2J\\x0aFAKE");
 }
