@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/plan_json.hpp"
+#include "core/strings.hpp"
 #include "org.vfiod1.Device.adaptor.h"
 #include "org.vfiod1.Group.adaptor.h"
 #include "org.vfiod1.Manager.adaptor.h"
@@ -96,10 +97,12 @@ private:
         });
     }
 
+    // Every reply goes out here. An error message may quote the host (a driver name): it is
+    // made UTF-8 first, or sd-bus would refuse to send the reply at all.
     static void send(const sdbus::Result<>& res, const std::optional<sdbus::Error>& error) {
         try {
             if (error)
-                res.returnError(*error);
+                res.returnError(sdbus::Error(error->getName(), utf8_safe(error->getMessage())));
             else
                 res.returnResults();
         } catch (const sdbus::Error& e) {
@@ -119,10 +122,10 @@ private:
     }
     std::string Plan() override {
         try {
-            return service_.plan_json();
+            return utf8_safe(service_.plan_json());
         } catch (const std::exception& e) {
-            spdlog::error("Plan: {}", e.what());
-            throw sdbus::Error("org.vfiod1.Error.Failed", std::string("Plan: ") + e.what());
+            spdlog::error("Plan: {}", printable(e.what(), 512));
+            throw sdbus::Error("org.vfiod1.Error.Failed", std::string("Plan: ") + utf8_safe(e.what()));
         }
     }
     std::string Version() override { return VFIOD_VERSION; }
@@ -244,7 +247,21 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
 
 DbusObjects::~DbusObjects() = default;
 
-void DbusObjects::publish(const Inventory& inv) {
+void DbusObjects::publish(const Inventory& raw) {
+    // The one way onto the bus: the objects below only ever hold publishable strings.
+    const Inventory inv = publishable(raw);
+    // A signal that cannot be sent (the bus refused it, the connection broke) is logged, not
+    // thrown into the loop: the inventory is re-published after the next change, and a lost
+    // connection is noticed where the loop processes the bus.
+    try {
+        update(inv);
+    } catch (const sdbus::Error& e) {
+        spdlog::error("publishing the inventory on D-Bus: {}: {}", e.getName(),
+                      printable(e.getMessage(), 512));
+    }
+}
+
+void DbusObjects::update(const Inventory& inv) {
     manager_->update(inv);
     // Devices go before their group and come after it, so a device's Group path always names
     // an exported object.

@@ -34,6 +34,8 @@ public:
     void publish(const Inventory& inv);
 
 private:
+    void update(const Inventory& inv);
+
     sdbus::IConnection& connection_;
     std::unique_ptr<ManagerObject> manager_;
     std::map<unsigned, std::unique_ptr<GroupObject>> groups_;

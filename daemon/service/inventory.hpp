@@ -47,6 +47,12 @@ struct Inventory {
     bool operator==(const Inventory&) const = default;
 };
 
+// inv as it may go on the bus: every string valid UTF-8 (invalid bytes become U+FFFD). The host
+// names things with bytes, not text (a driver directory "evil\xff", a journal entry recording
+// it), and sd-bus refuses to send a string that is not UTF-8; the D-Bus layer publishes only
+// what passed through here.
+Inventory publishable(Inventory inv);
+
 // D-Bus object paths (DESIGN §6).
 std::string group_object_path(unsigned id);
 std::string device_object_path(const PciAddress& a);
