@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "core/pci_address.hpp"
+#include "core/strings.hpp"
 #include "dbus_client.hpp"
 
 namespace vfiod::cli {
@@ -24,7 +25,9 @@ int ask(const char* method, const char* done, const Args& args) {
     // Checked here too so a typo gets exit 2 and a clear message without a bus round trip.
     std::string err;
     if (!PciAddress::parse(args.operand, &err)) {
-        std::fprintf(stderr, "vfioctl: '%s': %s\n", args.operand.c_str(), err.c_str());
+        // The argument is the user's, but it may have come from anywhere (a script, a paste):
+        // echo it escaped, never raw.
+        std::fprintf(stderr, "vfioctl: '%s': %s\n", printable(args.operand).c_str(), err.c_str());
         return kExitUsage;
     }
     client::ClientResult r = client::call_group_method(method, args.operand);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "core/strings.hpp"
 #include "core/json.hpp"
 #include "core/plan.hpp"
 #include "host_plan.hpp"
@@ -176,7 +177,8 @@ int run_doctor(const Args& args) {
                     d.resource_name.value_or("(no resource_name)").c_str(),
                     f.g->group ? ("IOMMU group " + std::to_string(*f.g->group)).c_str()
                                : "no IOMMU group");
-        std::printf("  driver: %s; target: %s\n", d.driver.empty() ? "(none)" : d.driver.c_str(),
+        std::printf("  driver: %s; target: %s\n",
+                    d.driver.empty() ? "(none)" : printable(d.driver).c_str(),
                     d.target.value_or("-").c_str());
         switch (f.g->action) {
         case Action::Bound:
@@ -206,7 +208,7 @@ int run_doctor(const Args& args) {
         else
             std::printf("  KubeVirt: NOT counted now (driver is %s; virt-handler logs \"Skipping "
                         "non-vfio-pci device\")%s\n",
-                        d.driver.empty() ? "none" : d.driver.c_str(),
+                        d.driver.empty() ? "none" : printable(d.driver).c_str(),
                         f.g->action == Action::Bind ? "; counted once vfiod has bound it" : "");
         if (!d.resource_name)
             std::printf("  note: no resource_name: KubeVirt's pciHostDevices needs one to expose "

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/plan_json.hpp"
+#include "core/strings.hpp"
 
 namespace vfiod::cli {
 
@@ -35,7 +36,7 @@ std::string class_name(uint32_t c) {
 std::string render_group(const GroupPlan& g, bool with_writes,
                          const std::optional<std::string>& state) {
     std::string out = g.group ? "group " + std::to_string(*g.group) : std::string("no group");
-    out += ": " + (state ? *state : std::string(to_string(g.action)));
+    out += ": " + (state ? printable(*state) : std::string(to_string(g.action)));
     if (g.reason != Reason::None)
         out += std::string(" (") + to_string(g.reason) + ")";
     out += "\n";
@@ -50,13 +51,14 @@ std::string render_group(const GroupPlan& g, bool with_writes,
         r.cols[0] = d.address.str();
         r.cols[1] = hex4(d.vendor) + ":" + hex4(d.device);
         r.cols[2] = class_name(d.class_code);
-        std::string drv = d.driver.empty() ? "(no driver)" : d.driver;
+        // Driver names come from the host (a link's target) or the daemon: bytes, not text.
+        std::string drv = d.driver.empty() ? "(no driver)" : printable(d.driver);
         if (g.action == Action::Bind && d.target && !d.target->empty() && *d.target != d.driver)
-            drv += " -> " + *d.target;
+            drv += " -> " + printable(*d.target);
         r.cols[3] = drv;
         r.cols[4] = to_string(d.role);
         if (d.resource_name)
-            r.cols[4] += "  " + *d.resource_name;
+            r.cols[4] += "  " + printable(*d.resource_name, 256);
         for (int i = 0; i < 5; ++i)
             width[i] = std::max(width[i], r.cols[i].size());
         rows.push_back(std::move(r));

@@ -27,7 +27,7 @@ std::string error_text(int err) {
     return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
 }
 
-std::string shown(const std::string& value) { return value == "\n" ? "\\n" : value; }
+std::string shown(const std::string& value) { return value == "\n" ? "\\n" : printable(value); }
 
 std::string step_name(Write::Kind k) {
     switch (k) {
@@ -52,8 +52,8 @@ struct Executor::Home {
     }
     std::string describe() const {
         if (driver)
-            return driver->empty() ? "no driver" : "'" + *driver + "'";
-        return "a driver other than '" + avoid + "'";
+            return driver->empty() ? "no driver" : "'" + printable(*driver) + "'";
+        return "a driver other than '" + printable(avoid) + "'";
     }
 };
 
@@ -180,7 +180,7 @@ bool Executor::converge(const PciAddress& fn, const Home& home, std::string* not
         return false;
     cur = read_driver(fs_, fn);
     if (!home.satisfied_by(cur)) {
-        problem("driver is " + (cur.empty() ? std::string("none") : "'" + cur + "'") +
+        problem("driver is " + (cur.empty() ? std::string("none") : "'" + printable(cur) + "'") +
                 ", expected " + home.describe());
         return false;
     }
@@ -342,7 +342,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
         if (!want.satisfied_by(cur))
             return abandon(d.address,
                            d.address.str() + ": verify: driver is " +
-                               (cur.empty() ? std::string("none") : "'" + cur + "'") +
+                               (cur.empty() ? std::string("none") : "'" + printable(cur) + "'") +
                                ", expected " + want.describe(),
                            false);
     }

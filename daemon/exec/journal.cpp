@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/strings.hpp"
+
 namespace vfiod {
 
 namespace {
@@ -168,7 +170,7 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
         std::string key, value;
         fields >> key >> value;
         auto bad = [&](const std::string& why) {
-            fail(err, "line " + std::to_string(lineno) + ": " + why);
+            fail(err, "line " + std::to_string(lineno) + ": " + printable(why, 256));
             return std::nullopt;
         };
         if (key.empty())

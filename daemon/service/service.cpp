@@ -26,7 +26,7 @@ std::string addresses(const std::vector<PciAddress>& list) {
 std::string describe_devices(const GroupPlan& gp, bool moves = true) {
     std::vector<std::string> s;
     for (const auto& d : gp.devices) {
-        std::string from = d.driver.empty() ? "(none)" : d.driver;
+        std::string from = d.driver.empty() ? "(none)" : printable(d.driver);
         if (!moves || !d.target || *d.target == d.driver)
             s.push_back(d.address.str() + " " + from);
         else
@@ -260,7 +260,7 @@ void Service::clear_early_overrides(const GroupPlan& gp) {
             continue;  // a user holds it: never pull a device from under a VM
         spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and probing "
                      "the host driver",
-                     *gp.group, fn->address.str(), fn->driver_override);
+                     *gp.group, fn->address.str(), printable(fn->driver_override));
         for (const auto& w : release_writes(*fn)) {
             if (int err = executor_->write(fn->address, w.path, w.value)) {
                 spdlog::error("group {}: writing {}: {}", *gp.group, w.path, std::strerror(err));
