@@ -248,20 +248,10 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
 DbusObjects::~DbusObjects() = default;
 
 void DbusObjects::publish(const Inventory& raw) {
-    // The one way onto the bus: the objects below only ever hold publishable strings.
+    // The one way onto the bus: the objects below only ever hold publishable strings. A signal
+    // that still cannot be sent throws to the event loop's guard, which marks what it could not
+    // publish as failed.
     const Inventory inv = publishable(raw);
-    // A signal that cannot be sent (the bus refused it, the connection broke) is logged, not
-    // thrown into the loop: the inventory is re-published after the next change, and a lost
-    // connection is noticed where the loop processes the bus.
-    try {
-        update(inv);
-    } catch (const sdbus::Error& e) {
-        spdlog::error("publishing the inventory on D-Bus: {}: {}", e.getName(),
-                      printable(e.getMessage(), 512));
-    }
-}
-
-void DbusObjects::update(const Inventory& inv) {
     manager_->update(inv);
     // Devices go before their group and come after it, so a device's Group path always names
     // an exported object.

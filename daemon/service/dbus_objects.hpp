@@ -34,8 +34,6 @@ public:
     void publish(const Inventory& inv);
 
 private:
-    void update(const Inventory& inv);
-
     sdbus::IConnection& connection_;
     std::unique_ptr<ManagerObject> manager_;
     std::map<unsigned, std::unique_ptr<GroupObject>> groups_;
