@@ -157,9 +157,11 @@ bool allocate(const Snapshot& snap, const std::string& resource,
             if (fns == snap.group_functions.end())
                 continue;
             for (const auto& fn : fns->second) {
+                // Linux 6.1 already lists vfio-dev/vfio<M> in sysfs but has no character
+                // device for it (iommufd cdevs came in 6.6): only a node that exists counts.
                 for (const auto& name :
                      host.list("sys/bus/pci/devices/" + fn.str() + "/vfio-dev"))
-                    if (name.rfind("vfio", 0) == 0)
+                    if (name.rfind("vfio", 0) == 0 && host.exists("dev/vfio/devices/" + name))
                         cdevs.push_back({"/dev/vfio/devices/" + name});
             }
         }

@@ -69,7 +69,8 @@ std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
 
 // One answer per container request, or the first error (naming the ID and, for a split group,
 // the holder). `holders` may be empty when group_mates_outside() was empty. `host` says which
-// iommufd nodes exist (dev/iommu, sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>); the answer names
+// iommufd nodes exist (dev/iommu, and dev/vfio/devices/vfio<M> for each
+// sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>); the answer names
 // host paths ("/dev/vfio/13") whatever the root.
 bool allocate(const Snapshot& snap, const std::string& resource,
               const std::vector<std::vector<std::string>>& requests, const Holders& holders,

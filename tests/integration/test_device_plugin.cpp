@@ -256,7 +256,11 @@ TEST_F(DevicePluginTest, AllocateAnswersExactPathsAndEnv) {
     ASSERT_TRUE(kubelet->start());
     // An iommufd kernel: the function has a vfio-dev cdev and /dev/iommu exists.
     fs::create_directories(root + "/sys/bus/pci/devices/0000:05:00.0/vfio-dev/vfio3");
+    fs::create_directories(root + "/dev/vfio/devices");
+    spit(root + "/dev/vfio/devices/vfio3", "");
     spit(root + "/dev/iommu", "");
+    // Linux 6.1: vfio-dev in sysfs, but no character device behind it.
+    fs::create_directories(root + "/sys/bus/pci/devices/0000:03:00.0/vfio-dev/vfio4");
     start_plugin();
     ASSERT_TRUE(listed({kGpu, kNic}));
 
@@ -282,7 +286,10 @@ TEST_F(DevicePluginTest, AllocateAnswersExactPathsAndEnv) {
                                              "/dev/vfio/devices/vfio3"}));
     EXPECT_EQ(n.container_responses(0).envs().at("PCI_RESOURCE_INTEL_COM_I210"), "0000:05:00.0");
     EXPECT_EQ(n.container_responses(1).envs().at("PCI_RESOURCE_INTEL_COM_I210"), "0000:03:00.0");
-    EXPECT_EQ(n.container_responses(1).devices(1).host_path(), "/dev/vfio/15");
+    got.clear();
+    for (const auto& d : n.container_responses(1).devices())
+        got.push_back(d.host_path());
+    EXPECT_EQ(got, (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/15"}));
 }
 
 TEST_F(DevicePluginTest, AllocateRefusesBadIdsAndSplitGroups) {

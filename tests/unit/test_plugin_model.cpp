@@ -73,6 +73,18 @@ TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
                                                        {"/dev/vfio/15"}}));
     EXPECT_EQ(out[0].envs.at("PCI_RESOURCE_GPU"), "0000:05:00.0,0000:03:00.0");
 
+    // iommufd: a vfio-dev entry counts only with its /dev node (6.1 has the former alone), and
+    // /dev/iommu comes along; the companion's cdev too, since the whole group is handed out.
+    tree.write_file("sys/bus/pci/devices/0000:05:00.1/vfio-dev/vfio2/dev", "");
+    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0"}}, {}, fs, &out, &err));
+    EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"}}));
+    tree.write_file("dev/vfio/devices/vfio2", "");
+    tree.write_file("dev/iommu", "");
+    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0"}}, {}, fs, &out, &err));
+    EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"},
+                                                       {"/dev/iommu"},
+                                                       {"/dev/vfio/devices/vfio2"}}));
+
     EXPECT_FALSE(allocate(s, "gpu", {{"0000:07:00.0"}}, {}, fs, &out, &err));
     EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
     EXPECT_NE(err.message.find("0000:07:00.0"), std::string::npos);
