@@ -128,6 +128,11 @@ def build_payload(args, meta, work):
         with open(os.path.join(system, "vmtest.service"), "w") as f:
             f.write(TEST_UNIT)
         os.symlink("../vmtest.service", os.path.join(system, "multi-user.target.wants/vmtest.service"))
+        # Test programs the scenario runs (never part of the install), on the guest's PATH; the
+        # libraries they need come with the host's /.
+        for prog in args.binary:
+            os.makedirs(os.path.join(overlay, "usr/bin"), exist_ok=True)
+            shutil.copy2(prog, os.path.join(overlay, "usr/bin", os.path.basename(prog)))
         if meta["overlay"]:
             extra = os.path.join(os.path.dirname(args.scenario), meta["overlay"])
             shutil.copytree(extra, overlay, symlinks=True, dirs_exist_ok=True)

@@ -1,0 +1,84 @@
+# Scenario: vfiod-device-plugin (the installed, hardened unit) with a fake kubelet in the guest:
+# the coldplug group is listed Healthy, a hot-plugged e1000e is listed Healthy within 1 s of its
+# State becoming bound, `vfioctl release` lists it Unhealthy within 1 s, and Allocate's paths
+# exist, the group opening as QEMU opens it (VFIO_GROUP_GET_STATUS) viable.
+# overlay: overlays/e1000e-any
+# checks: coldplug-registered coldplug-healthy hotplug-listed-within-1s release-unhealthy-within-1s
+# checks: allocate-ok allocate-paths-exist group-viable plugin-no-errors
+. /vmtest/lib.sh
+
+RES=vmtest/nic
+HP=0000:03:00.0
+KDIR=/var/lib/kubelet/device-plugins
+OUT=/tmp/kubelet.out
+mkdir -p $KDIR /var/lib/kubelet/pod-resources
+grp=$(group_of $GPU)
+wait_for 60 state_is "$grp" bound
+
+mkfifo /tmp/kubelet.in
+vfiod-fake-kubelet $KDIR /var/lib/kubelet/pod-resources/kubelet.sock </tmp/kubelet.in >$OUT 2>&1 &
+exec 7>/tmp/kubelet.in
+wait_for 10 test -S $KDIR/kubelet.sock
+systemctl start vfiod-device-plugin.service
+registered() { grep -q "^register .* $RES vfiod-vmtest_nic.sock" $OUT; }
+if wait_for 20 registered; then ok coldplug-registered; else not_ok coldplug-registered "$(cat $OUT)"; fi
+# last_list: the newest list line of the resource.
+last_list() { grep "^list .* $RES " $OUT | tail -1; }
+has() { last_list | grep -q " $1=$2"; }
+wait_for 10 has $GPU Healthy
+check coldplug-healthy has $GPU Healthy
+note "$(last_list)"
+
+busctl monitor org.vfiod1 >/tmp/monitor.txt 2>&1 &
+monitor=$!
+sleep 1
+host_request qmp device_add '{"driver":"e1000e","bus":"rp3","id":"hp1","netdev":"hp","romfile":""}' >/dev/null
+bound_signal() { _g=$(group_of $HP 2>/dev/null) && [ -n "$_g" ] && signal_time /tmp/monitor.txt "/org/vfiod1/group/$_g" bound; }
+# The first list naming the hot-plugged function Healthy.
+listed_time() { grep "^list .* $RES .* $HP=Healthy" $OUT | head -1 | cut -d' ' -f2; }
+if wait_for 20 bound_signal && wait_for 5 listed_time; then
+    latency=$(awk -v a="$(bound_signal)" -v b="$(listed_time)" 'BEGIN { printf "%.3f", b - a }')
+    measure bound-to-listed "$latency"
+    check hotplug-listed-within-1s awk -v l="$latency" 'BEGIN { exit !(l <= 1.0) }'
+else
+    not_ok hotplug-listed-within-1s "bound: $(bound_signal) listed: $(listed_time); $(tail -3 $OUT)"
+fi
+kill $monitor
+
+t_release=$(now_s)
+vfioctl release $HP >/dev/null 2>&1
+unhealthy_time() {
+    awk -v t0="$t_release" -v id="$HP=Unhealthy" \
+        '$1 == "list" && $2 > t0 && index($0, " " id) { print $2; exit }' $OUT
+}
+if wait_for 5 unhealthy_time; then
+    latency=$(awk -v a="$t_release" -v b="$(unhealthy_time)" 'BEGIN { printf "%.3f", b - a }')
+    measure release-to-unhealthy "$latency"
+    check release-unhealthy-within-1s awk -v l="$latency" 'BEGIN { exit !(l <= 1.0) }'
+else
+    not_ok release-unhealthy-within-1s "$(tail -3 $OUT)"
+fi
+
+echo "allocate $RES $GPU" >&7
+answer() { grep "^allocate " $OUT | tail -1; }
+wait_for 10 answer
+a=$(answer)
+note "$a"
+check allocate-ok sh -c "echo '$a' | grep -q '^allocate ok PCI_RESOURCE_VMTEST_NIC=$GPU /dev/vfio/vfio /dev/vfio/$grp'"
+missing=
+for p in $(echo "$a" | tr ' ' '\n' | grep '^/dev/'); do [ -e "$p" ] || missing="$missing $p"; done
+expect_eq allocate-paths-exist "" "$missing"
+# As QEMU does: open the group and ask VFIO_GROUP_GET_STATUS (_IO(';', 100 + 3)) for VIABLE.
+viable=$(python3 -c '
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+argsz, flags = struct.unpack("II", fcntl.ioctl(fd, 0x3b67, struct.pack("II", 8, 0)))
+print("viable" if flags & 1 else "not-viable")
+' /dev/vfio/$grp 2>&1)
+expect_eq group-viable viable "$viable"
+
+errs=$(journalctl -u vfiod-device-plugin -p warning -q --no-pager)
+expect_eq plugin-no-errors "" "$errs"
+systemctl stop vfiod-device-plugin.service
+journalctl -u vfiod-device-plugin -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done
+cat $OUT | while read -r line; do note "kubelet: $line"; done
