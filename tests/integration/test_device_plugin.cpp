@@ -3,16 +3,8 @@
 // and a fake kubelet speaking the device plugin protocol over real unix sockets.
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -20,8 +12,7 @@
 
 #include "dbus_client.hpp"
 #include "fake_kubelet.hpp"
-
-extern char** environ;
+#include "plugin_env.hpp"
 
 namespace vfiod::test {
 namespace {
@@ -49,112 +40,12 @@ resource_name = "samsung.com/PM9A1"
 address = "0000:00:02.0"
 )";
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-void spit(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-class Proc {
-public:
-    Proc() = default;
-    Proc(std::vector<std::string> argv, const std::string& log) {
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        std::vector<char*> args;
-        for (auto& a : argv)
-            args.push_back(a.data());
-        args.push_back(nullptr);
-        if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0)
-            pid_ = -1;
-        posix_spawn_file_actions_destroy(&fa);
-    }
-    Proc(Proc&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
-    Proc& operator=(Proc&& o) noexcept {
-        stop();
-        pid_ = o.pid_;
-        o.pid_ = -1;
-        return *this;
-    }
-    ~Proc() { stop(); }
-    // SIGTERM and the exit status (-1 when it was not running).
-    int stop(int sig = SIGTERM) {
-        if (pid_ <= 0)
-            return -1;
-        kill(pid_, sig);
-        int st = 0;
-        waitpid(pid_, &st, 0);
-        pid_ = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-    // Waits for the process to exit by itself; -1 on timeout.
-    int wait_exit(std::chrono::milliseconds timeout) {
-        auto end = Clock::now() + timeout;
-        while (Clock::now() < end) {
-            int st = 0;
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                pid_ = -1;
-                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            }
-            std::this_thread::sleep_for(20ms);
-        }
-        return -1;
-    }
-    int signal(int sig) const { return kill(pid_, sig); }
-
-private:
-    pid_t pid_ = -1;
-};
-
-bool eventually(const std::function<bool()>& f, std::chrono::milliseconds timeout) {
-    auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-        if (f())
-            return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return f();
-}
-
 class DevicePluginTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        char tmpl[] = "/tmp/vfiod-dp.XXXXXX";
-        work = mkdtemp(tmpl);
-        fs::permissions(work, fs::perms(0755));
-        kubelet_dir = work + "/device-plugins";
-        fs::create_directories(kubelet_dir);
-        spit(work + "/activated.sh", "#!/bin/sh\ntouch " + work + "/activated\n");
-        fs::permissions(work + "/activated.sh", fs::perms(0755));
-        fs::create_directories(work + "/services");
-        // If anything asked the bus to start org.vfiod1, this marker appears.
-        spit(work + "/services/org.vfiod1.service",
-             "[D-BUS Service]\nName=org.vfiod1\nExec=" + work + "/activated.sh\n");
-        spit(work + "/bus.conf", R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=)" + work + R"(/bus</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>)" + work + R"(/services</servicedir>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-  </policy>
-</busconfig>
-)");
-        bus = Proc({"/usr/bin/dbus-daemon", "--config-file=" + work + "/bus.conf", "--nofork",
-                    "--nopidfile"},
-                   work + "/bus.log");
-        ASSERT_TRUE(eventually([&] { return fs::exists(work + "/bus"); }, 5s));
-        setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + work + "/bus").c_str(), 1);
+        ASSERT_TRUE(env.start_bus());
+        work = env.work;
+        kubelet_dir = env.kubelet_dir;
         config = work + "/vfiod.toml";
         spit(config, kConfig);
         kubelet = std::make_unique<FakeKubelet>(kubelet_dir, work + "/pod-resources.sock");
@@ -164,7 +55,7 @@ protected:
         plugin.stop();
         kubelet.reset();
         vfiod.stop();
-        bus.stop();
+        env.bus.stop();
         if (HasFailure()) {
             std::cerr << "--- plugin log ---\n" << slurp(work + "/plugin.log");
             std::cerr << "--- vfiod log ---\n" << slurp(work + "/vfiod.log");
@@ -175,13 +66,8 @@ protected:
 
     // vfiod (the test build on the fake kernel) in enforce mode; sets root.
     void start_fake_vfiod() {
-        vfiod = Proc({VFIOD_FAKE_KERNEL, "--root", "k8s-host", "--config", config, "--verbose"},
-                     work + "/vfiod.log");
-        ASSERT_TRUE(eventually([&] { return slurp(work + "/vfiod.log").find("root=") !=
-                                            std::string::npos; }, 10s));
-        std::string log = slurp(work + "/vfiod.log");
-        auto at = log.find("root=") + 5;
-        root = log.substr(at, log.find('\n', at) - at);
+        root = env.start_fake_vfiod(&vfiod, "k8s-host", config);
+        ASSERT_FALSE(root.empty());
     }
 
     void start_plugin() {
@@ -210,8 +96,9 @@ protected:
         return it == l.health.end() ? "absent" : it->second;
     }
 
+    PluginEnv env;
     std::string work, kubelet_dir, config, root;
-    Proc bus, vfiod, plugin;
+    Proc vfiod, plugin;
     std::unique_ptr<FakeKubelet> kubelet;
 };
 
@@ -248,7 +135,7 @@ TEST_F(DevicePluginTest, RegistersEachResourceAndListsHealthAndNuma) {
     EXPECT_EQ(nic.numa["0000:03:00.0"], std::vector<int64_t>{0});
     EXPECT_EQ(nic.numa["0000:05:00.0"], std::vector<int64_t>{1});
     EXPECT_EQ(health(kNvme, "0000:02:00.0"), "Unhealthy");
-    EXPECT_FALSE(fs::exists(work + "/activated"));
+    EXPECT_FALSE(env.activated());
 }
 
 TEST_F(DevicePluginTest, AllocateAnswersExactPathsAndEnv) {
@@ -511,7 +398,7 @@ TEST_F(DevicePluginTest, VfiodStopAndStartResyncsAndNeverActivates) {
     spit(root + "/dev/vfio/15", "");
     EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Healthy"; }, 1s));
     EXPECT_EQ(kubelet->list_count(kNic), lists + 2);
-    EXPECT_FALSE(fs::exists(work + "/activated")) << "the plugin D-Bus-activated vfiod";
+    EXPECT_FALSE(env.activated()) << "the plugin D-Bus-activated vfiod";
 
     std::string renamed = kConfig;
     renamed.replace(renamed.find("intel.com/I210"), 14, "intel.com/igb");
@@ -525,7 +412,7 @@ TEST_F(DevicePluginTest, VfiodStopAndStartResyncsAndNeverActivates) {
                 return true;
         return false;
     }, 2s));
-    EXPECT_FALSE(fs::exists(work + "/activated"));
+    EXPECT_FALSE(env.activated());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "scenarios.hpp"
 
+#include <cstdio>
+
 namespace vfiod::test {
 
 namespace {
@@ -92,7 +94,26 @@ void build_k8s_host(FakeTree& t) {
     t.add_function(nic);
 }
 
-std::vector<std::string> scenario_names() { return {"gpu-host", "k8s-host"}; }
+// 256 free NICs (8086:1533), one IOMMU group each, on NUMA nodes 0 and 1: the device plugin's
+// size benchmark.
+void build_many_nics(FakeTree& t) {
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    for (unsigned i = 0; i < 256; ++i) {
+        char bdf[16];
+        std::snprintf(bdf, sizeof bdf, "0000:%02x:00.%u", 0x20 + i / 8, i % 8);
+        Fn nic = fn(bdf, "8086", "1533", "020000", "igb", 100 + i);
+        nic.numa_node = static_cast<int>(i % 2);
+        t.add_function(nic);
+    }
+    t.write_file("proc/self/mountinfo", "");
+    t.write_file("proc/mounts", "");
+    t.write_file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+    t.write_file("proc/net/route", "Iface\tDestination\tGateway \tFlags\n");
+    t.write_file("proc/net/ipv6_route", "");
+}
+
+std::vector<std::string> scenario_names() { return {"gpu-host", "k8s-host", "many-nics"}; }
 
 bool build_scenario(const std::string& name, FakeTree& t) {
     if (name == "gpu-host") {
@@ -101,6 +122,10 @@ bool build_scenario(const std::string& name, FakeTree& t) {
     }
     if (name == "k8s-host") {
         build_k8s_host(t);
+        return true;
+    }
+    if (name == "many-nics") {
+        build_many_nics(t);
         return true;
     }
     return false;
