@@ -84,7 +84,8 @@ struct World {
     std::unique_ptr<FakeKubelet> kubelet;
     std::string root;
 
-    bool start(const char* scenario, size_t devices) {
+    // Ready when the kubelet has a list with `healthy` Healthy devices.
+    bool start(const char* scenario, long healthy) {
         if (!env.start_bus())
             return false;
         spit(env.work + "/vfiod.toml", kConfig);
@@ -99,9 +100,9 @@ struct World {
                       env.work + "/plugin.log");
         return eventually([&] {
             auto l = kubelet->latest(kRes);
-            return l.health.size() == devices &&
-                   std::all_of(l.health.begin(), l.health.end(),
-                               [](const auto& h) { return h.second == "Healthy"; });
+            return std::count_if(l.health.begin(), l.health.end(), [](const auto& h) {
+                       return h.second == "Healthy";
+                   }) == healthy;
         }, 120s);
     }
     ~World() {
@@ -119,7 +120,7 @@ int main() {
     bool good = true;
     {
         World w;
-        if (!w.start("k8s-host", 3)) {
+        if (!w.start("k8s-host", 2)) {  // 04:00.0 is refused (enslaved to bond0)
             std::fprintf(stderr, "setup failed; logs in %s\n", w.env.work.c_str());
             return 1;
         }
@@ -179,7 +180,11 @@ int main() {
         std::this_thread::sleep_for(1s);  // let start-up settle before the idle window
         pid_t pid = w.plugin.pid();
         long rss = status_kb(pid, "VmRSS:"), hwm = status_kb(pid, "VmHWM:");
-        std::printf("RSS serving 256 devices: %ld KiB (peak %ld KiB) (goal <= 16384)\n", rss, hwm);
+        // File-backed pages are mostly gRPC's, protobuf's and abseil's code, shared with any
+        // other process mapping them; anonymous memory is the plugin's own.
+        std::printf("RSS serving 256 devices: %ld KiB (peak %ld KiB; anonymous %ld KiB, "
+                    "file-backed %ld KiB) (goal <= 16384)\n",
+                    rss, hwm, status_kb(pid, "RssAnon:"), status_kb(pid, "RssFile:"));
         good = good && rss <= 16384;
         long l0 = lines(w.env.work + "/plugin.log"), s0 = switches(pid), c0 = cpu_ticks(pid);
         std::this_thread::sleep_for(10s);
