@@ -18,6 +18,7 @@
 #include "service/service.hpp"
 #include "service/udev_match.hpp"
 #include "service/udev_monitor.hpp"
+#include "service/workers.hpp"
 #ifdef VFIOD_FAKE_KERNEL
 #include "fake_kernel.hpp"
 #include "scenarios.hpp"
@@ -170,7 +171,12 @@ int main(int argc, char** argv) {
                  vfiod::to_string(service.mode()), opts.root,
                  monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
     sd_notify(0, "READY=1\nSTATUS=running");
+    // Bind, Release and Reload run their writes here, off the loop.
+    vfiod::Workers workers;
+    service.set_workers(&workers);
     vfiod::LoopHooks hooks;
+    hooks.work_fd = workers.fd();
+    hooks.work_ready = [&] { workers.dispatch(); };
     hooks.after_dispatch = [&] {
         auth.tidy();
         call_log.flush();

@@ -86,19 +86,25 @@ int Executor::timed_write(const PciAddress& fn, const std::string& rel, const st
     } catch (const std::system_error& e) {
         return e.code().value() ? e.code().value() : EAGAIN;
     }
-    std::unique_lock lock(pending->m);
-    if (!pending->cv.wait_for(lock, timeout_, [&] { return pending->done; })) {
-        stuck_[fn] = pending;
-        return kStuck;
+    {
+        std::unique_lock lock(pending->m);
+        if (pending->cv.wait_for(lock, timeout_, [&] { return pending->done; }))
+            return pending->err;
     }
-    return pending->err;
+    // Not under pending->m: held_by_stuck_write() takes stuck_m_ first, then a Pending's.
+    std::lock_guard stuck_lock(stuck_m_);
+    stuck_[fn] = pending;
+    return kStuck;
 }
 
 int Executor::write(const PciAddress& fn, const std::string& rel, const std::string& value) {
-    if (auto it = stuck_.find(fn); it != stuck_.end()) {
-        std::lock_guard lock(it->second->m);
-        if (!it->second->done)
-            return EBUSY;
+    {
+        std::lock_guard stuck_lock(stuck_m_);
+        if (auto it = stuck_.find(fn); it != stuck_.end()) {
+            std::lock_guard lock(it->second->m);
+            if (!it->second->done)
+                return EBUSY;
+        }
     }
     int err = timed_write(fn, rel, value);
     return err == kStuck ? ETIMEDOUT : err;
@@ -106,6 +112,7 @@ int Executor::write(const PciAddress& fn, const std::string& rel, const std::str
 
 std::vector<PciAddress> Executor::stuck() const {
     std::vector<PciAddress> out;
+    std::lock_guard stuck_lock(stuck_m_);
     for (const auto& [addr, p] : stuck_) {
         std::lock_guard lock(p->m);
         if (!p->done)
@@ -115,6 +122,7 @@ std::vector<PciAddress> Executor::stuck() const {
 }
 
 std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan) {
+    std::lock_guard stuck_lock(stuck_m_);
     std::erase_if(stuck_, [](const auto& kv) {
         std::lock_guard lock(kv.second->m);
         return kv.second->done;

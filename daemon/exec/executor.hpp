@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,9 @@ private:
     Sysfs& fs_;
     Journal* journal_;
     std::chrono::milliseconds timeout_;
+    // Operations on different groups run on their own threads (the service's workers) and
+    // share this bookkeeping.
+    mutable std::mutex stuck_m_;
     std::map<PciAddress, std::shared_ptr<Pending>> stuck_;
 };
 

@@ -60,8 +60,9 @@ public:
     }
 
 private:
-    // Runs `work` once the caller is authorized, and answers the call with its result. The
-    // answer may come long after this returns; a caller that leaves first gets none.
+    // Starts `work` once the caller is authorized; work calls its argument with the result,
+    // which answers the call. The answer may come long after this returns; a caller that
+    // leaves first gets none.
     template <typename Work>
     void authorized(const char* method, sdbus::Result<>&& result, Work work) {
         const sdbus::Message* msg = getObject().getCurrentlyProcessedMessage();
@@ -77,23 +78,23 @@ private:
                                                             ")"));
                 return;
             }
-            OpResult r;
+            auto answer = [this, method, sender, uid, res, who = a.uid](const OpResult& r) {
+                if (r.ok()) {
+                    send(*res, std::nullopt);
+                    return;
+                }
+                log_.note(who, fmt::format("{} from {} (uid {}) failed: {}: {}", method, sender,
+                                           uid, error_name(r.code), r.message));
+                send(*res, sdbus::Error(error_name(r.code), r.message));
+            };
             try {
-                r = work();
+                work(answer);
             } catch (const std::exception& e) {
                 // The service returns results, but a library below it may still throw
-                // (std::bad_alloc, std::system_error from a worker thread): answer Failed
-                // rather than let it end the daemon.
+                // (std::bad_alloc, std::system_error): answer Failed rather than end the daemon.
                 spdlog::error("{}: {}", method, e.what());
-                r = OpResult::error(OpResult::Code::Failed, std::string(method) + ": " + e.what());
+                answer(OpResult::error(OpResult::Code::Failed, std::string(method) + ": " + e.what()));
             }
-            if (r.ok()) {
-                send(*res, std::nullopt);
-                return;
-            }
-            log_.note(a.uid, fmt::format("{} from {} (uid {}) failed: {}: {}", method, sender, uid,
-                                         error_name(r.code), r.message));
-            send(*res, sdbus::Error(error_name(r.code), r.message));
         });
     }
 
@@ -111,14 +112,18 @@ private:
     }
 
     void Bind(sdbus::Result<>&& result, std::string address) override {
-        authorized("Bind", std::move(result), [this, address] { return service_.bind(address); });
+        authorized("Bind", std::move(result), [this, address](const Service::Reply& reply) {
+            service_.bind_async(address, reply);
+        });
     }
     void Release(sdbus::Result<>&& result, std::string address) override {
-        authorized("Release", std::move(result),
-                   [this, address] { return service_.release(address); });
+        authorized("Release", std::move(result), [this, address](const Service::Reply& reply) {
+            service_.release_async(address, reply);
+        });
     }
     void Reload(sdbus::Result<>&& result) override {
-        authorized("Reload", std::move(result), [this] { return service_.reload(); });
+        authorized("Reload", std::move(result),
+                   [this](const Service::Reply& reply) { service_.reload_async(reply); });
     }
     std::string Plan() override {
         try {

@@ -98,8 +98,10 @@ private:
 
 void reload(Service& service) {
     sd_notify(0, "RELOADING=1");
-    OpResult r = service.reload();
-    sd_notifyf(0, "READY=1\nSTATUS=%s", r.ok() ? "running" : "running; last reload rejected");
+    // Runs once the operations in flight have ended; the loop goes on serving meanwhile.
+    service.reload_async([](const OpResult& r) {
+        sd_notifyf(0, "READY=1\nSTATUS=%s", r.ok() ? "running" : "running; last reload rejected");
+    });
 }
 
 }  // namespace
@@ -145,15 +147,16 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* ev
             spdlog::critical("system bus connection lost: {}", e.getMessage());
             return 1;
         }
-        pollfd fds[4] = {
+        pollfd fds[5] = {
             {bus_poll.fd, bus_poll.events, 0},
             {sig.get(), POLLIN, 0},
             {timer.get(), POLLIN, 0},
             {events ? events->fd() : -1, POLLIN, 0},
+            {hooks.work_fd, POLLIN, 0},
         };
         auto deadline = earliest(watchdog.deadline(),
                                  hooks.next_deadline ? hooks.next_deadline() : std::nullopt);
-        int r = poll(fds, 4, poll_timeout(bus_poll.getPollTimeout(), deadline));
+        int r = poll(fds, 5, poll_timeout(bus_poll.getPollTimeout(), deadline));
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -181,6 +184,8 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* ev
                 }
             }
         }
+        if ((fds[4].revents & POLLIN) && hooks.work_ready)
+            hooks.work_ready();
         if (fds[3].revents & POLLIN) {
             for (const auto& e : events->receive()) {
                 spdlog::debug("udev: {} {}", e.action, e.address.str());

@@ -24,6 +24,9 @@ void block_signals();
 struct LoopHooks {
     std::function<void()> after_dispatch;
     std::function<std::optional<std::chrono::steady_clock::time_point>()> next_deadline;
+    // Finished off-loop operations: `work_ready` runs their completions when `work_fd` polls in.
+    int work_fd = -1;
+    std::function<void()> work_ready;
 };
 
 // Runs until SIGTERM/SIGINT, or until the bus is lost. `events` (the udev monitor) is null when

@@ -9,6 +9,8 @@
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
 #include "io/config_loader.hpp"
+#include "service/fenced_sysfs.hpp"
+#include "service/workers.hpp"
 
 namespace vfiod {
 
@@ -64,7 +66,10 @@ std::string device_object_path(const PciAddress& a) {
 }
 
 Service::Service(Sysfs& fs, ServiceOptions options)
-    : fs_(fs), options_(std::move(options)), journal_(std::make_unique<Journal>(fs_)) {}
+    : fs_(fs),
+      view_(std::make_unique<FencedSysfs>(fs)),
+      options_(std::move(options)),
+      journal_(std::make_unique<Journal>(fs_)) {}
 
 Service::~Service() = default;
 
@@ -103,7 +108,7 @@ bool Service::start() {
 }
 
 void Service::reread() {
-    snapshot_ = read_snapshot(fs_);
+    snapshot_ = read_snapshot(*view_);
     for (const auto& w : snapshot_.warnings)
         spdlog::debug("{}", w);
     plan_ = make_plan(snapshot_.topology, snapshot_.use, config_);
@@ -153,17 +158,45 @@ OpResult Service::reload() {
 }
 
 void Service::apply_events(const std::set<PciAddress>& touched) {
+    refresh_fences();
     // A removed function is only in the old topology, an added one only in the new: ask both.
-    std::set<unsigned> groups;
+    std::map<PciAddress, std::set<unsigned>> groups_of;
     for (const auto& a : touched)
         if (auto g = group_of(a))
-            groups.insert(*g);
+            groups_of[a].insert(*g);
     reread();
     for (const auto& a : touched)
         if (auto g = group_of(a))
-            groups.insert(*g);
+            groups_of[a].insert(*g);
+    // A group busy with an operation hears of its events when the operation ends: deciding it
+    // now would race the writes (and most of these events are those writes' own).
+    std::set<unsigned> groups;
+    for (const auto& [a, gs] : groups_of)
+        for (unsigned g : gs) {
+            if (busy(g))
+                deferred_events_[g].insert(a);
+            else
+                groups.insert(g);
+        }
     decide(groups, true);
     publish();
+}
+
+bool Service::busy(unsigned group) const { return queues_.count(group) != 0; }
+
+void Service::refresh_fences() {
+    std::set<PciAddress> keep;
+    for (const auto& [g, fns] : running_)
+        keep.insert(fns.begin(), fns.end());
+    if (executor_)
+        for (const auto& a : executor_->stuck())
+            keep.insert(a);
+    std::set<PciAddress> fenced = view_->fenced();
+    for (const auto& a : fenced)
+        if (!keep.count(a))
+            view_->unfence(a);
+    for (const auto& a : keep)
+        view_->fence(a);
 }
 
 void Service::decide(const std::set<unsigned>& groups, bool from_events) {
@@ -363,6 +396,7 @@ void Service::publish() {
 std::string Service::plan_json() const { return plan_to_json(plan_); }
 
 OpResult Service::apply_reload() {
+    refresh_fences();
     ConfigResult r = load_config(fs_.root(), options_.config_file);
     if (!r.config) {
         for (const auto& e : r.errors)
@@ -419,85 +453,238 @@ OpResult Service::refusal(const GroupPlan& gp) const {
     return OpResult::error(OpResult::Code::Refused, msg);
 }
 
-OpResult Service::bind(std::string_view address) {
+Service::Prepared Service::prepare_bind(std::string_view address) {
+    auto answer = [](OpResult r) {
+        Prepared p;
+        p.done = std::move(r);
+        return p;
+    };
     std::string err;
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
-        return OpResult::error(OpResult::Code::InvalidArgs, err);
+        return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
     reread();  // decide on the host as it is now, not as the last event left it
     const PciFunction* fn = snapshot_.topology.find(*addr);
     if (!fn)
-        return OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str());
+        return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
     const GroupPlan* gp = nullptr;
     for (const auto& g : plan_.groups)
         for (const auto& d : g.devices)
             if (d.address == *addr)
                 gp = &g;
     if (!gp)
-        return OpResult::error(OpResult::Code::NotAllowlisted,
-                               addr->str() + " matches no [[device]] entry, nor does any "
-                                             "function of its IOMMU group");
+        return answer(OpResult::error(OpResult::Code::NotAllowlisted,
+                                      addr->str() + " matches no [[device]] entry, nor does any "
+                                                    "function of its IOMMU group"));
     if (gp->action == Action::Refuse) {
         if (gp->group)
             set_status(*gp->group, decide_group(*gp, false));
         publish();
-        return refusal(*gp);
+        return answer(refusal(*gp));
     }
     unsigned id = *gp->group;
     if (mode() == Mode::Observe)
-        return OpResult::error(OpResult::Code::Failed,
-                               "vfiod runs in observe mode and writes nothing; group " +
-                                   std::to_string(id) + " stays pending");
+        return answer(OpResult::error(OpResult::Code::Failed,
+                                      "vfiod runs in observe mode and writes nothing; group " +
+                                          std::to_string(id) + " stays pending"));
     spdlog::info("group {}: Bind requested for {}", id, addr->str());
     if (journal_->released(id))
         journal_->clear_released(id);
     reasserted_.erase(id);
-    Status st = gp->action == Action::Bound ? Status{GroupState::Bound, Reason::None, "", {}}
-                                            : execute(*gp);
-    set_status(id, st);
-    if (wrote_) {
-        reread();
-        wrote_ = false;
+    if (gp->action == Action::Bound) {
+        set_status(id, {GroupState::Bound, Reason::None, "", {}});
+        publish();
+        return answer({});
     }
+    // Consumers see `pending` while the writes run.
+    set_status(id, {planned_state(gp->action), Reason::None, "binding " + describe_devices(*gp), {}});
     publish();
-    if (st.state == GroupState::Bound)
-        return {};
-    return OpResult::error(OpResult::Code::Failed,
-                           std::string(to_string(st.reason)) + ": " + st.message);
+    Prepared p;
+    p.group = id;
+    p.plan = *gp;
+    return p;
 }
 
-OpResult Service::release(std::string_view address) {
+Service::Prepared Service::prepare_release(std::string_view address) {
+    auto answer = [](OpResult r) {
+        Prepared p;
+        p.done = std::move(r);
+        return p;
+    };
     std::string err;
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
-        return OpResult::error(OpResult::Code::InvalidArgs, err);
+        return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
     reread();
     const PciFunction* fn = snapshot_.topology.find(*addr);
     if (!fn)
-        return OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str());
+        return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
     if (!fn->iommu_group || !status_.count(*fn->iommu_group))
-        return OpResult::error(OpResult::Code::NotAllowlisted,
-                               addr->str() + " is not in a group vfiod manages");
+        return answer(OpResult::error(OpResult::Code::NotAllowlisted,
+                                      addr->str() + " is not in a group vfiod manages"));
     unsigned id = *fn->iommu_group;
     if (mode() == Mode::Observe)
-        return OpResult::error(OpResult::Code::Failed,
-                               "vfiod runs in observe mode and writes nothing");
+        return answer(OpResult::error(OpResult::Code::Failed,
+                                      "vfiod runs in observe mode and writes nothing"));
     GroupPlan rp = plan_release(snapshot_.topology, snapshot_.use, id, originals(id));
     if (rp.action == Action::Refuse) {
         spdlog::warn("group {}: Release refused: {}", id, join(rp.details, "; "));
-        return refusal(rp);
+        return answer(refusal(rp));
     }
     spdlog::info("group {}: Release requested for {}", id, addr->str());
-    GroupOutcome o = executor_->release(rp);
+    Prepared p;
+    p.group = id;
+    p.plan = std::move(rp);
+    p.releasing = true;
+    return p;
+}
+
+GroupOutcome Service::run_writes(const Prepared& p) {
+    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan);
+}
+
+OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
     Status st = from_outcome(o);
-    reread();  // first, so the state-change line names the drivers the functions went back to
-    set_status(id, st);
+    // First, so the state-change line names the drivers the functions went to.
+    reread();
+    wrote_ = false;
+    set_status(p.group, st);
     publish();
-    if (st.state == GroupState::Released)
+    GroupState want = p.releasing ? GroupState::Released : GroupState::Bound;
+    if (st.state == want)
         return {};
     return OpResult::error(
         st.state == GroupState::Refused ? OpResult::Code::Refused : OpResult::Code::Failed,
         std::string(to_string(st.reason)) + ": " + st.message);
+}
+
+OpResult Service::bind(std::string_view address) {
+    Prepared p = prepare_bind(address);
+    return p.done ? *p.done : complete(p, run_writes(p));
+}
+
+OpResult Service::release(std::string_view address) {
+    Prepared p = prepare_release(address);
+    return p.done ? *p.done : complete(p, run_writes(p));
+}
+
+// ---- asynchronous operations: one at a time per group, off the loop ----
+
+void Service::bind_async(std::string address, Reply reply) {
+    submit({false, std::move(address), std::move(reply)});
+}
+
+void Service::release_async(std::string address, Reply reply) {
+    submit({true, std::move(address), std::move(reply)});
+}
+
+void Service::reload_async(Reply reply) {
+    if (!workers_ || queues_.empty()) {
+        reply(reload());
+        return;
+    }
+    // Waits for the operations in flight; requests that come meanwhile wait for it.
+    reloads_.push_back(std::move(reply));
+}
+
+void Service::submit(Request r) {
+    if (!workers_) {
+        r.reply(r.release ? release(r.address) : bind(r.address));
+        return;
+    }
+    if (!reloads_.empty()) {
+        held_.push_back(std::move(r));
+        return;
+    }
+    auto addr = PciAddress::parse(r.address);
+    std::optional<unsigned> g = addr ? group_of(*addr) : std::nullopt;
+    if (addr && !g) {
+        refresh_fences();
+        reread();  // a function that appeared since the last event
+        g = group_of(*addr);
+    }
+    if (!g) {
+        // No group: answered from the plan (InvalidArgs, NotFound, NotAllowlisted, no-iommu),
+        // without a write.
+        r.reply(r.release ? release(r.address) : bind(r.address));
+        return;
+    }
+    auto& q = queues_[*g];
+    q.push_back(std::move(r));
+    if (q.size() == 1)
+        start_next(*g);
+}
+
+void Service::start_next(unsigned g) {
+    for (;;) {
+        auto it = queues_.find(g);
+        if (it == queues_.end() || it->second.empty()) {
+            queues_.erase(g);
+            group_idle(g);
+            return;
+        }
+        refresh_fences();
+        Request& r = it->second.front();
+        Prepared p;
+        OpResult failed = guarded(r.release ? "Release" : "Bind", [&] {
+            p = r.release ? prepare_release(r.address) : prepare_bind(r.address);
+            return OpResult{};
+        });
+        if (!failed.ok())
+            p.done = failed;
+        if (p.done) {
+            Reply reply = std::move(r.reply);
+            it->second.pop_front();
+            reply(*p.done);
+            continue;
+        }
+        // From here until the outcome, the loop reads nothing of these functions.
+        auto& fenced = running_[g];
+        for (const auto& d : p.plan.devices)
+            fenced.insert(d.address);
+        refresh_fences();
+        auto prepared = std::make_shared<Prepared>(std::move(p));
+        auto outcome = std::make_shared<GroupOutcome>();
+        bool started = workers_->run([this, prepared, outcome] { *outcome = run_writes(*prepared); },
+                                     [this, g, prepared, outcome] { finish(g, *prepared, *outcome); });
+        if (!started) {
+            *outcome = run_writes(*prepared);
+            finish(g, *prepared, *outcome);
+        }
+        return;
+    }
+}
+
+void Service::finish(unsigned g, const Prepared& p, const GroupOutcome& o) {
+    running_.erase(g);
+    refresh_fences();  // a function whose write is stuck stays fenced
+    OpResult res = guarded(p.releasing ? "Release" : "Bind", [&] { return complete(p, o); });
+    auto it = queues_.find(g);
+    if (it != queues_.end() && !it->second.empty()) {
+        Reply reply = std::move(it->second.front().reply);
+        it->second.pop_front();
+        reply(res);
+    }
+    start_next(g);
+}
+
+void Service::group_idle(unsigned g) {
+    auto ev = deferred_events_.find(g);
+    if (ev != deferred_events_.end()) {
+        std::set<PciAddress> touched = std::move(ev->second);
+        deferred_events_.erase(ev);
+        handle_events(touched);
+    }
+    if (!queues_.empty() || reloads_.empty())
+        return;
+    std::vector<Reply> reloads;
+    reloads.swap(reloads_);
+    for (auto& reply : reloads)
+        reply(reload());
+    std::deque<Request> held;
+    held.swap(held_);
+    for (auto& r : held)
+        submit(std::move(r));
 }
 
 }  // namespace vfiod

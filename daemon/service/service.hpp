@@ -2,6 +2,7 @@
 // config and the per-group states; the D-Bus adaptor and the event loop only call into it.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,7 +21,10 @@
 namespace vfiod {
 
 class Executor;
+class FencedSysfs;
 class Journal;
+class Workers;
+struct GroupOutcome;
 
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
@@ -58,8 +62,21 @@ public:
 
     // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
     OpResult reload();
+    // Synchronous: the writes run on the caller's thread (tests, and the daemon without workers).
     OpResult bind(std::string_view address);
     OpResult release(std::string_view address);
+
+    // The D-Bus methods (DESIGN §6): they return at once; `reply` runs later on the loop. Requests
+    // for one group run one at a time, in order; other groups' run meanwhile, each on a worker
+    // thread. A Reload waits for the operations in flight, and requests arriving meanwhile wait
+    // for it. Without set_workers() these run synchronously.
+    using Reply = std::function<void(const OpResult&)>;
+    void set_workers(Workers* workers) { workers_ = workers; }
+    void bind_async(std::string address, Reply reply);
+    void release_async(std::string address, Reply reply);
+    void reload_async(Reply reply);
+    // True while an operation on the group runs or waits.
+    bool busy(unsigned group) const;
 
     std::string plan_json() const;
     const Inventory& inventory() const { return inventory_; }
@@ -83,6 +100,28 @@ private:
     OpResult guarded(const char* what, F&& entry);
     void apply_events(const std::set<PciAddress>& touched);
     OpResult apply_reload();
+    // An operator request split at its writes: decided on the loop, written off it.
+    struct Prepared {
+        std::optional<OpResult> done;  // answered without writing
+        unsigned group = 0;
+        GroupPlan plan;
+        bool releasing = false;
+    };
+    struct Request {
+        bool release = false;
+        std::string address;
+        Reply reply;
+    };
+    Prepared prepare_bind(std::string_view address);
+    Prepared prepare_release(std::string_view address);
+    GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
+    OpResult complete(const Prepared& p, const GroupOutcome& o);
+    void submit(Request r);
+    void start_next(unsigned group);
+    void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
+    void group_idle(unsigned group);
+    void refresh_fences();
+
     void reread();
     void decide(const std::set<unsigned>& groups, bool from_events);
     Status decide_group(const GroupPlan& gp, bool from_events);
@@ -100,7 +139,8 @@ private:
     std::map<PciAddress, std::string> originals(unsigned group) const;
     bool is_released(unsigned group) const;
 
-    Sysfs& fs_;
+    Sysfs& fs_;                          // the executor's: writes, on worker threads
+    std::unique_ptr<FencedSysfs> view_;  // the loop's reads
     ServiceOptions options_;
     Config config_;
     Snapshot snapshot_;
@@ -114,6 +154,13 @@ private:
     std::unique_ptr<Executor> executor_;
     Inventory inventory_;
     std::function<void(const Inventory&)> on_change_;
+
+    Workers* workers_ = nullptr;
+    std::map<unsigned, std::deque<Request>> queues_;  // per group; the front one is running
+    std::map<unsigned, std::set<PciAddress>> running_;  // functions being written, per group
+    std::map<unsigned, std::set<PciAddress>> deferred_events_;
+    std::vector<Reply> reloads_;  // waiting for the operations in flight
+    std::deque<Request> held_;    // arrived while a reload waits
 };
 
 }  // namespace vfiod

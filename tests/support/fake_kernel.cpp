@@ -108,7 +108,12 @@ int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
         blocks = blocks || p == rel;
     if (blocks && !released_) {
         ++blocked_;
+        // As on 6.1, the blocked store holds the device lock: reading the function's attributes
+        // (driver_override's show() takes that lock) blocks too, until the store returns.
+        std::string fn = function_of_write(rel, value);
+        blocked_fns_.insert(fn);
         cv_.wait(lock, [&] { return released_; });
+        blocked_fns_.erase(blocked_fns_.find(fn));
         --blocked_;
     }
     int result;
@@ -123,6 +128,44 @@ int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
     --in_flight_;
     cv_.notify_all();
     return result;
+}
+
+std::string FakeKernel::function_of_write(const std::string& rel, const std::string& value) {
+    if (starts_with(rel, kDevices)) {
+        std::string rest = rel.substr(kDevices.size());
+        return rest.substr(0, rest.find('/'));
+    }
+    return first_line(value);  // drivers/<name>/unbind, bind, drivers_probe name the function
+}
+
+std::optional<std::string> FakeKernel::read(std::string_view rel, size_t max_bytes,
+                                            std::string* why) const {
+    // The function an attribute belongs to: the path's last component that is a PCI address.
+    std::string owner;
+    std::string_view rest = rel;
+    while (!rest.empty()) {
+        auto slash = rest.find('/');
+        std::string_view part = rest.substr(0, slash);
+        if (PciAddress::parse(part))
+            owner = std::string(part);
+        rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    }
+    if (!owner.empty()) {
+        std::unique_lock lock(m_);
+        if (blocked_fns_.count(owner) && !released_) {
+            ++reads_blocked_;
+            ++in_flight_;
+            cv_.wait(lock, [&] { return released_; });
+            --in_flight_;
+            cv_.notify_all();
+        }
+    }
+    return Sysfs::read(rel, max_bytes, why);
+}
+
+unsigned FakeKernel::reads_blocked() const {
+    std::lock_guard lock(m_);
+    return reads_blocked_;
 }
 
 // Called with m_ held: one kernel-side change at a time, as the device lock gives.
@@ -181,7 +224,8 @@ std::string FakeKernel::driver_of(const std::string& bdf) const {
 }
 
 std::string FakeKernel::override_of(const std::string& bdf) const {
-    std::string v = read(kDevices + bdf + "/driver_override").value_or("");
+    // Sysfs::read: this runs inside the store, which holds the lock read() would wait for.
+    std::string v = Sysfs::read(kDevices + bdf + "/driver_override").value_or("");
     return v == "(null)" && !literal_null_.count(bdf) ? "" : v;
 }
 

@@ -35,7 +35,9 @@ public:
     // The kth write counted from construction (1-based) fails with err and changes nothing.
     void fail_step(unsigned k, int err);
     // Writes to rel block (as an unbind does while a driver waits for its users) until
-    // unblock(); then they complete normally.
+    // unblock(); then they complete normally. While one blocks, reads of the same function's
+    // attribute files block too (6.1: driver_override's show() takes the device lock the
+    // blocked store holds); reads_blocked() counts them, so a test can tell who read.
     void block_path(const std::string& rel);
     void unblock();
     // Called on the writing thread before the kth write takes effect (k counts every write),
@@ -52,11 +54,16 @@ public:
     };
     std::vector<Record> writes() const;
     unsigned blocked_now() const;
+    unsigned reads_blocked() const;
+
+    std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
+                                    std::string* why = nullptr) const override;
 
     int write(std::string_view rel, std::string_view value) override;
 
 private:
     int apply(const std::string& rel, const std::string& value);
+    static std::string function_of_write(const std::string& rel, const std::string& value);
     int probe(const std::string& bdf);
     int bind_to(const std::string& bdf, const std::string& driver);
     int unbind_from(const std::string& bdf, const std::string& driver);
@@ -66,7 +73,7 @@ private:
 
     FakeTree& tree_;
     mutable std::mutex m_;
-    std::condition_variable cv_;
+    mutable std::condition_variable cv_;
     std::map<std::string, std::string> native_;
     std::set<std::string> literal_null_;  // functions whose override was written as "(null)"
     std::map<std::string, std::vector<std::string>> failing_probes_;
@@ -76,8 +83,10 @@ private:
     std::vector<std::string> blocked_paths_;
     bool released_ = false;
     unsigned steps_ = 0;
-    unsigned in_flight_ = 0;
+    mutable unsigned in_flight_ = 0;  // writes and blocked reads the destructor waits for
     unsigned blocked_ = 0;
+    std::multiset<std::string> blocked_fns_;  // functions whose store is blocked now
+    mutable unsigned reads_blocked_ = 0;
     std::function<void(unsigned, const std::string&)> hook_;
     std::vector<Record> records_;
 };

@@ -1,0 +1,46 @@
+// The event loop's view of the host: reads pass through, except the attribute files of functions
+// with a write in flight or stuck, which answer what they said last (or nothing). On Linux 6.1
+// reading driver_override takes the device lock that a blocked unbind holds, and the reader
+// would sleep uninterruptibly, beyond any watchdog's reach; the loop must never be that reader.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/pci_address.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod {
+
+class FencedSysfs : public Sysfs {
+public:
+    explicit FencedSysfs(Sysfs& host);
+
+    void fence(const PciAddress& fn) { fenced_.insert(fn); }
+    void unfence(const PciAddress& fn) { fenced_.erase(fn); }
+    const std::set<PciAddress>& fenced() const { return fenced_; }
+
+    // The function an attribute path belongs to: its last component that is a PCI address
+    // ("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor" -> 0000:01:00.0).
+    static std::optional<PciAddress> owner(std::string_view rel);
+
+    std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
+                                    std::string* why = nullptr) const override;
+    // Symlinks, directory listings and lookups take no device lock: they pass through.
+    std::optional<std::string> readlink(std::string_view rel) const override;
+    std::vector<std::string> list(std::string_view rel) const override;
+    bool exists(std::string_view rel) const override;
+    std::optional<std::string> resolve(std::string_view rel) const override;
+    std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const override;
+    // The loop writes nothing through this view.
+    int write(std::string_view rel, std::string_view value) override;
+
+private:
+    Sysfs& host_;
+    std::set<PciAddress> fenced_;
+    // What each function attribute said when last read (bounded by the host's attributes).
+    mutable std::map<std::string, std::string, std::less<>> last_;
+};
+
+}  // namespace vfiod
