@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "core/json.hpp"
+#include "core/pci_paths.hpp"
 #include "dbus_client.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
@@ -31,7 +32,7 @@ void load_missing_drivers(const Sysfs& fs, const Plan& plan) {
         if (g.action == Action::Bind)
             for (const auto& d : g.devices)
                 if (d.target && !d.writes.empty() &&
-                    !fs.exists("sys/bus/pci/drivers/" + *d.target))
+                    !fs.exists(pci_paths::driver(*d.target)))
                     missing.insert(*d.target);
     for (const auto& driver : missing) {
         std::fprintf(stderr, "vfioctl: loading %s: modprobe %s\n", driver.c_str(), driver.c_str());
@@ -123,17 +124,10 @@ int run_apply(const Args& args) {
 
     bool all_bound = true;
     for (const auto& g : plan.groups) {
-        GroupOutcome o;
-        if (g.group && journal.released(*g.group) && g.action != Action::Refuse) {
-            // An operator's Release stays until an explicit Bind (DESIGN §6).
-            o.group = g.group;
-            o.state = Outcome::Released;
-            o.message = "released earlier; kept (vfioctl bind re-binds it)";
-        } else {
-            o = exec.apply(g);
-            if (g.action != Action::Refuse && o.state != Outcome::Bound)
-                all_bound = false;
-        }
+        // Automatic: an operator's Release stays until an explicit Bind (DESIGN §6).
+        GroupOutcome o = exec.apply(g, Trigger::Automatic);
+        if (g.action != Action::Refuse && o.state != Outcome::Bound && o.state != Outcome::Released)
+            all_bound = false;
         results.push_back({&g, std::move(o)});
     }
 

@@ -2,15 +2,13 @@
 
 #include <algorithm>
 
+#include "pci_paths.hpp"
+
 namespace vfiod {
 
 namespace {
 
 const char* const kVfioPci = "vfio-pci";
-
-std::string attr_path(const PciAddress& a, const char* leaf) {
-    return "sys/bus/pci/devices/" + a.str() + "/" + leaf;
-}
 
 PlannedDevice describe(const PciFunction& fn) {
     PlannedDevice d;
@@ -189,21 +187,21 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
     if (fn.driver == target)
         return w;
     if (fn.driver_override != target)
-        w.push_back({Write::Kind::Override, attr_path(fn.address, "driver_override"), target});
+        w.push_back({Write::Kind::Override, pci_paths::device(fn.address, "driver_override"), target});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, attr_path(fn.address, "driver/unbind"), fn.address.str()});
-    w.push_back({Write::Kind::Probe, "sys/bus/pci/drivers_probe", fn.address.str()});
+        w.push_back({Write::Kind::Unbind, pci_paths::device(fn.address, "driver/unbind"), fn.address.str()});
+    w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
     return w;
 }
 
 std::vector<Write> release_writes(const PciFunction& fn) {
     std::vector<Write> w;
-    // "\n" is how an override is cleared: the kernel treats a lone newline as "no override".
     if (!fn.driver_override.empty())
-        w.push_back({Write::Kind::Override, attr_path(fn.address, "driver_override"), "\n"});
+        w.push_back({Write::Kind::Override, pci_paths::device(fn.address, "driver_override"),
+                     pci_paths::override_write("")});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, attr_path(fn.address, "driver/unbind"), fn.address.str()});
-    w.push_back({Write::Kind::Probe, "sys/bus/pci/drivers_probe", fn.address.str()});
+        w.push_back({Write::Kind::Unbind, pci_paths::device(fn.address, "driver/unbind"), fn.address.str()});
+    w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
     return w;
 }
 

@@ -1,7 +1,9 @@
 #include "exec/executor.hpp"
 
+#include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -14,14 +16,8 @@ namespace vfiod {
 namespace {
 
 constexpr int kStuck = -1;  // timed_write(): the write did not return within the timeout
-constexpr const char* kProbePath = "sys/bus/pci/drivers_probe";
 
-std::string dev_path(const PciAddress& a, const char* leaf = nullptr) {
-    std::string p = "sys/bus/pci/devices/" + a.str();
-    if (leaf)
-        p += std::string("/") + leaf;
-    return p;
-}
+using pci_paths::device;
 
 std::string error_text(int err) {
     return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
@@ -145,12 +141,31 @@ std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan)
 namespace {
 
 std::string read_override(const Sysfs& fs, const PciAddress& a) {
-    std::string v = fs.read(dev_path(a, "driver_override")).value_or("");
-    return v == "(null)" ? "" : v;
+    return pci_paths::override_value(fs.read(device(a, "driver_override")).value_or(""));
 }
 
 std::string read_driver(const Sysfs& fs, const PciAddress& a) {
-    return fs.link_name(dev_path(a, "driver")).value_or("");
+    return fs.link_name(device(a, "driver")).value_or("");
+}
+
+// A driver name read from the host, for a message: quoted and printable.
+std::string driver_text(const std::string& d) {
+    return d.empty() ? "none" : "'" + printable(d) + "'";
+}
+
+const JournalEntry::Function* find_function(const std::optional<JournalEntry>& e,
+                                            const PciAddress& a) {
+    if (!e)
+        return nullptr;
+    for (const auto& f : e->functions)
+        if (f.address == a)
+            return &f;
+    return nullptr;
+}
+
+GroupOutcome outcome(const std::optional<unsigned>& group, Outcome state, Reason reason = Reason::None,
+                     std::string message = "", std::vector<PciAddress> blockers = {}) {
+    return {group, state, reason, std::move(message), std::move(blockers)};
 }
 
 }  // namespace
@@ -163,7 +178,7 @@ bool Executor::converge(const PciAddress& fn, const Home& home, std::string* not
         *note += (note->empty() ? "" : "; ") + fn.str() + ": " + s;
     };
     // A removed function has nothing left to restore and no override to leave behind.
-    if (!fs_.exists(dev_path(fn)))
+    if (!fs_.exists(device(fn)))
         return true;
     auto step = [&](const std::string& rel, const std::string& value, const char* name) {
         int err = timed_write(fn, rel, value);
@@ -176,64 +191,74 @@ bool Executor::converge(const PciAddress& fn, const Home& home, std::string* not
     // Stop at the first failed step: with the wrong override a probe could attach the wrong
     // driver, and after a blocked write every later one would block on the device lock too.
     if (read_override(fs_, fn) != home.override_ &&
-        !step(dev_path(fn, "driver_override"), home.override_.empty() ? "\n" : home.override_,
+        !step(device(fn, "driver_override"), pci_paths::override_write(home.override_),
               "driver_override"))
         return false;
     std::string cur = read_driver(fs_, fn);
-    if (!cur.empty() && !home.satisfied_by(cur) &&
-        !step(dev_path(fn, "driver/unbind"), fn.str(), "unbind"))
+    if (!cur.empty() && !home.satisfied_by(cur) && !step(device(fn, "driver/unbind"), fn.str(), "unbind"))
         return false;
     bool wants_a_driver = !home.driver || !home.driver->empty();
-    if (read_driver(fs_, fn).empty() && wants_a_driver && !step(kProbePath, fn.str(), "drivers_probe"))
+    if (read_driver(fs_, fn).empty() && wants_a_driver &&
+        !step(pci_paths::kDriversProbe, fn.str(), "drivers_probe"))
         return false;
     cur = read_driver(fs_, fn);
     if (!home.satisfied_by(cur)) {
-        problem("driver is " + (cur.empty() ? std::string("none") : "'" + printable(cur) + "'") +
-                ", expected " + home.describe());
+        problem("driver is " + driver_text(cur) + ", expected " + home.describe());
         return false;
     }
     return true;
 }
 
-GroupOutcome Executor::apply(const GroupPlan& plan) { return run(plan, JournalEntry::Op::Bind); }
+bool Executor::released(unsigned group) const { return journal_ && journal_->released(group); }
+
+int Executor::clear_released(unsigned group) {
+    return journal_ ? journal_->clear_released(group) : 0;
+}
+
+GroupOutcome Executor::apply(const GroupPlan& plan, Trigger trigger) {
+    // The sticky rule (DESIGN §6) lives here so no caller can forget it: only an operator's Bind
+    // undoes an operator's Release. A refusal is reported as such either way: it writes nothing.
+    if (plan.action != Action::Refuse && plan.group && released(*plan.group)) {
+        if (trigger == Trigger::Automatic)
+            return outcome(plan.group, Outcome::Released, Reason::None,
+                           "released earlier; kept (vfioctl bind re-binds it)");
+        clear_released(*plan.group);
+    }
+    return run(plan, JournalEntry::Op::Bind);
+}
 
 GroupOutcome Executor::release(const GroupPlan& plan) {
     return run(plan, JournalEntry::Op::Release);
 }
 
-namespace {
-
-const JournalEntry::Function* find_function(const std::optional<JournalEntry>& e,
-                                            const PciAddress& a) {
-    if (!e)
-        return nullptr;
-    for (const auto& f : e->functions)
-        if (f.address == a)
-            return &f;
-    return nullptr;
-}
-
-}  // namespace
-
 GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
-    using State = Outcome;
-    const bool binding = op == JournalEntry::Op::Bind;
-    GroupOutcome out;
-    out.group = plan.group;
-    if (plan.action == Action::Refuse || !plan.group) {
-        out.state = State::Refused;
-        out.reason = plan.group ? plan.reason : Reason::NoIommu;
-        out.blockers = plan.blockers;
-        out.message = join(plan.details, "; ");
-        return out;
-    }
+    if (plan.action == Action::Refuse || !plan.group)
+        return outcome(plan.group, Outcome::Refused, plan.group ? plan.reason : Reason::NoIommu,
+                       join(plan.details, "; "), plan.blockers);
     if (auto held = held_by_stuck_write(plan))
         return *held;
-
     std::optional<JournalEntry> prev;
     if (journal_)
         prev = journal_->load(*plan.group);  // an unreadable entry is as good as none here
+    JournalEntry entry = record(plan, op, prev);
+    if (plan.action == Action::Bound)
+        return outcome(plan.group, Outcome::Bound);
+    if (plan.action == Action::Released)
+        return keep_released(std::move(entry), prev);
+    if (op == JournalEntry::Op::Bind)
+        if (auto missing = missing_driver(plan))
+            return *missing;
+    entry.phase = JournalEntry::Phase::Started;
+    if (std::string err = store(entry); !err.empty())
+        return outcome(plan.group, Outcome::Failed, Reason::WriteFailed,
+                       err + "; nothing was written");
+    return write_all(plan, entry);
+}
 
+// The journal entry for this operation: every non-bridge function's driver and override right
+// now, and the original host driver a later Release gives back.
+JournalEntry Executor::record(const GroupPlan& plan, JournalEntry::Op op,
+                              const std::optional<JournalEntry>& prev) const {
     JournalEntry entry;
     entry.group = *plan.group;
     entry.op = op;
@@ -246,7 +271,7 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
         f.before_override = read_override(fs_, d.address);
         f.target = *d.target;
         const auto* pf = find_function(prev, d.address);
-        if (!binding)
+        if (op == JournalEntry::Op::Release)
             f.original = pf ? pf->original : *d.target;
         else if (!f.before.empty() && f.before != *d.target)
             f.original = f.before;  // on a host driver now: that is the one to give back
@@ -254,70 +279,40 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
             f.original = pf ? pf->original : f.before;
         entry.functions.push_back(std::move(f));
     }
+    return entry;
+}
 
-    if (plan.action == Action::Bound || plan.action == Action::Released) {
-        out.state = binding ? State::Bound : State::Released;
-        if (binding || !journal_)
-            return out;
-        // Already home, but the operator asked for it: keep it released (sticky).
-        if (prev && !prev->functions.empty())
-            entry.functions = prev->functions;
-        entry.phase = JournalEntry::Phase::Done;
-        entry.released = true;
-        if (int err = journal_->store(entry))
-            out.message = "journal " + journal_->entry_path(entry.group) + ": " + error_text(err);
+// A release with nothing to write: the functions are home, but the operator asked, so the
+// group is recorded released (sticky) all the same.
+GroupOutcome Executor::keep_released(JournalEntry entry, const std::optional<JournalEntry>& prev) {
+    GroupOutcome out = outcome(entry.group, Outcome::Released);
+    if (!journal_)
         return out;
+    if (prev && !prev->functions.empty())
+        entry.functions = prev->functions;
+    entry.phase = JournalEntry::Phase::Done;
+    entry.released = true;
+    out.message = store(entry);
+    return out;
+}
+
+std::optional<GroupOutcome> Executor::missing_driver(const GroupPlan& plan) const {
+    for (const auto& d : plan.devices) {
+        if (!d.target || d.writes.empty() || fs_.exists(pci_paths::driver(*d.target)))
+            continue;
+        return outcome(plan.group, Outcome::Failed, Reason::VfioUnavailable,
+                       pci_paths::driver(*d.target) + " does not exist: the '" + *d.target +
+                           "' driver is not loaded (modprobe it); nothing was written",
+                       {d.address});
     }
+    return std::nullopt;
+}
 
-    if (binding) {
-        for (const auto& d : plan.devices) {
-            if (!d.target || d.writes.empty() || fs_.exists("sys/bus/pci/drivers/" + *d.target))
-                continue;
-            out.state = State::Failed;
-            out.reason = Reason::VfioUnavailable;
-            out.blockers = {d.address};
-            out.message = "sys/bus/pci/drivers/" + *d.target + " does not exist: the '" +
-                          *d.target + "' driver is not loaded (modprobe it); nothing was written";
-            return out;
-        }
-    }
-
-    entry.phase = JournalEntry::Phase::Started;
-    if (journal_) {
-        if (int err = journal_->store(entry)) {
-            out.state = State::Failed;
-            out.reason = Reason::WriteFailed;
-            out.message = "journal " + journal_->entry_path(entry.group) + ": " +
-                          error_text(err) + "; nothing was written";
-            return out;
-        }
-    }
-
-    // Undo the functions already touched, newest first, then record and report.
-    std::vector<size_t> moved;
-    auto abandon = [&](const PciAddress& at, const std::string& what, bool stuck) {
-        std::string notes;
-        for (auto it = moved.rbegin(); it != moved.rend(); ++it) {
-            const auto& f = entry.functions[*it];
-            converge(f.address, Home{f.before, "", f.before_override}, &notes);
-        }
-        entry.phase = stuck ? JournalEntry::Phase::Stuck : JournalEntry::Phase::RolledBack;
-        out.state = stuck ? State::Stuck : State::Failed;
-        out.reason = stuck ? Reason::Stuck : Reason::WriteFailed;
-        out.blockers = {at};
-        out.message = what + "; " +
-                      (notes.empty() ? std::string(stuck ? "the group's other functions were "
-                                                           "rolled back"
-                                                         : "the group was rolled back")
-                                     : "rollback incomplete: " + notes);
-        if (journal_) {
-            if (int err = journal_->store(entry))
-                out.message += "; journal " + journal_->entry_path(entry.group) + ": " +
-                               error_text(err);
-        }
-        return out;
-    };
-
+// The plan's writes, function by function, each function verified after its last write. The
+// first failure abandons the group: what moved so far is rolled back.
+GroupOutcome Executor::write_all(const GroupPlan& plan, JournalEntry& entry) {
+    const bool binding = entry.op == JournalEntry::Op::Bind;
+    std::vector<size_t> moved;  // indexes into entry.functions, in write order
     size_t index = 0;
     for (const auto& d : plan.devices) {
         if (!d.target)
@@ -332,100 +327,115 @@ GroupOutcome Executor::run(const GroupPlan& plan, JournalEntry::Op op) {
                 continue;
             std::string what = d.address.str() + ": " + step_name(w.kind) + ": writing '" +
                                shown(w.value) + "' to " + w.path + ": ";
-            if (err == kStuck) {
-                moved.pop_back();  // its device lock is held: rolling it back would block too
-                return abandon(d.address,
-                               what + "no answer within " + std::to_string(timeout_.count()) +
-                                   " ms; left as it is (a blocked kernel write cannot be "
-                                   "cancelled)",
-                               true);
-            }
-            return abandon(d.address, what + error_text(err), false);
+            if (err != kStuck)
+                return abandon(entry, moved, d.address, what + error_text(err), false);
+            moved.pop_back();  // its device lock is held: rolling it back would block too
+            return abandon(entry, moved, d.address,
+                           what + "no answer within " + std::to_string(timeout_.count()) +
+                               " ms; left as it is (a blocked kernel write cannot be cancelled)",
+                           true);
         }
         Home want = binding || !d.target->empty() ? Home{*d.target, "", ""}
                                                    : Home{std::nullopt, f.before, ""};
-        if (!fs_.exists(dev_path(d.address)))
-            return abandon(d.address, d.address.str() + ": verify: the device is gone", false);
-        std::string cur = read_driver(fs_, d.address);
-        if (!want.satisfied_by(cur))
-            return abandon(d.address,
-                           d.address.str() + ": verify: driver is " +
-                               (cur.empty() ? std::string("none") : "'" + printable(cur) + "'") +
-                               ", expected " + want.describe(),
-                           false);
+        if (auto wrong = verify(d.address, want))
+            return abandon(entry, moved, d.address, *wrong, false);
     }
-
     entry.phase = JournalEntry::Phase::Done;
     entry.released = !binding;
-    out.state = binding ? State::Bound : State::Released;
-    if (journal_) {
-        // The kernel state is right; a stale "started" entry is finished by reconcile().
-        if (int err = journal_->store(entry))
-            out.message = "journal " + journal_->entry_path(entry.group) + ": " + error_text(err);
+    // The kernel state is right even if this store fails; reconcile() finishes a stale entry.
+    return outcome(entry.group, binding ? Outcome::Bound : Outcome::Released, Reason::None,
+                   store(entry));
+}
+
+// nullopt when the function sits where `want` says; otherwise what is wrong, for the message.
+std::optional<std::string> Executor::verify(const PciAddress& fn, const Home& want) const {
+    if (!fs_.exists(device(fn)))
+        return fn.str() + ": verify: the device is gone";
+    std::string cur = read_driver(fs_, fn);
+    if (want.satisfied_by(cur))
+        return std::nullopt;
+    return fn.str() + ": verify: driver is " + driver_text(cur) + ", expected " + want.describe();
+}
+
+// Undoes the functions already moved, newest first, then records and reports the failure.
+GroupOutcome Executor::abandon(JournalEntry& entry, const std::vector<size_t>& moved,
+                               const PciAddress& at, const std::string& what, bool stuck) {
+    std::string notes;
+    for (auto it = moved.rbegin(); it != moved.rend(); ++it) {
+        const auto& f = entry.functions[*it];
+        converge(f.address, Home{f.before, "", f.before_override}, &notes);
     }
-    return out;
+    entry.phase = stuck ? JournalEntry::Phase::Stuck : JournalEntry::Phase::RolledBack;
+    std::string message =
+        what + "; " +
+        (notes.empty() ? std::string(stuck ? "the group's other functions were rolled back"
+                                           : "the group was rolled back")
+                       : "rollback incomplete: " + notes);
+    if (std::string err = store(entry); !err.empty())
+        message += "; " + err;
+    return outcome(entry.group, stuck ? Outcome::Stuck : Outcome::Failed,
+                   stuck ? Reason::Stuck : Reason::WriteFailed, message, {at});
+}
+
+std::string Executor::store(const JournalEntry& entry) {
+    if (!journal_)
+        return "";
+    int err = journal_->store(entry);
+    return err ? "journal " + journal_->entry_path(entry.group) + ": " + error_text(err) : "";
 }
 
 std::vector<GroupOutcome> Executor::reconcile() {
-    using State = Outcome;
     std::vector<GroupOutcome> outs;
     if (!journal_)
         return outs;
     std::vector<std::string> errors;
-    for (auto& e : journal_->load_all(&errors)) {
-        if (e.phase == JournalEntry::Phase::Done || e.phase == JournalEntry::Phase::RolledBack)
-            continue;
-        GroupOutcome out;
-        out.group = e.group;
-        std::string notes;
-        bool ok = true;
-        if (e.op == JournalEntry::Op::Bind) {
-            bool complete = true;
-            for (const auto& f : e.functions)
-                complete = complete && fs_.exists(dev_path(f.address)) &&
-                           read_driver(fs_, f.address) == f.target;
-            if (complete) {
-                // The crash came after the last write: finishing is only bookkeeping.
-                e.phase = JournalEntry::Phase::Done;
-                out.state = State::Bound;
-                out.message = "an interrupted bind had completed";
-            } else {
-                for (auto it = e.functions.rbegin(); it != e.functions.rend(); ++it)
-                    ok = converge(it->address, Home{it->before, "", it->before_override},
-                                  &notes) && ok;
-                e.phase = JournalEntry::Phase::RolledBack;
-                out.state = State::RolledBack;
-                out.message = "an interrupted bind was rolled back";
-            }
-        } else {
-            // The operator asked for the group back: finish the release.
-            for (const auto& f : e.functions)
-                ok = converge(f.address,
-                              f.target.empty() ? Home{std::nullopt, f.before, ""}
-                                               : Home{f.target, "", ""},
-                              &notes) && ok;
-            e.phase = JournalEntry::Phase::Done;
-            e.released = true;
-            out.state = State::Released;
-            out.message = "an interrupted release was finished";
-        }
-        if (!ok) {
-            // Leave the entry unfinished: the next start tries once more, nothing loops.
-            out.state = State::Failed;
-            out.reason = Reason::WriteFailed;
-            out.message += " only in part: " + notes;
-        } else if (int err = journal_->store(e)) {
-            out.message += "; journal " + journal_->entry_path(e.group) + ": " + error_text(err);
-        }
-        outs.push_back(std::move(out));
-    }
-    for (const auto& err : errors) {
-        GroupOutcome out;
-        out.state = State::Failed;
-        out.message = "unreadable journal entry left alone: " + err;
-        outs.push_back(std::move(out));
-    }
+    for (auto& e : journal_->load_all(&errors))
+        if (e.phase != JournalEntry::Phase::Done && e.phase != JournalEntry::Phase::RolledBack)
+            outs.push_back(reconcile_entry(e));
+    for (const auto& err : errors)
+        outs.push_back(outcome(std::nullopt, Outcome::Failed, Reason::None,
+                               "unreadable journal entry left alone: " + err));
     return outs;
+}
+
+// One unfinished entry: a bind that completed is finished, any other bind rolled back; a
+// release is finished (the operator asked for the group back).
+GroupOutcome Executor::reconcile_entry(JournalEntry& e) {
+    GroupOutcome out = outcome(e.group, Outcome::Released);
+    std::string notes;
+    bool ok = true;
+    if (e.op == JournalEntry::Op::Release) {
+        for (const auto& f : e.functions)
+            ok = converge(f.address,
+                          f.target.empty() ? Home{std::nullopt, f.before, ""}
+                                           : Home{f.target, "", ""},
+                          &notes) && ok;
+        e.phase = JournalEntry::Phase::Done;
+        e.released = true;
+        out.message = "an interrupted release was finished";
+    } else if (std::all_of(e.functions.begin(), e.functions.end(), [&](const auto& f) {
+                   return fs_.exists(device(f.address)) && read_driver(fs_, f.address) == f.target;
+               })) {
+        // The crash came after the last write: finishing is only bookkeeping.
+        e.phase = JournalEntry::Phase::Done;
+        out.state = Outcome::Bound;
+        out.message = "an interrupted bind had completed";
+    } else {
+        for (auto it = e.functions.rbegin(); it != e.functions.rend(); ++it)
+            ok = converge(it->address, Home{it->before, "", it->before_override}, &notes) && ok;
+        e.phase = JournalEntry::Phase::RolledBack;
+        out.state = Outcome::RolledBack;
+        out.message = "an interrupted bind was rolled back";
+    }
+    if (!ok) {
+        // Leave the entry unfinished: the next start tries once more, nothing loops.
+        out.state = Outcome::Failed;
+        out.reason = Reason::WriteFailed;
+        out.message += " only in part: " + notes;
+    } else if (std::string err = store(e); !err.empty()) {
+        out.message += "; " + err;
+    }
+    return out;
 }
 
 }  // namespace vfiod

@@ -28,6 +28,13 @@ struct GroupOutcome {
     std::vector<PciAddress> blockers;  // the functions at fault
 };
 
+// Who asks for a bind. DESIGN §6: a group an operator released stays released until an
+// explicit Bind; the executor enforces it, so no caller has to remember to check.
+enum class Trigger {
+    Automatic,  // coldplug, udev events, a reload, vfioctl apply: a released group is left alone
+    Operator,   // D-Bus Bind: clears the sticky mark, then binds
+};
+
 class Executor {
 public:
     // journal may be null (nothing recorded, nothing to reconcile). fs must outlive every write
@@ -39,14 +46,20 @@ public:
     Executor& operator=(const Executor&) = delete;
 
     // A bind plan: its writes, function by function, each verified; `bound` is a no-op and
-    // `refuse` writes nothing. Clears a sticky `released` mark, so automatic callers check
-    // Journal::released() first: only an explicit Bind may undo a Release.
-    GroupOutcome apply(const GroupPlan& plan);
+    // `refuse` writes nothing. A released group, triggered automatically, is Released with
+    // nothing written.
+    GroupOutcome apply(const GroupPlan& plan, Trigger trigger);
     // A plan from plan_release(): back to the original drivers, then marked released.
     GroupOutcome release(const GroupPlan& plan);
     // On start: finish (if complete) or roll back every journal entry a crash or a blocked
     // write left unfinished. One outcome per entry it touched.
     std::vector<GroupOutcome> reconcile();
+
+    // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
+    bool released(unsigned group) const;
+    // Lifts the mark without binding: a reload changed the entries that match the group.
+    // 0 or an errno.
+    int clear_released(unsigned group);
 
     // One write outside a plan (the daemon clearing an early override on a refused group), with
     // the same timeout and stuck bookkeeping as plan writes. Returns 0 or an errno: ETIMEDOUT
@@ -62,10 +75,24 @@ public:
     struct Home;     // where a function should end up
 
 private:
-    int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
+    // The steps of one operation, in order: run() checks the plan and stuck writes, record()s
+    // the journal entry, stores it as started, then write_all() (verify() each function,
+    // abandon() with rollback on the first failure). reconcile_entry() finishes what a crash left.
     GroupOutcome run(const GroupPlan& plan, JournalEntry::Op op);
-    bool converge(const PciAddress& fn, const Home& home, std::string* note);
     std::optional<GroupOutcome> held_by_stuck_write(const GroupPlan& plan);
+    JournalEntry record(const GroupPlan& plan, JournalEntry::Op op,
+                        const std::optional<JournalEntry>& prev) const;
+    GroupOutcome keep_released(JournalEntry entry, const std::optional<JournalEntry>& prev);
+    std::optional<GroupOutcome> missing_driver(const GroupPlan& plan) const;
+    GroupOutcome write_all(const GroupPlan& plan, JournalEntry& entry);
+    std::optional<std::string> verify(const PciAddress& fn, const Home& want) const;
+    GroupOutcome abandon(JournalEntry& entry, const std::vector<size_t>& moved,
+                         const PciAddress& at, const std::string& what, bool stuck);
+    GroupOutcome reconcile_entry(JournalEntry& e);
+    bool converge(const PciAddress& fn, const Home& home, std::string* note);
+    int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
+    // Stores the entry; "" or "journal <path>: <error>" for the message.
+    std::string store(const JournalEntry& entry);
 
     Sysfs& fs_;
     Journal* journal_;

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 #include "io/proc_parsers.hpp"
 
@@ -38,7 +39,7 @@ public:
     }
 
     std::optional<PciFunction> read() {
-        const std::string bus_link = "sys/bus/pci/devices/" + bdf_;
+        const std::string bus_link = pci_paths::device(fn_.address);
         if (!fs_.exists(bus_link))
             return std::nullopt;
         auto dir = fs_.resolve(bus_link);
@@ -64,7 +65,7 @@ public:
         fn_.subsystem_device = static_cast<uint16_t>(sub_device.value_or(0));
 
         if (auto o = attr("driver_override", false))
-            fn_.driver_override = *o == "(null)" ? "" : *o;
+            fn_.driver_override = pci_paths::override_value(*o);
         if (auto n = integer("numa_node"))
             fn_.numa_node = static_cast<int>(std::clamp(*n, -1L, static_cast<long>(INT_MAX)));
         if (auto v = integer("boot_vga"))
@@ -173,17 +174,17 @@ std::optional<PciFunction> read_function(const Sysfs& fs, const PciAddress& addr
 
 Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
     Topology topo;
-    for (auto& name : fs.list("sys/bus/pci/drivers"))
+    for (auto& name : fs.list(pci_paths::kDrivers))
         topo.drivers.insert(std::move(name));
 
     // A broken or hostile tree can hold any number of odd entries: say what the first few are and
     // how many more there were, not one line each.
     BoundedWarnings skipped(warnings, "odd sysfs entries skipped");
-    for (const auto& name : fs.list("sys/bus/pci/devices")) {
+    for (const auto& name : fs.list(pci_paths::kDevices)) {
         std::string err;
         auto addr = PciAddress::parse(name, &err);
         if (!addr) {
-            skipped.add("skipping sys/bus/pci/devices entry: " + err);
+            skipped.add("skipping " + std::string(pci_paths::kDevices) + " entry: " + err);
             continue;
         }
         std::vector<std::string> odd;
@@ -195,14 +196,14 @@ Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
 
     // Group membership comes from the groups themselves, so a member this scan had to skip
     // still shows up in its group and keeps the planner from binding the group partially.
-    for (const auto& group : fs.list("sys/kernel/iommu_groups")) {
+    for (const auto& group : fs.list(pci_paths::kIommuGroups)) {
         auto n = parse_group_number(group);
         if (!n) {
             skipped.add("skipping IOMMU group " + shown(group) + ": not a group number");
             continue;
         }
         auto& members = topo.groups[*n];
-        for (const auto& member : fs.list("sys/kernel/iommu_groups/" + group + "/devices")) {
+        for (const auto& member : fs.list(std::string(pci_paths::kIommuGroups) + "/" + group + "/devices")) {
             std::string err;
             if (auto addr = PciAddress::parse(member, &err))
                 members.push_back(*addr);

@@ -218,7 +218,7 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
 
 Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
     unsigned id = *gp.group;
-    if (is_released(id))
+    if (executor_->released(id))  // what to publish; the executor would not bind it anyway
         return {GroupState::Released, Reason::None, "", {}};
     if (gp.action == Action::Refuse && mode() == Mode::Enforce)
         clear_early_overrides(gp);
@@ -240,7 +240,7 @@ Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
     }
     if (mode() == Mode::Observe)
         return {planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}};
-    return execute(gp);
+    return execute(gp, Trigger::Automatic);
 }
 
 void Service::make_executor() {
@@ -265,14 +265,15 @@ void Service::reconcile() {
     }
 }
 
-Service::Status Service::execute(const GroupPlan& gp) {
-    unsigned id = *gp.group;
-    // Consumers see `pending` while the writes run.
-    set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
-    publish();
-    GroupOutcome o = executor_->apply(gp);
-    wrote_ = true;
-    return from_outcome(o);
+Service::Status Service::execute(const GroupPlan& gp, Trigger trigger) {
+    if (gp.action == Action::Bind) {
+        // Consumers see `pending` while the writes run.
+        set_status(*gp.group,
+                   {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
+        publish();
+        wrote_ = true;
+    }
+    return from_outcome(executor_->apply(gp, trigger));
 }
 
 void Service::clear_early_overrides(const GroupPlan& gp) {
@@ -304,7 +305,6 @@ void Service::clear_early_overrides(const GroupPlan& gp) {
     }
 }
 
-bool Service::is_released(unsigned group) const { return journal_->released(group); }
 
 std::map<PciAddress, std::string> Service::originals(unsigned group) const {
     auto entry = journal_->load(group);
@@ -411,9 +411,9 @@ OpResult Service::apply_reload() {
     config_ = std::move(*r.config);
     make_executor();
     for (unsigned g : groups_whose_entries_changed(before, config_)) {
-        if (journal_->released(g)) {
+        if (executor_->released(g)) {
             spdlog::info("group {}: the entries matching it changed; no longer held released", g);
-            journal_->clear_released(g);
+            executor_->clear_released(g);
         }
     }
     // A new config is a deliberate act: drift gets its one re-assertion again.
@@ -488,10 +488,9 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
                                       "vfiod runs in observe mode and writes nothing; group " +
                                           std::to_string(id) + " stays pending"));
     spdlog::info("group {}: Bind requested for {}", id, addr->str());
-    if (journal_->released(id))
-        journal_->clear_released(id);
     reasserted_.erase(id);
     if (gp->action == Action::Bound) {
+        executor_->clear_released(id);  // the operator takes the group back; nothing to write
         set_status(id, {GroupState::Bound, Reason::None, "", {}});
         publish();
         return answer({});
@@ -540,7 +539,8 @@ Service::Prepared Service::prepare_release(std::string_view address) {
 }
 
 GroupOutcome Service::run_writes(const Prepared& p) {
-    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan);
+    // Operator: an explicit Bind is the one way to undo a Release.
+    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan, Trigger::Operator);
 }
 
 OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {

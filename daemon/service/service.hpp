@@ -22,6 +22,7 @@ namespace vfiod {
 
 class Executor;
 class FencedSysfs;
+enum class Trigger;
 class Journal;
 class Workers;
 struct GroupOutcome;
@@ -125,7 +126,7 @@ private:
     void reread();
     void decide(const std::set<unsigned>& groups, bool from_events);
     Status decide_group(const GroupPlan& gp, bool from_events);
-    Status execute(const GroupPlan& gp);
+    Status execute(const GroupPlan& gp, Trigger trigger);
     void clear_early_overrides(const GroupPlan& gp);
     void make_executor();
     void reconcile();
@@ -137,7 +138,6 @@ private:
     std::optional<unsigned> group_of(const PciAddress& a) const;
     std::set<unsigned> groups_whose_entries_changed(const Config& before, const Config& after) const;
     std::map<PciAddress, std::string> originals(unsigned group) const;
-    bool is_released(unsigned group) const;
 
     Sysfs& fs_;                          // the executor's: writes, on worker threads
     std::unique_ptr<FencedSysfs> view_;  // the loop's reads

@@ -1,6 +1,6 @@
 // The executor against the fake kernel: whole groups bound and verified, every injected fault
 // rolled back to the original drivers, blocked writes contained, crashes reconciled, releases
-// given back or refused while a user holds the group.
+// given back or refused while a user holds the group, and kept released until an operator binds.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -10,121 +10,16 @@
 #include <memory>
 #include <thread>
 
-#include "core/plan.hpp"
-#include "exec/executor.hpp"
-#include "exec/journal.hpp"
-#include "fake_kernel.hpp"
-#include "fake_tree.hpp"
-#include "io/topology_reader.hpp"
-#include "io/vfio_use.hpp"
+#include "exec_world.hpp"
 
 using namespace vfiod;
-using namespace std::chrono_literals;
-using vfiod::test::FakeKernel;
-using vfiod::test::FakeTree;
-
-namespace {
-
-PciAddress A(const char* s) { return *PciAddress::parse(s); }
-
-const char* kGpu = "0000:01:00.0";
-const char* kAudio = "0000:01:00.1";
-const char* kPort = "0000:00:1c.0";  // shares group 13 (no ACS): never written
-const char* kNic = "0000:02:00.0";   // group 14
-
-
-void build_host(FakeTree& t, bool with_vfio = true) {
-    t.enable_iommu();
-    t.add_function(FakeTree::pci(kPort, "8086", "a33c", "060400", "pcieport", 13));
-    t.add_function(FakeTree::pci(kGpu, "10de", "2331", "030200", "nvidia", 13, kPort));
-    t.add_function(FakeTree::pci(kAudio, "10de", "22a3", "040300", "snd_hda_intel", 13, kPort));
-    t.add_function(FakeTree::pci(kNic, "8086", "1533", "020000", "igb", 14));
-    if (with_vfio)
-        t.add_driver("vfio-pci");
-}
-
-// One host: the synthetic tree, the fake kernel over it, the journal and the executor.
-struct World {
-    FakeTree tree;
-    std::unique_ptr<FakeKernel> kernel;
-    std::unique_ptr<Journal> journal;
-    std::unique_ptr<Executor> exec;
-    Config config;
-
-    enum Host { kFull, kNoVfio, kEmpty };  // kEmpty: the caller lays out the tree
-
-    explicit World(Host host = kFull, std::chrono::milliseconds timeout = 5s) {
-        if (host != kEmpty)
-            build_host(tree, host == kFull);
-        start(timeout);
-        for (uint16_t device : {0x2331, 0x1533}) {
-            DeviceEntry e;
-            e.selector = Selector{static_cast<uint16_t>(device == 0x2331 ? 0x10de : 0x8086), device};
-            config.devices.push_back(e);
-        }
-    }
-    // A (re)started daemon over the same tree.
-    void start(std::chrono::milliseconds timeout = 5s) {
-        exec.reset();
-        journal.reset();
-        kernel = std::make_unique<FakeKernel>(tree);
-        kernel->set_native_driver(kGpu, "nvidia");
-        kernel->set_native_driver(kAudio, "snd_hda_intel");
-        kernel->set_native_driver(kNic, "igb");
-        journal = std::make_unique<Journal>(*kernel);
-        exec = std::make_unique<Executor>(*kernel, journal.get(), timeout);
-    }
-    Topology topology() {
-        std::vector<std::string> warnings;
-        return read_topology(*kernel, &warnings);
-    }
-    GroupPlan plan(unsigned group) {
-        Plan p = make_plan(topology(), HostUse{}, config);
-        for (auto& g : p.groups)
-            if (g.group == group)
-                return g;
-        ADD_FAILURE() << "no plan for group " << group;
-        return {};
-    }
-    GroupPlan release_plan(unsigned group) {
-        Topology topo = topology();
-        HostUse use;
-        read_vfio_use(*kernel, topo, &use);
-        auto e = journal->load(group);
-        return plan_release(topo, use, group, e ? e->originals() : std::map<PciAddress, std::string>{});
-    }
-    std::string driver(const char* bdf) const {
-        return kernel->link_name(std::string("sys/bus/pci/devices/") + bdf + "/driver").value_or("");
-    }
-    std::string override_of(const char* bdf) const {
-        return kernel->read(std::string("sys/bus/pci/devices/") + bdf + "/driver_override").value_or("?");
-    }
-    bool exists(const std::string& rel) const { return kernel->exists(rel); }
-};
-
-void expect_original(const World& w) {
-    EXPECT_EQ(w.driver(kGpu), "nvidia");
-    EXPECT_EQ(w.driver(kAudio), "snd_hda_intel");
-    EXPECT_EQ(w.override_of(kGpu), "(null)");
-    EXPECT_EQ(w.override_of(kAudio), "(null)");
-    EXPECT_EQ(w.driver(kPort), "pcieport");
-}
-
-void expect_bound(const World& w) {
-    EXPECT_EQ(w.driver(kGpu), "vfio-pci");
-    EXPECT_EQ(w.driver(kAudio), "vfio-pci");
-    EXPECT_EQ(w.override_of(kGpu), "vfio-pci");
-    EXPECT_EQ(w.override_of(kAudio), "vfio-pci");
-    EXPECT_EQ(w.driver(kPort), "pcieport");
-}
-
-}  // namespace
+using namespace vfiod::test::world;
 
 TEST(Executor, BindsATwoFunctionGroupInDesignOrderAndVerifies) {
     World w;
     GroupPlan plan = w.plan(13);
     ASSERT_EQ(plan.action, Action::Bind);
-    GroupOutcome out = w.exec->apply(plan);
+    GroupOutcome out = w.exec->apply(plan, Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Bound) << out.message;
     EXPECT_EQ(out.group, 13u);
     expect_bound(w);
@@ -154,7 +49,7 @@ TEST(Executor, BindsATwoFunctionGroupInDesignOrderAndVerifies) {
     // Planned again, the group is bound: a no-op that writes nothing.
     GroupPlan again = w.plan(13);
     EXPECT_EQ(again.action, Action::Bound);
-    EXPECT_EQ(w.exec->apply(again).state, Outcome::Bound);
+    EXPECT_EQ(w.exec->apply(again, Trigger::Automatic).state, Outcome::Bound);
     EXPECT_EQ(w.kernel->writes().size(), 6u);
 }
 
@@ -164,7 +59,7 @@ TEST(Executor, AFailureAtEveryStepLeavesEveryFunctionOnItsOriginalDriver) {
             SCOPED_TRACE("step " + std::to_string(k) + ", errno " + std::to_string(err));
             World w;
             w.kernel->fail_step(k, err);
-            GroupOutcome out = w.exec->apply(w.plan(13));
+            GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
             EXPECT_EQ(out.state, Outcome::Failed);
             EXPECT_EQ(out.reason, Reason::WriteFailed);
             std::string failed_path = w.kernel->writes()[k - 1].path;
@@ -184,7 +79,7 @@ TEST(Executor, AProbeThatAttachesNothingFailsVerificationAndRollsBack) {
     World w;
     // The kernel's drivers_probe succeeds even when the driver's probe() fails.
     w.kernel->fail_probe(kAudio, "vfio-pci");
-    GroupOutcome out = w.exec->apply(w.plan(13));
+    GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find("verify: driver is none, expected 'vfio-pci'"), std::string::npos)
         << out.message;
@@ -198,7 +93,7 @@ TEST(Executor, RemovalMidBindFailsTheGroupAndRestoresTheRest) {
         if (k == 2)
             w.kernel->remove_function(kGpu);
     });
-    GroupOutcome out = w.exec->apply(w.plan(13));
+    GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{A(kGpu)});
     EXPECT_FALSE(w.exists(std::string("sys/bus/pci/devices/") + kGpu));
@@ -212,7 +107,7 @@ TEST(Executor, RemovalOfASecondFunctionRollsBackTheFirst) {
         if (k == 4)  // the audio function's override
             w.kernel->remove_function(kAudio);
     });
-    GroupOutcome out = w.exec->apply(w.plan(13));
+    GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find(std::strerror(ENOENT)), std::string::npos) << out.message;
     EXPECT_EQ(w.driver(kGpu), "nvidia");
@@ -228,7 +123,7 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
     GroupPlan gpu_group = w.plan(13), nic_group = w.plan(14);
 
     auto t0 = std::chrono::steady_clock::now();
-    GroupOutcome out = w.exec->apply(gpu_group);
+    GroupOutcome out = w.exec->apply(gpu_group, Trigger::Automatic);
     auto took = std::chrono::steady_clock::now() - t0;
     EXPECT_EQ(out.state, Outcome::Stuck);
     EXPECT_EQ(out.reason, Reason::Stuck);
@@ -243,13 +138,13 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
     EXPECT_EQ(w.journal->load(13)->phase, JournalEntry::Phase::Stuck);
 
     // Another group proceeds while the write is still blocked.
-    GroupOutcome nic = w.exec->apply(nic_group);
+    GroupOutcome nic = w.exec->apply(nic_group, Trigger::Automatic);
     EXPECT_EQ(nic.state, Outcome::Bound) << nic.message;
     EXPECT_EQ(w.driver(kNic), "vfio-pci");
 
     // No retry: the stuck group is not written to again while the write hangs.
     size_t before = w.kernel->writes().size();
-    GroupOutcome again = w.exec->apply(gpu_group);
+    GroupOutcome again = w.exec->apply(gpu_group, Trigger::Automatic);
     EXPECT_EQ(again.state, Outcome::Stuck);
     EXPECT_EQ(w.kernel->writes().size(), before);
 
@@ -277,7 +172,7 @@ TEST(Executor, AWriteOutsideAPlanIsTimedAndRememberedAsStuck) {
 
 TEST(Executor, MissingVfioDriverFailsWithoutWriting) {
     World w(World::kNoVfio);
-    GroupOutcome out = w.exec->apply(w.plan(13));
+    GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_EQ(out.reason, Reason::VfioUnavailable);
     EXPECT_NE(out.message.find("sys/bus/pci/drivers/vfio-pci"), std::string::npos) << out.message;
@@ -291,7 +186,7 @@ TEST(Executor, ARefusedPlanWritesNothing) {
     w.config.companions = CompanionPolicy::Refuse;  // the audio function is not allowlisted
     GroupPlan plan = w.plan(13);
     ASSERT_EQ(plan.action, Action::Refuse);
-    GroupOutcome out = w.exec->apply(plan);
+    GroupOutcome out = w.exec->apply(plan, Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Refused);
     EXPECT_EQ(out.reason, Reason::Companion);
     EXPECT_EQ(out.blockers, plan.blockers);
@@ -301,7 +196,7 @@ TEST(Executor, ARefusedPlanWritesNothing) {
 TEST(Executor, AnUnwritableJournalStopsBeforeTheFirstWrite) {
     World w;
     w.tree.write_file("run/vfiod", "not a directory\n");
-    GroupOutcome out = w.exec->apply(w.plan(13));
+    GroupOutcome out = w.exec->apply(w.plan(13), Trigger::Automatic);
     EXPECT_EQ(out.state, Outcome::Failed);
     EXPECT_NE(out.message.find("journal"), std::string::npos) << out.message;
     EXPECT_TRUE(w.kernel->writes().empty());
@@ -309,7 +204,7 @@ TEST(Executor, AnUnwritableJournalStopsBeforeTheFirstWrite) {
 
 TEST(Executor, ReleaseRestoresOriginalDriversAndIsSticky) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13), Trigger::Automatic).state, Outcome::Bound);
     GroupPlan rel = w.release_plan(13);
     ASSERT_EQ(rel.action, Action::Release);
     GroupOutcome out = w.exec->release(rel);
@@ -318,17 +213,24 @@ TEST(Executor, ReleaseRestoresOriginalDriversAndIsSticky) {
     EXPECT_FALSE(w.exists("dev/vfio/13"));
     EXPECT_TRUE(w.journal->released(13));
 
-    // The mark outlives a restart and is cleared by an explicit bind.
+    // The mark outlives a restart; nothing automatic undoes it, only an operator's bind.
     w.start();
     EXPECT_TRUE(w.journal->released(13));
-    EXPECT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+    size_t writes = w.kernel->writes().size();
+    GroupOutcome kept = w.exec->apply(w.plan(13), Trigger::Automatic);
+    EXPECT_EQ(kept.state, Outcome::Released) << kept.message;
+    EXPECT_EQ(w.kernel->writes().size(), writes);
+    EXPECT_TRUE(w.exec->released(13));
+    expect_original(w);
+    EXPECT_EQ(w.exec->apply(w.plan(13), Trigger::Operator).state, Outcome::Bound);
     EXPECT_FALSE(w.journal->released(13));
+    expect_bound(w);
     EXPECT_EQ(w.journal->load(13)->originals().at(A(kGpu)), "nvidia");
 }
 
 TEST(Executor, AFailedReleaseGoesBackToVfio) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13), Trigger::Automatic).state, Outcome::Bound);
     w.kernel->fail_probe(kAudio, "snd_hda_intel");  // its host driver will not take it back
     GroupOutcome out = w.exec->release(w.release_plan(13));
     EXPECT_EQ(out.state, Outcome::Failed);
@@ -339,7 +241,7 @@ TEST(Executor, AFailedReleaseGoesBackToVfio) {
 
 TEST(Executor, ReleaseIsRefusedWhileTheGroupIsOpen) {
     World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+    ASSERT_EQ(w.exec->apply(w.plan(13), Trigger::Automatic).state, Outcome::Bound);
     w.tree.write_file("proc/4242/comm", "qemu-system-x86\n");
     w.tree.symlink("proc/4242/fd/0", "/dev/null");
     w.tree.symlink("proc/4242/fd/17", "/dev/vfio/13");
@@ -352,33 +254,6 @@ TEST(Executor, ReleaseIsRefusedWhileTheGroupIsOpen) {
     EXPECT_NE(out.message.find("qemu-system-x86"), std::string::npos) << out.message;
     EXPECT_EQ(w.kernel->writes().size(), before);
     expect_bound(w);
-}
-
-TEST(VfioUse, FindsGroupNodesCdevsAndEnabledDevices) {
-    World w;
-    ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
-    ASSERT_EQ(w.exec->apply(w.plan(14)).state, Outcome::Bound);
-    Topology topo = w.topology();
-    HostUse use;
-    read_vfio_use(*w.kernel, topo, &use);
-    EXPECT_TRUE(use.vfio.empty());  // bound but unused
-
-    // iommufd: the audio function's cdev open by one process.
-    w.tree.write_file(w.tree.devpath(kAudio) + "/vfio-dev/vfio3/dev", "511:3\n");
-    w.tree.write_file("proc/77/comm", "cloud-hypervisor\n");
-    w.tree.symlink("proc/77/fd/5", "/dev/vfio/devices/vfio3");
-    // A device a user enabled (the group fd passed on and closed, the device fd kept).
-    w.tree.write_file(w.tree.devpath(kNic) + "/enable", "1\n");
-    // Unrelated fds and a host-driver function's enable count mean nothing.
-    w.tree.symlink("proc/78/fd/1", "/dev/vfio/vfio");
-    w.tree.symlink("proc/78/fd/2", "/dev/vfio/99");
-    read_vfio_use(*w.kernel, topo, &use);
-    ASSERT_EQ(use.vfio.size(), 2u);
-    ASSERT_EQ(use.vfio.count(A(kAudio)), 1u);
-    EXPECT_NE(use.vfio[A(kAudio)][0].find("cloud-hypervisor"), std::string::npos);
-    ASSERT_EQ(use.vfio.count(A(kNic)), 1u);
-    EXPECT_NE(use.vfio[A(kNic)][0].find("enable=1"), std::string::npos);
-    EXPECT_EQ(plan_release(topo, use, 14, {}).reason, Reason::InUseVfio);
 }
 
 namespace {
@@ -428,7 +303,7 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
         SCOPED_TRACE("scenario " + std::to_string(scenario));
         World w;
         if (scenario == 2) {
-            ASSERT_EQ(w.exec->apply(w.plan(13)).state, Outcome::Bound);
+            ASSERT_EQ(w.exec->apply(w.plan(13), Trigger::Automatic).state, Outcome::Bound);
         }
         const size_t first = w.kernel->writes().size();
         std::vector<std::unique_ptr<FakeTree>> snaps;
@@ -439,7 +314,7 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
         if (scenario == 1)
             w.kernel->fail_step(5, EIO);
         GroupOutcome out = scenario == 2 ? w.exec->release(w.release_plan(13))
-                                         : w.exec->apply(w.plan(13));
+                                         : w.exec->apply(w.plan(13), Trigger::Automatic);
         EXPECT_EQ(out.state, scenario == 1 ? Outcome::Failed
                                            : scenario == 2 ? Outcome::Released
                                                            : Outcome::Bound)
@@ -463,43 +338,4 @@ TEST(Executor, ACrashAfterEveryStepIsReconciledOnRestart) {
             expect_consistent_after_restart(snaps[i]->root(), scenario == 2);
         }
     }
-}
-
-// The fake kernel answers as Linux 6.1 was observed to (tests/vm/scenarios/executor-apply.sh).
-TEST(FakeKernel, AnswersAsTheRealKernelWasObservedTo) {
-    World w;
-    FakeKernel& k = *w.kernel;
-    const std::string gpu = std::string("sys/bus/pci/devices/") + kGpu;
-    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), EBUSY);        // already bound
-    EXPECT_EQ(k.write("sys/bus/pci/drivers/igb/bind", kAudio), ENODEV);        // no match
-    EXPECT_EQ(k.write("sys/bus/pci/drivers/igb/unbind", kGpu), ENODEV);        // not its driver
-    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", "0000:09:00.0"), ENODEV);  // no such device
-    EXPECT_EQ(k.write(gpu + "/driver_override", "nosuchdrv"), 0);
-    EXPECT_EQ(k.write(gpu + "/driver/unbind", kGpu), 0);
-    EXPECT_EQ(w.driver(kGpu), "");
-    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), 0);  // succeeds, binds nothing
-    EXPECT_EQ(w.driver(kGpu), "");
-    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), ENODEV);  // the override decides
-    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), 0);
-    EXPECT_EQ(w.override_of(kGpu), "(null)");
-    // A 0-byte write never reaches the attribute; a literal "(null)" is an override like any
-    // other and lets no driver bind.
-    EXPECT_EQ(k.write(gpu + "/driver_override", "(null)"), 0);
-    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), 0);
-    EXPECT_EQ(w.driver(kGpu), "");
-    EXPECT_EQ(k.write(gpu + "/driver_override", "vfio-pci"), 0);
-    EXPECT_EQ(k.write(gpu + "/driver_override", ""), 0);
-    EXPECT_EQ(w.override_of(kGpu), "vfio-pci");
-    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), 0);
-    EXPECT_EQ(k.write("sys/bus/pci/drivers/nvidia/bind", kGpu), 0);
-    EXPECT_EQ(w.driver(kGpu), "nvidia");
-
-    // Injected faults hit exactly the write they name and change nothing.
-    k.fail_path(gpu + "/driver_override", EINVAL, 2);
-    EXPECT_EQ(k.write(gpu + "/driver_override", "vfio-pci"), 0);
-    EXPECT_EQ(k.write(gpu + "/driver_override", "igb"), EINVAL);
-    EXPECT_EQ(w.override_of(kGpu), "vfio-pci");
-    k.remove_function(kGpu);
-    EXPECT_EQ(k.write(gpu + "/driver_override", "\n"), ENOENT);
-    EXPECT_EQ(k.write("sys/bus/pci/drivers_probe", kGpu), ENODEV);
 }

@@ -1,0 +1,21 @@
+#include "core/pci_paths.hpp"
+
+namespace vfiod::pci_paths {
+
+std::string device(const PciAddress& a) { return std::string(kDevices) + "/" + a.str(); }
+
+std::string device(const PciAddress& a, std::string_view leaf) {
+    return device(a) + "/" + std::string(leaf);
+}
+
+std::string driver(std::string_view name) { return std::string(kDrivers) + "/" + std::string(name); }
+
+std::string override_value(std::string_view shown) {
+    return shown == "(null)" ? std::string() : std::string(shown);
+}
+
+std::string override_write(std::string_view wanted) {
+    return wanted.empty() ? std::string("\n") : std::string(wanted);
+}
+
+}  // namespace vfiod::pci_paths

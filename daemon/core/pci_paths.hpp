@@ -1,0 +1,29 @@
+// Where the kernel keeps PCI state, relative to the root (DESIGN §2, §4): the one place these
+// paths and the driver_override conventions are spelled. The planner emits them in its writes;
+// the topology reader, the executor and vfioctl read through them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "pci_address.hpp"
+
+namespace vfiod::pci_paths {
+
+inline constexpr const char* kDevices = "sys/bus/pci/devices";
+inline constexpr const char* kDrivers = "sys/bus/pci/drivers";
+inline constexpr const char* kDriversProbe = "sys/bus/pci/drivers_probe";
+inline constexpr const char* kIommuGroups = "sys/kernel/iommu_groups";
+
+// sys/bus/pci/devices/<BDF>, and with `leaf` that path + "/" + leaf.
+std::string device(const PciAddress& a);
+std::string device(const PciAddress& a, std::string_view leaf);
+// sys/bus/pci/drivers/<name>: present while the driver is loaded.
+std::string driver(std::string_view name);
+
+// driver_override as the kernel shows it ("(null)" when unset) to what vfiod means ("").
+std::string override_value(std::string_view shown);
+// What to write to driver_override to leave it as `wanted`: the kernel clears it on a lone "\n".
+std::string override_write(std::string_view wanted);
+
+}  // namespace vfiod::pci_paths
