@@ -77,7 +77,7 @@ T get(const Properties& p, const char* key, T fallback = {}) {
 // The daemon publishes ids as bare hex ("10de"); anything odd reads as 0 rather than throwing.
 uint32_t parse_hex(const std::string& s) { return parse_hex_attr("0x" + s, 6).value_or(0); }
 
-PlannedDevice device_from(const Properties& p, const std::string& state) {
+PlannedDevice device_from(const Properties& p) {
     PlannedDevice d;
     d.address = PciAddress::parse(get<std::string>(p, "Address")).value_or(PciAddress{});
     d.vendor = static_cast<uint16_t>(parse_hex(get<std::string>(p, "Vendor")));
@@ -88,10 +88,9 @@ PlannedDevice device_from(const Properties& p, const std::string& state) {
     d.role = role == "allowlisted" ? Role::Allowlisted
              : role == "bridge"    ? Role::Bridge
                                    : Role::Companion;
-    // The daemon publishes no target; a bound group's functions sit on theirs, the others
-    // are headed for vfio-pci (variant drivers show once bound).
+    // Target is what the daemon moves the function to (vfio-pci or a variant driver).
     if (d.role != Role::Bridge)
-        d.target = state == "bound" && !d.driver.empty() ? d.driver : "vfio-pci";
+        d.target = get<std::string>(p, "Target");
     std::string rn = get<std::string>(p, "ResourceName");
     if (!rn.empty())
         d.resource_name = rn;
@@ -148,7 +147,7 @@ ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view) {
                 auto d = devices.find(dp);
                 if (d == devices.end())
                     continue;
-                dg.plan.devices.push_back(device_from(d->second, dg.state));
+                dg.plan.devices.push_back(device_from(d->second));
                 dg.numa_nodes[dg.plan.devices.back().address] = get<int32_t>(d->second, "NumaNode", -1);
             }
             groups[*dg.plan.group] = std::move(dg);

@@ -1,6 +1,16 @@
-// The one access layer for everything vfiod reads or writes on the host: sysfs, procfs, /dev and
-// /run, all resolved under one root directory (DESIGN §2). Tests subclass it (a fake kernel that
-// gives writes kernel semantics, fault injection); nothing else touches the filesystem directly.
+// The host access layer: every read of sysfs, procfs, /dev and /run, and every kernel
+// attribute write, resolved under one root directory (DESIGN §2). Tests subclass it (a fake
+// kernel that gives writes kernel semantics, fault injection). (The class keeps its historical
+// name, Sysfs, though it reaches beyond sys/.)
+//
+// Three things touch the host without it, on purpose:
+// - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
+//   root as a string and needs no fault injection: bad configs are text fixtures);
+// - exec/journal writes run/vfiod with open/fsync/rename on path() (vfiod's own files, not kernel
+//   attributes: they need atomic replacement, which a single attribute write cannot give; its
+//   reads do go through this layer);
+// - io/host_use asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
+//   nothing here could fake it, and a tree has no live addresses to report).
 #pragma once
 
 #include <optional>

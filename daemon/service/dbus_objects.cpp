@@ -218,6 +218,7 @@ public:
         note(info.device != info_.device, "Device");
         note(info.class_code != info_.class_code, "Class");
         note(info.driver != info_.driver, "Driver");
+        note(info.target != info_.target, "Target");
         note(info.original_driver != info_.original_driver, "OriginalDriver");
         note(info.group != info_.group, "IommuGroup");
         note(info.group != info_.group, "Group");
@@ -235,6 +236,7 @@ private:
     std::string Device() override { return hex4(info_.device); }
     std::string Class() override { return hex6(info_.class_code); }
     std::string Driver() override { return info_.driver; }
+    std::string Target() override { return info_.target; }
     std::string OriginalDriver() override { return info_.original_driver; }
     uint32_t IommuGroup() override { return info_.group; }
     int32_t NumaNode() override { return info_.numa_node; }

@@ -19,6 +19,7 @@ struct DeviceInfo {
     uint16_t device = 0;
     uint32_t class_code = 0;
     std::string driver;           // "" when none
+    std::string target;           // vfio-pci or the entry's variant driver; "" for bridges
     std::string original_driver;  // "" when unknown or none
     unsigned group = 0;
     int numa_node = -1;

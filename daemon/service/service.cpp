@@ -369,6 +369,7 @@ void Service::publish() {
             di.device = d.device;
             di.class_code = d.class_code;
             di.driver = d.driver;
+            di.target = d.target.value_or("");
             auto o = orig.find(d.address);
             if (o != orig.end())
                 di.original_driver = o->second;

@@ -1,0 +1,96 @@
+#include "doctor.hpp"
+
+namespace vfiod::cli {
+
+namespace {
+
+std::vector<Check> host_checks(const Sysfs& fs, const Topology& t, const Config& config) {
+    std::vector<Check> checks;
+    std::string cmdline = fs.read("proc/cmdline").value_or("");
+    bool iommu_arg = cmdline.find("intel_iommu=on") != std::string::npos ||
+                     cmdline.find("amd_iommu=on") != std::string::npos;
+    checks.push_back({"iommu", t.iommu_enabled,
+                      t.iommu_enabled ? std::to_string(t.groups.size()) + " IOMMU groups"
+                      : iommu_arg     ? "the kernel command line asks for it, but no IOMMU came up: "
+                                        "is VT-d/AMD-Vi enabled in the firmware?"
+                                      : "no IOMMU: add intel_iommu=on (Intel) to the kernel command "
+                                        "line and enable VT-d/AMD-Vi in the firmware"});
+    bool vfio = t.drivers.count("vfio-pci") > 0;
+    checks.push_back({"vfio-pci", vfio,
+                      vfio ? "the vfio-pci driver is loaded"
+                           : "the vfio-pci driver is not loaded (modprobe vfio-pci; vfiod.service "
+                             "pulls in modprobe@vfio_pci.service)"});
+    bool allowlist = !config.devices.empty();
+    checks.push_back({"allowlist", allowlist,
+                      allowlist ? std::to_string(config.devices.size()) + " [[device]] entries"
+                                : "the allowlist is empty: add [[device]] entries to "
+                                  "/etc/vfiod/vfiod.toml"});
+    return checks;
+}
+
+}  // namespace
+
+bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
+
+Diagnosis diagnose(const Sysfs& fs, const Topology& t, const Config& config, const Plan& plan) {
+    Diagnosis dx;
+    dx.checks = host_checks(fs, t, config);
+    for (const auto& g : plan.groups)
+        for (const auto& d : g.devices) {
+            if (d.role != Role::Allowlisted)
+                continue;
+            const PciFunction* fn = t.find(d.address);
+            dx.findings.push_back({fn, &g, &d});
+            auto& counts = dx.per_resource[d.resource_name.value_or("(no resource_name)")];
+            counts.first += fn && kubevirt_counts(*fn);
+            counts.second += g.action != Action::Refuse && d.target == "vfio-pci";
+        }
+    for (const auto& c : dx.checks)
+        dx.healthy = dx.healthy && c.ok;
+    for (const auto& f : dx.findings)
+        dx.healthy = dx.healthy && f.g->action == Action::Bound && f.fn && kubevirt_counts(*f.fn);
+    return dx;
+}
+
+// Host use changes without a PCI uevent (an fd closed, a disk unmounted), and vfiod adds no polling:
+// after the fix, a Bind has it decide again.
+std::string advice(Reason r, const PciAddress& a) {
+    const std::string then = "; then `vfioctl bind " + a.str() + "`";
+    switch (r) {
+    case Reason::NoIommu:
+        return "enable the IOMMU: VT-d/AMD-Vi in the firmware and intel_iommu=on (Intel) on the "
+               "kernel command line, then reboot";
+    case Reason::Protected:
+        return "a [[protect]] entry covers the group; remove it if the host really does not need "
+               "that device";
+    case Reason::InUseStorage:
+        return "the host uses a disk on it: unmount it, swapoff, or remove the dm/md holder "
+               "first" + then;
+    case Reason::InUseNetwork:
+        return "the host uses a network interface on it: move its routes/addresses, take it "
+               "out of its bond/bridge, or move it back from the network namespace named above "
+               "(or stop the pod/container using it) first" + then;
+    case Reason::InUseDevice:
+        return "stop or restart without the device the process named above (pid, command) that "
+               "holds its device node open" + then;
+    case Reason::SriovPf:
+        return "this is an SR-IOV PF with VFs enabled: allowlist the VFs instead, or set "
+               "sriov_numvfs to 0 first";
+    case Reason::BootVga:
+        return "it is the boot GPU; set allow_boot_vga = true only if the host console can live "
+               "without it";
+    case Reason::Companion:
+        return "another function shares the IOMMU group: allowlist it too, or set companions = "
+               "\"bind\"";
+    case Reason::None:
+    case Reason::InUseVfio:
+    case Reason::VfioUnavailable:
+    case Reason::WriteFailed:
+    case Reason::Stuck:
+    case Reason::Drift:
+        return "";  // not planning reasons: make_plan() never gives them
+    }
+    return "";
+}
+
+}  // namespace vfiod::cli

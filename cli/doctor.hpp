@@ -1,0 +1,47 @@
+// vfioctl doctor's diagnosis, apart from its printing so it can be tested: the host checks,
+// one finding per allowlisted function, what KubeVirt will count, and advice per reason.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/plan.hpp"
+#include "io/sysfs.hpp"
+
+namespace vfiod::cli {
+
+struct Check {
+    std::string name;  // "iommu", "vfio-pci", "allowlist"
+    bool ok;
+    std::string detail;
+};
+
+struct Finding {
+    const PciFunction* fn;  // null when the function could not be read
+    const GroupPlan* g;
+    const PlannedDevice* d;
+};
+
+struct Diagnosis {
+    std::vector<Check> checks;
+    std::vector<Finding> findings;  // the allowlisted functions, in plan order
+    // Per resource name: functions KubeVirt counts now, and once vfiod has bound what it can.
+    std::map<std::string, std::pair<int, int>> per_resource;
+    bool healthy = true;
+};
+
+// KubeVirt's virt-handler counts a permitted device only when its driver link is exactly
+// vfio-pci (variant drivers are skipped) and it has an iommu_group link.
+bool kubevirt_counts(const PciFunction& fn);
+
+// Everything doctor reports, from the host (fs: proc/cmdline), its topology and the plan.
+Diagnosis diagnose(const Sysfs& fs, const Topology& t, const Config& config, const Plan& plan);
+
+// What the operator can do about a planning reason, "" when there is nothing to say (and for
+// the reasons make_plan() never gives).
+std::string advice(Reason r, const PciAddress& a);
+
+}  // namespace vfiod::cli
