@@ -22,6 +22,8 @@ packages=(
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
   # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here
   iproute2 e2fsprogs
+  # bench/run.sh --smoke (integration suite): the tools vfioctl plan is compared with
+  driverctl pciutils
   # real-kernel VM tests (the kernel package itself is fetched by tests/vm with apt-get download)
   qemu-system-x86 busybox-static cpio python3
   # fuzzing: libFuzzer is in clang's runtime library

@@ -1,0 +1,123 @@
+// vfiod-bench-burst [--smoke] [SIZE...]: the daemon's cost per coalesced udev burst, driving the
+// service layer (Service::handle_events, as the event loop does) on the fleet tree in observe
+// mode. For each host size (default 64 1024 4096 functions):
+//   burst1   one VF changed (a bind/unbind uevent): handle_events({vf})
+//   burst255 255 VFs created on the spare PF (echo 255 > sriov_numvfs): handle_events(all 255)
+// CPU time of the calling thread (steadier than wall time on a loaded machine) and wall time,
+// medians. Prints one "name size cpu_ms wall_ms runs" line per measurement. --smoke: one run
+// each, and only correctness is judged: the burst's groups appear and disappear as they should.
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fake_tree.hpp"
+#include "fleet_tree.hpp"
+#include "io/sysfs.hpp"
+#include "service/service.hpp"
+
+using namespace vfiod;
+
+namespace {
+
+double thread_cpu_ms() {
+    timespec ts;
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+bool failed = false;
+
+void check(bool ok, const std::string& what) {
+    if (!ok) {
+        std::fprintf(stderr, "burst_bench: FAILED: %s\n", what.c_str());
+        failed = true;
+    }
+}
+
+// Runs setup (untimed) then the measured step `runs` times; prints the medians.
+void measure(const char* name, unsigned size, int runs, const std::function<void()>& setup,
+             const std::function<void()>& step) {
+    std::vector<double> cpu, wall;
+    for (int r = 0; r < runs; ++r) {
+        setup();
+        auto w0 = std::chrono::steady_clock::now();
+        double c0 = thread_cpu_ms();
+        step();
+        cpu.push_back(thread_cpu_ms() - c0);
+        wall.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0)
+                .count());
+    }
+    std::printf("%s %u %.3f %.3f %d\n", name, size, median(cpu), median(wall), runs);
+    std::fflush(stdout);
+}
+
+void bench_size(unsigned size, bool smoke) {
+    test::FakeTree t;
+    bench::FleetTree f = bench::build_fleet_tree(t, size);
+    t.write_file("etc/vfiod/vfiod.toml", f.config);
+    Sysfs fs(t.root());
+    Service s(fs, {.config_file = std::nullopt, .force_observe = true});
+    check(s.start(), "service start");
+    const size_t groups = s.inventory().groups.size();
+    check(groups == f.vfs + f.gpus, "published " + std::to_string(groups) + " groups, expected " +
+                                        std::to_string(f.vfs + f.gpus));
+    const int runs1 = smoke ? 1 : 21, runs255 = smoke ? 1 : 5;
+
+    // One VF's driver changes: a bind/unbind uevent for it alone.
+    auto vf = *PciAddress::parse(bench::vf_addresses(f.pfs.front(), 1).front());
+    measure("burst1", f.functions, runs1, [] {}, [&] { s.handle_events({vf}); });
+    check(s.inventory().groups.size() == groups, "a 1-function burst changed the group count");
+
+    // 255 VFs appear on the spare PF; undone (untimed) before the next run.
+    const auto vfs = bench::vf_addresses(f.spare_pf, 255);
+    std::set<PciAddress> touched;
+    for (const auto& a : vfs)
+        touched.insert(*PciAddress::parse(a));
+    measure(
+        "burst255", f.functions, runs255,
+        [&] {
+            if (s.inventory().groups.size() != groups) {
+                for (const auto& a : vfs)
+                    t.remove_function(a);
+                t.write_file(t.devpath(f.spare_pf) + "/sriov_numvfs", "0\n");
+                s.handle_events(touched);
+                check(s.inventory().groups.size() == groups, "removed VFs still published");
+            }
+            bench::add_vfs(t, f.spare_pf, 255, 1000000);
+        },
+        [&] { s.handle_events(touched); });
+    check(s.inventory().groups.size() == groups + 255,
+          "after creating 255 VFs: " + std::to_string(s.inventory().groups.size()) + " groups");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    spdlog::set_level(spdlog::level::warn);
+    bool smoke = false;
+    std::vector<unsigned> sizes;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--smoke") == 0)
+            smoke = true;
+        else
+            sizes.push_back(static_cast<unsigned>(std::atoi(argv[i])));
+    }
+    if (sizes.empty())
+        sizes = {64, 1024, 4096};
+    for (unsigned size : sizes)
+        bench_size(size, smoke);
+    return failed ? 1 : 0;
+}
