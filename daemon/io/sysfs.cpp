@@ -4,12 +4,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -31,37 +36,65 @@ bool valid_rel(std::string_view rel) {
 // Symlink loops (or a hostile tree) must not spin forever; the kernel's own limit is 40.
 constexpr int kMaxLinks = 40;
 
-// The host path to hand to the kernel for rel. Under a test or captured root the kernel must not
-// follow links itself: an absolute link would lead out to the real /sys. So the path is resolved
-// here, within the root (follow_last=false keeps the last component as is, for lstat/readlink).
-std::optional<std::string> host_path(const Sysfs& fs, std::string_view rel, bool follow_last) {
-    if (!valid_rel(rel))
-        return std::nullopt;
-    if (fs.live())
-        return fs.path(rel);
-    if (follow_last) {
-        auto r = fs.Sysfs::resolve(rel);
-        return r ? std::optional(fs.path(*r)) : std::nullopt;
-    }
-    auto parts = path_components(rel);
-    if (parts.empty())
-        return fs.path("");
-    std::string parent;
-    for (size_t i = 0; i + 1 < parts.size(); ++i)
-        parent.append(parent.empty() ? "" : "/").append(parts[i]);
-    auto r = fs.Sysfs::resolve(parent);
-    if (!r)
-        return std::nullopt;
-    return fs.path(*r + (r->empty() ? "" : "/") + std::string(parts.back()));
+long real_openat2(int dirfd, const char* path, void* how, size_t size) {
+    return ::syscall(SYS_openat2, dirfd, path, how, size);
 }
 
+std::atomic<sysfs_testing::Openat2Fn> g_openat2{real_openat2};
+// Set once openat2 answered ENOSYS (a kernel before 5.6, or a seccomp filter that hides it):
+// from then on every call takes the user-space resolver, without asking the kernel again.
+std::atomic<bool> g_no_openat2{false};
+
+// rel, or "." for the root itself: the *at() calls want a non-empty path.
+const char* at_path(const std::string& rel) { return rel.empty() ? "." : rel.c_str(); }
+
+// ("a/b", "c") for "a/b/c"; ("", "c") for "c".
+std::pair<std::string, std::string> split_last(std::string_view rel) {
+    auto slash = rel.rfind('/');
+    if (slash == std::string_view::npos)
+        return {"", std::string(rel)};
+    return {std::string(rel.substr(0, slash)), std::string(rel.substr(slash + 1))};
+}
+
+// Closes an fd when it goes out of scope.
+struct Fd {
+    int fd;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0)
+            ::close(fd);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+};
+
 }  // namespace
+
+namespace sysfs_testing {
+
+void set_openat2(Openat2Fn fn) {
+    g_openat2 = fn ? fn : real_openat2;
+    g_no_openat2 = false;
+}
+
+}  // namespace sysfs_testing
 
 Sysfs::Sysfs(std::string root) : root_(std::move(root)) {
     while (root_.size() > 1 && root_.back() == '/')
         root_.pop_back();
     if (root_.empty())
         root_.push_back('/');
+    // One dir fd for the root, kept for the object's life: every access starts from it.
+    root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (char* canon = ::realpath(root_.c_str(), nullptr)) {
+        canonical_root_ = canon;
+        ::free(canon);
+    }
+}
+
+Sysfs::~Sysfs() {
+    if (root_fd_ >= 0)
+        ::close(root_fd_);
 }
 
 std::string Sysfs::path(std::string_view rel) const {
@@ -92,6 +125,53 @@ const char* file_kind(mode_t m) {
 
 }  // namespace
 
+int Sysfs::open_fd(std::string_view rel_view, int flags) const {
+    if (root_fd_ < 0 || !valid_rel(rel_view)) {
+        errno = ENOENT;
+        return -1;
+    }
+    const std::string rel(rel_view);
+    flags |= O_CLOEXEC;
+    // The live host: the kernel walks the path from the cached "/" fd, links and all.
+    if (live())
+        return ::openat(root_fd_, at_path(rel), flags);
+    // A captured or test tree: the kernel resolves every link as if the root were "/", so an
+    // absolute link or a ".." in a link target stays in the tree, and magic links (/proc/PID/fd,
+    // /proc/PID/root) are refused rather than followed out of it.
+    if (!g_no_openat2) {
+        struct open_how how {};
+        how.flags = static_cast<uint64_t>(flags);
+        how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+        for (int attempt = 0;; ++attempt) {
+            long fd = g_openat2.load()(root_fd_, at_path(rel), &how, sizeof how);
+            if (fd >= 0)
+                return static_cast<int>(fd);
+            // EAGAIN: a concurrent rename or mount somewhere in the tree; the walk is retried.
+            if (errno == EAGAIN && attempt < 8)
+                continue;
+            if (errno != ENOSYS)
+                return -1;
+            g_no_openat2 = true;
+            break;
+        }
+    }
+    // No openat2: resolve the path here, one component at a time, and open the result.
+    const bool follow_last = !(flags & O_NOFOLLOW);
+    std::optional<std::string> resolved;
+    if (follow_last) {
+        resolved = resolve_walk(rel);
+    } else {
+        auto [parent, last] = split_last(rel);
+        if (auto r = resolve_walk(parent))
+            resolved = *r + (r->empty() ? "" : "/") + last;
+    }
+    if (!resolved) {
+        errno = ENOENT;
+        return -1;
+    }
+    return ::openat(root_fd_, at_path(*resolved), flags);
+}
+
 std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
                                        std::string* why) const {
     auto fail = [&](std::string reason) -> std::optional<std::string> {
@@ -99,12 +179,9 @@ std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
             *why = std::move(reason);
         return std::nullopt;
     };
-    auto p = host_path(*this, rel, true);
-    if (!p)
-        return std::nullopt;
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, in the kernel,
     // where no signal but SIGKILL reaches. It changes nothing for a regular file.
-    int fd = ::open(p->c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    int fd = open_fd(rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         if (errno == ENXIO)  // a socket, or a device without its driver
             return fail("a socket or device, not a regular file");
@@ -144,11 +221,15 @@ std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
 }
 
 std::optional<std::string> Sysfs::readlink(std::string_view rel) const {
-    auto p = host_path(*this, rel, false);
-    if (!p || rel.empty())
+    if (rel.empty())
+        return std::nullopt;
+    // The link itself is not followed: its parent is opened (inside the root) and asked.
+    auto [parent, last] = split_last(rel);
+    Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
+    if (dir.fd < 0)
         return std::nullopt;
     char buf[4096];
-    ssize_t n = ::readlink(p->c_str(), buf, sizeof buf);
+    ssize_t n = ::readlinkat(dir.fd, last.c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf)
         return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
@@ -166,12 +247,14 @@ std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
 
 std::vector<std::string> Sysfs::list(std::string_view rel) const {
     std::vector<std::string> names;
-    auto p = host_path(*this, rel, true);
-    if (!p)
+    int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
         return names;
-    DIR* dir = ::opendir(p->c_str());
-    if (!dir)
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+        ::close(fd);
         return names;
+    }
     while (const dirent* e = ::readdir(dir)) {
         std::string_view name = e->d_name;
         if (name != "." && name != "..")
@@ -183,13 +266,44 @@ std::vector<std::string> Sysfs::list(std::string_view rel) const {
 }
 
 bool Sysfs::exists(std::string_view rel) const {
-    auto p = host_path(*this, rel, false);
+    if (rel.empty())
+        return root_fd_ >= 0;
     // lstat: a link that exists counts even if its target is gone (ask resolve() for that).
+    auto [parent, last] = split_last(rel);
+    Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
     struct stat st;
-    return p && ::lstat(p->c_str(), &st) == 0;
+    return dir.fd >= 0 && ::fstatat(dir.fd, last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
+    if (!valid_rel(rel))
+        return std::nullopt;
+    if (!live() && g_no_openat2)
+        return resolve_walk(rel);
+    // The kernel resolves (inside the root) and names what it opened; the root is cut off.
+    Fd fd(open_fd(rel, O_PATH));
+    if (fd.fd < 0)
+        return std::nullopt;
+    if (!live() && g_no_openat2)  // open_fd just learnt that openat2 is missing
+        return resolve_walk(rel);
+    char link[64], buf[4096];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd.fd);
+    ssize_t n = ::readlink(link, buf, sizeof buf);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
+        return resolve_walk(rel);  // no /proc to ask
+    std::string_view abs(buf, static_cast<size_t>(n));
+    if (canonical_root_ == "/")
+        return std::string(abs.substr(1));
+    if (abs == canonical_root_)
+        return std::string();
+    if (abs.size() > canonical_root_.size() && abs.substr(0, canonical_root_.size()) ==
+                                                   canonical_root_ &&
+        abs[canonical_root_.size()] == '/')
+        return std::string(abs.substr(canonical_root_.size() + 1));
+    return std::nullopt;  // the tree was moved under us: nothing outside it is ever named
+}
+
+std::optional<std::string> Sysfs::resolve_walk(std::string_view rel) const {
     if (!valid_rel(rel))
         return std::nullopt;
     // Walk component by component, so that ".." in a link target is applied to the real parent
@@ -205,9 +319,10 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
         if (part == ".")
             continue;
         if (part == "..") {
-            if (done.empty())
-                return std::nullopt;  // would leave the root
-            done.pop_back();
+            // As the kernel's RESOLVE_IN_ROOT (and "/.." on any host): ".." of the root is the
+            // root. Either way nothing above the root is ever reached.
+            if (!done.empty())
+                done.pop_back();
             continue;
         }
         done.push_back(std::move(part));
@@ -218,14 +333,14 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
             so_far += d;
         }
         struct stat st;
-        if (::lstat(path(so_far).c_str(), &st) != 0)
+        if (::fstatat(root_fd_, so_far.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
             return std::nullopt;
         if (!S_ISLNK(st.st_mode))
             continue;
         if (++links > kMaxLinks)
             return std::nullopt;
         char buf[4096];
-        ssize_t n = ::readlink(path(so_far).c_str(), buf, sizeof buf);
+        ssize_t n = ::readlinkat(root_fd_, so_far.c_str(), buf, sizeof buf);
         if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
             return std::nullopt;
         std::string_view target(buf, static_cast<size_t>(n));
@@ -252,7 +367,7 @@ std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view
         return std::nullopt;
     // stat, never open: opening a device node can have effects (a tty, a tape rewinding).
     struct stat st;
-    if (::stat(path(rel).c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+    if (::fstatat(root_fd_, at_path(std::string(rel)), &st, 0) != 0 || !S_ISCHR(st.st_mode))
         return std::nullopt;
     return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
 }
@@ -260,13 +375,10 @@ std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view
 int Sysfs::write(std::string_view rel, std::string_view value) {
     if (!valid_rel(rel) || rel.empty())
         return EINVAL;
-    auto p = host_path(*this, rel, true);
-    if (!p)
-        return ENOENT;
     // No O_CREAT: a sysfs attribute either exists or the write is a mistake, and creating a
     // regular file in its place would hide that. O_TRUNC is ignored by sysfs (as for a shell's
     // `>`), and in a captured tree it keeps a shorter value from leaving old bytes behind.
-    int fd = ::open(p->c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+    int fd = open_fd(rel, O_WRONLY | O_TRUNC | O_NOCTTY);
     if (fd < 0)
         return errno;
     // One write(2): the kernel's store() sees exactly one buffer, and a retry loop would feed

@@ -21,12 +21,22 @@
 
 namespace vfiod {
 
+// Paths are resolved by the kernel: openat2(2) with RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS from a
+// dir fd of the root (Linux >= 5.6), so no link, absolute or with "..", leads out of a captured
+// tree; plain openat(2) from a cached "/" fd on the live host. A kernel without openat2 (ENOSYS)
+// gets the same answers from a resolver that walks the tree one component at a time.
+namespace sysfs_testing {
+using Openat2Fn = long (*)(int dirfd, const char* path, void* how, size_t size);
+// Replaces the openat2 system call (nullptr: the real one again), and forgets an earlier ENOSYS.
+void set_openat2(Openat2Fn fn);
+}  // namespace sysfs_testing
+
 class Sysfs {
 public:
     // root: "/" for the live host, or a captured/synthetic tree. Paths given to the methods are
     // relative to it ("sys/bus/pci/devices/0000:01:00.0/vendor") and never start with '/'.
     explicit Sysfs(std::string root);
-    virtual ~Sysfs() = default;
+    virtual ~Sysfs();
     Sysfs(const Sysfs&) = delete;
     Sysfs& operator=(const Sysfs&) = delete;
 
@@ -50,7 +60,8 @@ public:
     virtual std::vector<std::string> list(std::string_view rel) const;
     virtual bool exists(std::string_view rel) const;
     // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
-    // nullopt when something on the way is missing or the result leaves the root.
+    // nullopt when something on the way is missing. Links resolve as if the root were "/": an
+    // absolute target starts at the root, and ".." of the root is the root.
     virtual std::optional<std::string> resolve(std::string_view rel) const;
 
     // The device number (major, minor) of the character device rel leads to, links followed;
@@ -62,7 +73,14 @@ public:
     virtual int write(std::string_view rel, std::string_view value);
 
 private:
+    // An fd for rel opened with flags (O_CLOEXEC added), resolved inside the root; -1 and errno.
+    int open_fd(std::string_view rel, int flags) const;
+    // resolve() without openat2: one lstat/readlink per component, ".." of the root is the root.
+    std::optional<std::string> resolve_walk(std::string_view rel) const;
+
     std::string root_;
+    std::string canonical_root_;  // realpath of root_, to cut off what /proc/self/fd/N names
+    int root_fd_ = -1;            // O_PATH dir fd of the root, opened once
 };
 
 }  // namespace vfiod

@@ -102,6 +102,8 @@ public:
 private:
     // A read that fails because the whole device went away is silent; the caller drops it.
     std::optional<std::string> attr(const char* name, bool required) {
+        if (failed_)  // already skipped, and said why once
+            return std::nullopt;
         std::string refused;
         auto v = fs_.read(dir_ + "/" + name, 4096, &refused);
         if (!refused.empty()) {

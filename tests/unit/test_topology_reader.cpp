@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/strings.hpp"
 #include "fake_tree.hpp"
+#include "io/sysfs.hpp"
 
 using namespace vfiod;
 using test::FakeTree;
@@ -261,8 +266,9 @@ TEST(TopologyReader, RealHostSmoke) {
     EXPECT_THAT(warnings, IsEmpty());
 }
 
-// The access layer the reader stands on: it must keep every path inside the root.
-TEST(Sysfs, ReadsListsAndRejectsPathsOutsideTheRoot) {
+// The access layer the reader stands on: it must keep every path inside the root. Each check
+// runs twice: with the kernel's openat2 and with the resolver a kernel without it falls back to.
+void reads_lists_and_rejects_paths_outside_the_root() {
     FakeTree t;
     t.write_file("a/value", "0x10de\n\n").write_file("a/b", "x").write_file("outside", "secret");
     Sysfs fs(t.root() + "/a/");
@@ -282,7 +288,7 @@ TEST(Sysfs, ReadsListsAndRejectsPathsOutsideTheRoot) {
     EXPECT_EQ(Sysfs("/").path("sys/bus"), "/sys/bus");
 }
 
-TEST(Sysfs, ResolveStaysInsideTheRoot) {
+void resolve_stays_inside_the_root() {
     FakeTree t;
     t.write_file("sys/devices/pci0000:00/0000:00:02.0/vendor", "0x8086\n");
     t.symlink("sys/bus/pci/devices/0000:00:02.0", "../../../devices/pci0000:00/0000:00:02.0");
@@ -310,6 +316,103 @@ TEST(Sysfs, ResolveStaysInsideTheRoot) {
     EXPECT_EQ(fs.link_name("sys/bus/pci/devices/0000:00:02.0"), "0000:00:02.0");
     EXPECT_EQ(fs.readlink("abs"), "/sys/devices/pci0000:00");
     EXPECT_FALSE(fs.readlink("sys"));  // not a link
+}
+
+// ".." in a link target is applied as the kernel does on a real host: at the root it stays at
+// the root. So it reaches the tree's own file, never the one beside the tree.
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void dotdot_in_a_link_target_stops_at_the_root() {
+    FakeTree t;
+    t.write_file("secret", "outside the root");
+    t.write_file("a/secret", "inside the root");
+    t.write_file("a/sys/devices/d0/vendor", "0x8086\n");
+    t.symlink("a/sys/up", "../../secret");
+    t.symlink("a/sys/deep", "../../../../../../../../secret");
+    t.symlink("a/sys/top", "../../..");
+    t.symlink("a/sys/devices/d0/back", "../../up");   // a link to a link that climbs
+    Sysfs fs(t.root() + "/a");
+    EXPECT_EQ(fs.read("sys/up"), "inside the root");
+    EXPECT_EQ(fs.read("sys/deep"), "inside the root");
+    EXPECT_EQ(fs.read("sys/devices/d0/back"), "inside the root");
+    EXPECT_EQ(fs.resolve("sys/up"), "secret");
+    EXPECT_EQ(fs.resolve("sys/top"), "");
+    EXPECT_EQ(fs.resolve("sys/top/sys/devices/d0/vendor"), "sys/devices/d0/vendor");
+    EXPECT_THAT(fs.list("sys/top"), ElementsAre("secret", "sys"));
+    EXPECT_EQ(fs.readlink("sys/top/sys/up"), "../../secret");
+    EXPECT_TRUE(fs.exists("sys/top/secret"));
+    EXPECT_FALSE(fs.exists("sys/top/a"));  // the tree's own name is not inside it
+    EXPECT_EQ(fs.write("sys/deep", "x"), 0);
+    EXPECT_EQ(slurp(t.root() + "/secret"), "outside the root");
+    EXPECT_EQ(slurp(t.root() + "/a/secret"), "x");
+}
+
+// A kernel without openat2: every answer comes from the user-space resolver, and the system
+// call is asked once, not on every access.
+int openat2_calls = 0;
+long no_openat2(int, const char*, void*, size_t) {
+    ++openat2_calls;
+    errno = ENOSYS;
+    return -1;
+}
+
+class SysfsWithoutOpenat2 : public ::testing::Test {
+protected:
+    void SetUp() override {
+        openat2_calls = 0;
+        sysfs_testing::set_openat2(no_openat2);
+    }
+    void TearDown() override {
+        sysfs_testing::set_openat2(nullptr);
+        EXPECT_EQ(openat2_calls, 1);
+    }
+};
+
+TEST(Sysfs, ReadsListsAndRejectsPathsOutsideTheRoot) {
+    reads_lists_and_rejects_paths_outside_the_root();
+}
+TEST(Sysfs, ResolveStaysInsideTheRoot) { resolve_stays_inside_the_root(); }
+TEST(Sysfs, DotDotInALinkTargetStopsAtTheRoot) { dotdot_in_a_link_target_stops_at_the_root(); }
+TEST_F(SysfsWithoutOpenat2, ReadsListsAndRejectsPathsOutsideTheRoot) {
+    reads_lists_and_rejects_paths_outside_the_root();
+}
+TEST_F(SysfsWithoutOpenat2, ResolveStaysInsideTheRoot) { resolve_stays_inside_the_root(); }
+TEST_F(SysfsWithoutOpenat2, DotDotInALinkTargetStopsAtTheRoot) {
+    dotdot_in_a_link_target_stops_at_the_root();
+}
+TEST_F(SysfsWithoutOpenat2, TheWholeReaderGivesTheSameTopology) {
+    FakeTree t;
+    build_host(t);
+    Sysfs fs(t.root());
+    sysfs_testing::set_openat2(nullptr);
+    std::vector<std::string> w1, w2;
+    Topology with = read_topology(fs, &w1);
+    sysfs_testing::set_openat2(no_openat2);
+    Topology without = read_topology(fs, &w2);
+    EXPECT_EQ(with.functions.size(), without.functions.size());
+    for (const auto& [a, f] : with.functions) {
+        const PciFunction* g = without.find(a);
+        ASSERT_NE(g, nullptr) << a.str();
+        EXPECT_EQ(g->devpath, f.devpath);
+        EXPECT_EQ(g->driver, f.driver);
+        EXPECT_EQ(g->iommu_group, f.iommu_group);
+    }
+    EXPECT_EQ(with.groups, without.groups);
+    EXPECT_EQ(w1, w2);
+}
+
+// The live root takes the same *at() calls from its cached "/" fd (read-only checks only).
+TEST(Sysfs, LiveRootResolvesThroughTheKernel) {
+    Sysfs fs("/");
+    EXPECT_EQ(fs.resolve("proc/self"), fs.resolve("proc/" + std::to_string(::getpid())));
+    EXPECT_EQ(fs.resolve(""), "");
+    EXPECT_TRUE(fs.exists("proc/self"));
+    EXPECT_EQ(fs.readlink("proc/self"), std::to_string(::getpid()));
+    EXPECT_FALSE(fs.read("../etc/hostname"));
+    EXPECT_FALSE(fs.list("proc").empty());
 }
 
 TEST(Sysfs, WriteNeverCreatesAndReportsErrno) {
