@@ -4,8 +4,8 @@
 #
 #   scripts/test.sh                 everything (unit, integration, real-kernel VM tests, then the
 #                                   sanitizer build and the bounded fuzz runs)
-#   VFIOD_SUITES="unit" scripts/test.sh     only the named meson test suites; "sanitize" and
-#                                   "fuzz" name the two extra steps at the end
+#   VFIOD_SUITES="unit" scripts/test.sh     only the named meson test suites; "sanitize",
+#                                   "fuzz" and "package" name the three extra steps at the end
 #   BUILD_DIR=build-x scripts/test.sh       another build directory (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,8 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
+  # the Debian packages (debian/): dpkg-buildpackage, debhelper's meson build, lintian
+  debhelper dpkg-dev fakeroot lintian
   # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here
   iproute2 e2fsprogs
   # bench/run.sh --smoke (integration suite): the tools vfioctl plan is compared with
@@ -55,7 +57,7 @@ ninja -C "$build"
 
 suites=()
 for s in ${VFIOD_SUITES:-}; do
-  case $s in sanitize|fuzz) ;; *) suites+=(--suite "$s") ;; esac
+  case $s in sanitize|fuzz|package) ;; *) suites+=(--suite "$s") ;; esac
 done
 if [[ -z ${VFIOD_SUITES:-} ]] || ((${#suites[@]})); then
   meson test -C "$build" --print-errorlogs --num-processes 2 "${suites[@]}"
@@ -103,4 +105,16 @@ if wanted fuzz; then
   start=$SECONDS
   FUZZ_BUILD_DIR=${build}-fuzz tests/fuzz/fuzz.sh
   echo "test.sh: fuzz step: $((SECONDS - start)) s"
+fi
+
+# Debian packages: dpkg-buildpackage from a clean export of HEAD (its dh_auto_test runs the unit
+# suite), lintian with no error and no warning, and the contents checked against DESIGN §7.
+if wanted package; then
+  start=$SECONDS
+  debs=${build}-deb
+  rm -rf "$debs"
+  DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}" scripts/build-deb.sh --head "$debs"
+  lintian --fail-on error,warning --tag-display-limit 0 "$debs"/*.changes
+  tests/package/check_deb.sh "$debs" .
+  echo "test.sh: package step: $((SECONDS - start)) s"
 fi

@@ -1,0 +1,107 @@
+#!/bin/bash
+# The built Debian packages hold what DESIGN §7 installs, with Debian's layout, the conffile and
+# the maintainer-script behaviour debian/ promises. Used by scripts/test.sh's package step.
+# Usage: check_deb.sh DEB_DIR SOURCE_DIR
+set -u
+DEBS=$1 SRC=$2
+failures=0
+pass() { echo "ok - $1"; }
+fail() { echo "not ok - $1${2:+: $2}"; failures=$((failures + 1)); }
+
+version=$(cd "$SRC" && dpkg-parsechangelog -S Version)
+arch=$(dpkg --print-architecture)
+deb=$DEBS/vfiod_${version}_${arch}.deb
+[ -f "$deb" ] || { echo "not ok - $deb exists"; exit 1; }
+files=$(dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|; s|/$||')
+has() { grep -qxF "$1" <<<"$files"; }
+
+# DESIGN §7, as Debian 12 lays it out (systemd.pc and udev.pc name /lib/...).
+unitdir=$(pkg-config --variable=systemdsystemunitdir systemd)
+udevdir=$(pkg-config --variable=udevdir udev)
+for f in /usr/sbin/vfiod /usr/bin/vfioctl "$unitdir/vfiod.service" "$udevdir/rules.d/60-vfiod.rules" \
+         /usr/share/dbus-1/system.d/org.vfiod1.conf \
+         /usr/share/dbus-1/system-services/org.vfiod1.service \
+         /usr/share/dbus-1/interfaces/org.vfiod1.Manager.xml \
+         /usr/share/dbus-1/interfaces/org.vfiod1.Group.xml \
+         /usr/share/dbus-1/interfaces/org.vfiod1.Device.xml \
+         /etc/vfiod/vfiod.toml \
+         /usr/share/man/man8/vfiod.8.gz /usr/share/man/man1/vfioctl.1.gz \
+         /usr/share/man/man5/vfiod.toml.5.gz \
+         /usr/share/bash-completion/completions/vfioctl \
+         /usr/share/doc/vfiod/copyright; do
+    has "$f" && pass "vfiod ships $f" || fail "vfiod ships $f"
+done
+# The polkit policy, once the source has one (DESIGN §6).
+for p in $(cd "$SRC" && ls systemd/*.policy config/*.policy 2>/dev/null); do
+    f=/usr/share/polkit-1/actions/$(basename "$p")
+    has "$f" && pass "vfiod ships $f" || fail "vfiod ships $f"
+done
+# Nothing of the plugin's, and no gRPC: hosts without Kubernetes need neither.
+bad=$(grep -E 'device-plugin|grpc' <<<"$files")
+[ -z "$bad" ] && pass "vfiod ships nothing of the device plugin" || fail "vfiod ships nothing of the device plugin" "$bad"
+deps=$(dpkg-deb -f "$deb" Depends)
+case $deps in *grpc*|*protobuf*) fail "vfiod does not depend on gRPC" "$deps" ;; *) pass "vfiod does not depend on gRPC" ;; esac
+
+ctl=$(mktemp -d)
+trap 'rm -rf "$ctl"' EXIT
+dpkg-deb -e "$deb" "$ctl"
+grep -qxF /etc/vfiod/vfiod.toml "$ctl/conffiles" && pass "vfiod.toml is a conffile" \
+    || fail "vfiod.toml is a conffile" "$(cat "$ctl/conffiles" 2>&1)"
+# The shipped configuration is the empty allowlist: installing binds nothing.
+tmp=$ctl/data
+mkdir "$tmp" && dpkg-deb -x "$deb" "$tmp"
+if grep -qE '^\s*\[\[(device|protect)\]\]' "$tmp/etc/vfiod/vfiod.toml"; then
+    fail "shipped vfiod.toml has an empty allowlist"
+else
+    pass "shipped vfiod.toml has an empty allowlist"
+fi
+grep -q '^ExecStart=/usr/sbin/vfiod$' "$tmp$unitdir/vfiod.service" && pass "unit runs /usr/sbin/vfiod" \
+    || fail "unit runs /usr/sbin/vfiod"
+grep -q '/usr/sbin/vfiod --udev-match' "$tmp$udevdir/rules.d/60-vfiod.rules" \
+    && pass "rule runs /usr/sbin/vfiod" || fail "rule runs /usr/sbin/vfiod"
+owners=$(dpkg-deb -c "$deb" | awk '$2 != "root/root" { print $2, $6 }')
+[ -z "$owners" ] && pass "every file is root:root" || fail "every file is root:root" "$owners"
+
+# Maintainer scripts: install makes the rule live and starts the unit; upgrade restarts it;
+# remove stops it (bindings stay: nothing releases them); purge removes /run/vfiod, /etc/vfiod.
+for s in postinst prerm postrm; do sh -n "$ctl/$s" && pass "$s parses" || fail "$s parses"; done
+grep -q 'udevadm control --reload' "$ctl/postinst" && pass "postinst reloads the udev rules" \
+    || fail "postinst reloads the udev rules"
+grep -q "deb-systemd-helper enable 'vfiod.service'" "$ctl/postinst" && pass "postinst enables vfiod.service" \
+    || fail "postinst enables vfiod.service"
+grep -q '_dh_action=restart' "$ctl/postinst" && grep -q '_dh_action=start' "$ctl/postinst" \
+    && pass "postinst starts on install, restarts on upgrade" \
+    || fail "postinst starts on install, restarts on upgrade"
+grep -q "deb-systemd-invoke stop 'vfiod.service'" "$ctl/prerm" && pass "prerm stops vfiod.service" \
+    || fail "prerm stops vfiod.service"
+if grep -qE 'vfioctl (release|apply)|Release|driver_override' "$ctl/prerm" "$ctl/postrm"; then
+    fail "removal leaves the bindings alone"
+else
+    pass "removal leaves the bindings alone"
+fi
+grep -q 'rm -rf /run/vfiod /etc/vfiod' "$ctl/postrm" && pass "postrm purge removes /run/vfiod and /etc/vfiod" \
+    || fail "postrm purge removes /run/vfiod and /etc/vfiod"
+
+# The device plugin's package, when the source builds one.
+plugin=$DEBS/vfiod-device-plugin_${version}_${arch}.deb
+if grep -q '^Package: vfiod-device-plugin$' "$SRC/debian/control"; then
+    if [ -f "$plugin" ]; then
+        pfiles=$(dpkg-deb -c "$plugin" | awk '{ print $6 }' | sed 's|^\./|/|')
+        for f in /usr/sbin/vfiod-device-plugin "$unitdir/vfiod-device-plugin.service" \
+                 /usr/share/man/man8/vfiod-device-plugin.8.gz; do
+            grep -qxF "$f" <<<"$pfiles" && pass "vfiod-device-plugin ships $f" \
+                || fail "vfiod-device-plugin ships $f"
+        done
+        pdeps=$(dpkg-deb -f "$plugin" Depends)
+        grep -qE '(^|, )vfiod( |,|$)' <<<"$pdeps" && pass "vfiod-device-plugin depends on vfiod" \
+            || fail "vfiod-device-plugin depends on vfiod" "$pdeps"
+    else
+        fail "$plugin was built"
+    fi
+fi
+
+for d in "$DEBS"/*.deb; do
+    echo "# $(basename "$d"): $(stat -c %s "$d") bytes, Installed-Size $(dpkg-deb -f "$d" Installed-Size) KiB"
+done
+echo "# $failures failure(s)"
+[ "$failures" -eq 0 ]
