@@ -87,8 +87,9 @@ plugin=$DEBS/vfiod-device-plugin_${version}_${arch}.deb
 if grep -q '^Package: vfiod-device-plugin$' "$SRC/debian/control"; then
     if [ -f "$plugin" ]; then
         pfiles=$(dpkg-deb -c "$plugin" | awk '{ print $6 }' | sed 's|^\./|/|')
-        for f in /usr/sbin/vfiod-device-plugin "$unitdir/vfiod-device-plugin.service" \
-                 /usr/share/man/man8/vfiod-device-plugin.8.gz; do
+        want=(/usr/sbin/vfiod-device-plugin /usr/share/man/man8/vfiod-device-plugin.8.gz)
+        [ -e "$SRC/systemd/vfiod-device-plugin.service.in" ] && want+=("$unitdir/vfiod-device-plugin.service")
+        for f in "${want[@]}"; do
             grep -qxF "$f" <<<"$pfiles" && pass "vfiod-device-plugin ships $f" \
                 || fail "vfiod-device-plugin ships $f"
         done
