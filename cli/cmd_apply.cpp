@@ -15,6 +15,7 @@
 #include "dbus_client.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
+#include "io/claims.hpp"
 #include "host_plan.hpp"
 #include "text.hpp"
 
@@ -123,7 +124,10 @@ int run_apply(const Args& args) {
     const Plan& plan = hp.plan;
 
     bool all_bound = true;
-    for (const auto& g : plan.groups) {
+    std::vector<GroupPlan> decided(plan.groups.begin(), plan.groups.end());  // results point here
+    for (auto& g : decided) {
+        // Exclusive claims only now, just before writing: the probe is itself a claim.
+        refuse_if_claimed(fs, &g);
         // Automatic: an operator's Release stays until an explicit Bind (DESIGN §6).
         GroupOutcome o = exec.apply(g, Trigger::Automatic);
         if (g.action != Action::Refuse && o.state != Outcome::Bound && o.state != Outcome::Released)

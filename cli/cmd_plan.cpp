@@ -28,6 +28,7 @@ int run_plan(const Args& args) {
     std::printf("config: %s; %zu [[device]], %zu [[protect]]\n",
                 config->files.empty() ? "(none)" : config->files.front().c_str(),
                 config->devices.size(), config->protects.size());
+    std::printf("%s\n", host_use_scope(fs));
     if (plan.groups.empty()) {
         std::printf("\nNothing to do: no PCI function on this host matches the allowlist.\n");
         return kExitOk;

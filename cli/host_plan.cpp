@@ -30,4 +30,13 @@ HostPlan plan_host(const Sysfs& fs, const Config& config) {
     return hp;
 }
 
+const char* host_use_scope(const Sysfs& fs) {
+    return fs.live() ? "host use: mounts (PID 1's table), swap, holders, routes, addresses, network "
+                       "namespaces, open device nodes; exclusive claims are checked just before "
+                       "binding"
+                     : "host use: from the tree (mounts, swap, holders, routes, open device nodes "
+                       "by path); addresses, other network namespaces and exclusive claims are "
+                       "live-host only and were not checked";
+}
+
 }  // namespace vfiod::cli

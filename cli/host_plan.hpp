@@ -27,4 +27,8 @@ struct HostPlan {
 // are warned about on stderr.
 HostPlan plan_host(const Sysfs& fs, const Config& config);
 
+// One line on what the host-use check covered: the O_EXCL probe never runs from plan, doctor or
+// status, and a tree cannot show addresses, other network namespaces or live claims.
+const char* host_use_scope(const Sysfs& fs);
+
 }  // namespace vfiod::cli

@@ -30,43 +30,80 @@ void add_nvidia_nodes(const Sysfs& fs, std::vector<DeviceNode>* out) {
         auto m = minor ? parse_int_attr(*minor) : std::nullopt;
         if (!owner || !m || *m < 0 || *m > 0xfffff)
             continue;
-        out->push_back({"/dev/nvidia" + std::to_string(*m),
-                        {*major, static_cast<unsigned>(*m)}, *owner});
+        out->push_back({{*major, static_cast<unsigned>(*m)}, *owner, "",
+                        "/dev/nvidia" + std::to_string(*m)});
     }
+}
+
+// "../../devices/pci0000:00/…" seen from sys/dev/char, as a path from the root.
+std::string from_dev_char(std::string_view target) {
+    std::vector<std::string_view> parts{"sys", "dev", "char"};
+    for (auto c : path_components(target)) {
+        if (c == "..") {
+            if (!parts.empty())
+                parts.pop_back();
+        } else if (c != ".") {
+            parts.push_back(c);
+        }
+    }
+    std::string out;
+    for (auto c : parts)
+        out.append(out.empty() ? "" : "/").append(c);
+    return out;
+}
+
+std::string_view basename(std::string_view p) {
+    auto slash = p.rfind('/');
+    return slash == std::string_view::npos ? p : p.substr(slash + 1);
 }
 
 }  // namespace
 
 std::vector<DeviceNode> read_device_nodes(const Sysfs& fs) {
     std::vector<DeviceNode> out;
-    for (const auto& name : fs.list("sys/dev/char")) {
-        auto devnum = parse_devnum(name);
-        const std::string link = "sys/dev/char/" + name;
+    for (const auto& l : fs.links("sys/dev/char")) {
+        auto devnum = parse_devnum(l.name);
         // The link's own text names the PCI function; most char devices (ttys, mem, input of
         // platform devices) have none and cost only this readlink.
-        auto target = devnum ? fs.readlink(link) : std::nullopt;
-        auto owner = target ? nearest_function(*target) : std::nullopt;
+        auto owner = devnum ? nearest_function(l.target) : std::nullopt;
         if (!owner)
             continue;
-        auto dir = fs.resolve(link);
-        auto uevent = dir ? fs.read(*dir + "/uevent") : std::nullopt;
-        auto devname = uevent ? line_value(*uevent, "DEVNAME=") : std::nullopt;
-        if (!devname || devname->empty() || devname->rfind("vfio/", 0) == 0)
+        std::string dir = from_dev_char(l.target);
+        if (dir.find("/vfio-dev/") != std::string::npos)
             continue;
-        out.push_back({"/dev/" + *devname, *devnum, *owner});
+        out.push_back({*devnum, *owner, std::move(dir), ""});
     }
     add_nvidia_nodes(fs, &out);
     return out;
 }
 
+std::string node_path(const Sysfs& fs, const DeviceNode& n) {
+    if (!n.node.empty())
+        return n.node;
+    auto uevent = fs.read(n.dir + "/uevent");
+    auto devname = uevent ? line_value(*uevent, "DEVNAME=") : std::nullopt;
+    if (!devname || devname->empty() || devname->rfind("vfio/", 0) == 0)
+        return "";
+    return "/dev/" + *devname;
+}
+
 void find_device_use(const Sysfs& fs, const std::vector<DeviceNode>& nodes,
                      const std::vector<OpenNode>& open, HostUse* use) {
+    // A tree's fds only have a path: candidates by the node's last name ("controlC0" is both
+    // the sysfs directory and the /dev entry), confirmed by DEVNAME.
     std::map<std::pair<unsigned, unsigned>, const DeviceNode*> by_devnum;
-    std::map<std::string, const DeviceNode*> by_path;
+    std::multimap<std::string_view, const DeviceNode*> by_name;
     for (const auto& n : nodes) {
         by_devnum.emplace(n.devnum, &n);
-        by_path.emplace(n.node, &n);
+        by_name.emplace(basename(n.node.empty() ? n.dir : n.node), &n);
     }
+    std::map<const DeviceNode*, std::string> paths;  // read once per held node
+    auto path_of = [&](const DeviceNode* n) -> const std::string& {
+        auto it = paths.find(n);
+        if (it == paths.end())
+            it = paths.emplace(n, node_path(fs, *n)).first;
+        return it->second;
+    };
     std::set<std::pair<PciAddress, std::string>> seen;
     for (const auto& o : open) {
         const DeviceNode* n = nullptr;
@@ -74,12 +111,14 @@ void find_device_use(const Sysfs& fs, const std::vector<DeviceNode>& nodes,
             auto it = by_devnum.find(*o.devnum);
             n = it == by_devnum.end() ? nullptr : it->second;
         } else {
-            auto it = by_path.find(o.target);
-            n = it == by_path.end() ? nullptr : it->second;
+            auto [lo, hi] = by_name.equal_range(basename(o.target));
+            for (auto it = lo; it != hi && !n; ++it)
+                if (path_of(it->second) == o.target)
+                    n = it->second;
         }
-        if (!n)
+        if (!n || path_of(n).empty())
             continue;
-        std::string line = printable(n->node) + " is open by " + process_name(fs, o.pid);
+        std::string line = printable(path_of(n)) + " is open by " + process_name(fs, o.pid);
         if (seen.emplace(n->owner, line).second)
             use->device[n->owner].push_back(std::move(line));
     }

@@ -15,16 +15,20 @@
 namespace vfiod {
 
 struct DeviceNode {
-    std::string node;                     // "/dev/snd/controlC0"
     std::pair<unsigned, unsigned> devnum;
-    PciAddress owner;                     // the deepest PCI function above it
+    PciAddress owner;  // the deepest PCI function above it
+    std::string dir;   // its sysfs directory ("sys/devices/…/sound/card0/controlC0"); "" for nvidia
+    std::string node;  // "/dev/nvidia0" when known without sysfs; else see node_path()
 };
 
-// Every character device whose sysfs node sits under a PCI function (sys/dev/char, named by
-// DEVNAME in its uevent), vfio's own nodes excepted (Release's business), plus /dev/nvidia<minor>
-// of each NVIDIA GPU (proc/driver/nvidia/gpus/<BDF>/information; the proprietary driver's nodes
-// have no sysfs entry).
+// Every character device whose sysfs node sits under a PCI function (sys/dev/char), vfio's own
+// nodes excepted (Release's business), plus /dev/nvidia<minor> of each NVIDIA GPU
+// (proc/driver/nvidia/gpus/<BDF>/information; the proprietary driver's nodes have no sysfs entry).
+// Costs one readlink per char device: names are read only for nodes somebody holds.
 std::vector<DeviceNode> read_device_nodes(const Sysfs& fs);
+
+// "/dev/" + DEVNAME from the node's uevent ("/dev/snd/controlC0"); "" when it has none.
+std::string node_path(const Sysfs& fs, const DeviceNode& n);
 
 // Fills use->device: "/dev/snd/controlC0 is open by pid 812 (pulseaudio)" per node and process.
 // Live fds match by device number, a tree's by path (OpenNode::devnum).

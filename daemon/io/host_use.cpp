@@ -10,6 +10,7 @@
 
 #include "core/strings.hpp"
 #include "io/device_use.hpp"
+#include "io/netns_use.hpp"
 #include "io/proc_fds.hpp"
 #include "io/proc_parsers.hpp"
 #include "io/vfio_use.hpp"
@@ -243,6 +244,7 @@ HostUse read_host_use(const Sysfs& fs, const Topology& topo,
     HostUse use;
     find_storage(fs, &use, warnings);
     find_network(fs, &use, warnings);
+    find_netns_use(fs, topo, &use);
     // One walk of proc/*/fd serves both readers.
     auto open = scan_open_nodes(fs);
     find_device_use(fs, read_device_nodes(fs), open, &use);

@@ -17,15 +17,10 @@ std::vector<OpenNode> scan_open_nodes(const Sysfs& fs) {
     for (const auto& pid : fs.list("proc")) {
         if (!all_digits(pid))
             continue;
-        const std::string fd_dir = "proc/" + pid + "/fd";
-        for (const auto& fd : fs.list(fd_dir)) {
-            const std::string link = fd_dir + "/" + fd;
-            auto target = fs.readlink(link);
-            // Sockets, pipes and anon inodes ("socket:[…]") and regular files are not nodes.
-            if (!target || target->rfind("/dev/", 0) != 0)
-                continue;
-            out.push_back({pid, std::move(*target), fs.char_device(link)});
-        }
+        // Sockets, pipes and anon inodes ("socket:[…]") and regular files are not nodes.
+        for (auto& l : fs.links("proc/" + pid + "/fd", "/dev/"))
+            if (l.target.rfind("/dev/", 0) == 0)
+                out.push_back({pid, std::move(l.target), l.char_device});
     }
     return out;
 }

@@ -372,6 +372,54 @@ std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view
     return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
 }
 
+std::optional<unsigned long> Sysfs::inode(std::string_view rel) const {
+    auto p = host_path(*this, rel, true);
+    struct stat st;
+    if (!p || ::stat(p->c_str(), &st) != 0)
+        return std::nullopt;
+    return static_cast<unsigned long>(st.st_ino);
+}
+
+int Sysfs::probe_exclusive(std::string_view rel) const {
+    if (!live() || !valid_rel(rel))
+        return EOPNOTSUPP;
+    int fd = ::open(path(rel).c_str(), O_RDONLY | O_EXCL | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    int err = ::fstat(fd, &st) == 0 && S_ISBLK(st.st_mode) ? 0 : ENOTBLK;
+    ::close(fd);
+    return err;
+}
+
+std::vector<Sysfs::Link> Sysfs::links(std::string_view rel, std::string_view stat_prefix) const {
+    std::vector<Link> out;
+    auto p = host_path(*this, rel, true);
+    if (!p)
+        return out;
+    DIR* dir = ::opendir(p->c_str());
+    if (!dir)
+        return out;
+    const int dfd = ::dirfd(dir);
+    while (const dirent* e = ::readdir(dir)) {
+        if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
+            continue;
+        char buf[4096];
+        ssize_t n = ::readlinkat(dfd, e->d_name, buf, sizeof buf);
+        if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
+            continue;
+        Link l{e->d_name, std::string(buf, static_cast<size_t>(n)), std::nullopt};
+        struct stat st;
+        if (live() && !stat_prefix.empty() && l.target.rfind(stat_prefix, 0) == 0 &&
+            ::fstatat(dfd, e->d_name, &st, 0) == 0 && S_ISCHR(st.st_mode))
+            l.char_device = std::make_pair(major(st.st_rdev), minor(st.st_rdev));
+        out.push_back(std::move(l));
+    }
+    ::closedir(dir);
+    std::sort(out.begin(), out.end(), [](const Link& a, const Link& b) { return a.name < b.name; });
+    return out;
+}
+
 int Sysfs::write(std::string_view rel, std::string_view value) {
     if (!valid_rel(rel) || rel.empty())
         return EINVAL;

@@ -68,6 +68,26 @@ public:
     // live host only: a tree's links name the real host's nodes, never the tree's.
     virtual std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const;
 
+    // The inode number of what rel leads to (links followed); nullopt when it is missing. A
+    // network namespace's identity: /run/netns/<name> is a bind mount of its nsfs inode.
+    virtual std::optional<unsigned long> inode(std::string_view rel) const;
+
+    // Opens the block device node rel O_RDONLY|O_EXCL|O_NONBLOCK and closes it at once: 0 when
+    // nobody holds it exclusively, EBUSY when the kernel does, another errno when it cannot
+    // tell. Read-only, so closing it sends no change event; EOPNOTSUPP in a tree.
+    virtual int probe_exclusive(std::string_view rel) const;
+
+    // The symlinks of directory rel, read through one open of it: a walk of every
+    // /proc/<pid>/fd would otherwise spend its time looking up the same path again per fd. On the
+    // live host, links whose target starts with stat_prefix also carry the character device
+    // they lead to (as char_device()). Sorted by name; empty when rel is missing.
+    struct Link {
+        std::string name;
+        std::string target;
+        std::optional<std::pair<unsigned, unsigned>> char_device;
+    };
+    virtual std::vector<Link> links(std::string_view rel, std::string_view stat_prefix = {}) const;
+
     // Writes value with a single write(2) and checks close(2), as the kernel's attribute files
     // need. Returns 0 or the errno of the failing call.
     virtual int write(std::string_view rel, std::string_view value);

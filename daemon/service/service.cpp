@@ -8,6 +8,7 @@
 #include "core/strings.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
+#include "io/claims.hpp"
 #include "io/config_loader.hpp"
 #include "service/fenced_sysfs.hpp"
 #include "service/workers.hpp"
@@ -267,6 +268,11 @@ void Service::reconcile() {
 
 Service::Status Service::execute(const GroupPlan& gp, Trigger trigger) {
     if (gp.action == Action::Bind) {
+        // Exclusive claims are checked only now, just before writing: the probe is a claim.
+        GroupPlan checked = gp;
+        if (refuse_if_claimed(fs_, &checked))
+            return {GroupState::Refused, checked.reason, join(checked.details, "; "),
+                    checked.blockers};
         // Consumers see `pending` while the writes run.
         set_status(*gp.group,
                    {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
@@ -490,6 +496,14 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
                                           std::to_string(id) + " stays pending"));
     spdlog::info("group {}: Bind requested for {}", id, addr->str());
     reasserted_.erase(id);
+    // Exclusive claims are checked only now, just before writing: the probe is itself a claim.
+    GroupPlan checked = *gp;
+    if (refuse_if_claimed(fs_, &checked)) {
+        set_status(id, {GroupState::Refused, checked.reason, join(checked.details, "; "),
+                        checked.blockers});
+        publish();
+        return answer(refusal(checked));
+    }
     if (gp->action == Action::Bound) {
         executor_->clear_released(id);  // the operator takes the group back; nothing to write
         set_status(id, {GroupState::Bound, Reason::None, "", {}});

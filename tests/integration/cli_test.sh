@@ -24,6 +24,8 @@ json() { python3 -c "import json,sys; d=json.load(open('$WORK/out')); $1"; }
 run "plan" 0 plan --root "$ROOT"
 check_contains "plan shows the GPU group bound whole" "group 13: bind" "$out"
 check_contains "plan names the mounted root disk" "nvme0n1p2 (259:2) is mounted on /" "$out"
+check_contains "plan says in one line what a tree cannot show" \
+    "addresses, other network namespaces and exclusive claims are live-host only and were not checked" "$out"
 
 run "plan --json" 0 plan --root "$ROOT" --json
 check "plan --json decisions" "13 bind None|14 refuse in-use-storage|15 bind None|16 refuse in-use-network" \

@@ -39,10 +39,10 @@ void gpu_host(FakeTree& t) {
     t.symlink("sys/dev/char/1:3", "../../devices/virtual/mem/null");
 }
 
-std::vector<std::string> names(const std::vector<DeviceNode>& nodes) {
+std::vector<std::string> names(const Sysfs& fs, const std::vector<DeviceNode>& nodes) {
     std::vector<std::string> out;
     for (const auto& n : nodes)
-        out.push_back(n.node + " " + std::to_string(n.devnum.first) + ":" +
+        out.push_back(node_path(fs, n) + " " + std::to_string(n.devnum.first) + ":" +
                       std::to_string(n.devnum.second) + " " + n.owner.str());
     return out;
 }
@@ -60,7 +60,7 @@ TEST(DeviceNodes, CharDevicesUnderFunctionsButNotVfiosOwn) {
     FakeTree t;
     gpu_host(t);
     Sysfs fs(t.root());
-    EXPECT_THAT(names(read_device_nodes(fs)),
+    EXPECT_THAT(names(fs, read_device_nodes(fs)),
                 ElementsAre("/dev/snd/controlC1 116:10 0000:01:00.1",
                             "/dev/snd/pcmC1D3p 116:11 0000:01:00.1",
                             "/dev/dri/card0 226:0 0000:01:00.0",
@@ -76,7 +76,7 @@ TEST(DeviceNodes, NvidiaNodeFromTheDriversProcInformation) {
     t.write_file("proc/driver/nvidia/gpus/junk/information", "Device Minor: 5\n");
     t.write_file("proc/driver/nvidia/gpus/0000:03:00.0/information", "Device Minor: x\n");
     Sysfs fs(t.root());
-    auto nodes = names(read_device_nodes(fs));
+    auto nodes = names(fs, read_device_nodes(fs));
     EXPECT_EQ(nodes.back(), "/dev/nvidia2 195:2 0000:01:00.0");
     EXPECT_EQ(nodes.size(), 5u);
 }

@@ -1,0 +1,124 @@
+// Exclusive claims just before a bind (io/claims): sysfs evidence, then the O_EXCL probe, whose
+// answer a Sysfs subclass plays here as the kernel would give it.
+#include "io/claims.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <set>
+
+#include "core/config.hpp"
+#include "fake_tree.hpp"
+#include "io/snapshot.hpp"
+#include "io/config_loader.hpp"
+
+using namespace vfiod;
+using test::FakeTree;
+
+namespace {
+
+// The kernel's answer to an O_EXCL open: EBUSY for the nodes listed, 0 for the rest.
+class ClaimingSysfs : public Sysfs {
+public:
+    ClaimingSysfs(std::string root, std::set<std::string> busy)
+        : Sysfs(std::move(root)), busy_(std::move(busy)) {}
+    int probe_exclusive(std::string_view rel) const override {
+        probed.insert(std::string(rel));
+        return busy_.count(std::string(rel)) ? EBUSY : 0;
+    }
+    mutable std::set<std::string> probed;
+
+private:
+    std::set<std::string> busy_;
+};
+
+void nvme_host(FakeTree& t) {
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_function(FakeTree::pci("0000:02:00.0", "1b36", "0010", "010802", "nvme", 9));
+    t.add_block("0000:02:00.0", "nvme/nvme0", "nvme0n1", 259, 0);
+    t.add_partition("nvme0n1", "nvme0n1p1", 259, 1);
+    t.write_file(t.devpath("0000:02:00.0") + "/nvme/nvme0/block/nvme0n1/uevent",
+                 "MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\n");
+    t.write_file(t.devpath("0000:02:00.0") + "/nvme/nvme0/block/nvme0n1/nvme0n1p1/uevent",
+                 "MAJOR=259\nMINOR=1\nDEVNAME=nvme0n1p1\nDEVTYPE=partition\n");
+}
+
+GroupPlan bind_plan(const Sysfs& fs) {
+    ConfigResult cr = parse_config("[[device]]\nselector = \"1b36:0010\"\n", "t.toml");
+    Snapshot s = read_snapshot(fs);
+    Plan p = make_plan(s.topology, s.use, *cr.config);
+    EXPECT_EQ(p.groups.size(), 1u);
+    EXPECT_EQ(p.groups.at(0).action, Action::Bind);
+    return p.groups.at(0);
+}
+
+}  // namespace
+
+TEST(Claims, EbusyRefusesWithTheFilesystemTypeUdevSaw) {
+    FakeTree t;
+    nvme_host(t);
+    t.write_file("run/udev/data/b259:1", "S:disk/by-id/x\nE:ID_FS_TYPE=zfs_member\nE:ID_FS_USAGE=raid\n");
+    ClaimingSysfs fs(t.root(), {"proc/1/root/dev/nvme0n1p1"});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.action, Action::Refuse);
+    EXPECT_EQ(g.reason, Reason::InUseStorage);
+    EXPECT_EQ(g.blockers, std::vector<PciAddress>{*PciAddress::parse("0000:02:00.0")});
+    ASSERT_EQ(g.details.size(), 1u);
+    EXPECT_EQ(g.details[0], "0000:02:00.0: nvme0n1p1 is claimed by the kernel (udev sees zfs_member on it)");
+    EXPECT_TRUE(g.writes().empty());
+    EXPECT_EQ(fs.probed, (std::set<std::string>{"proc/1/root/dev/nvme0n1", "proc/1/root/dev/nvme0n1p1"}));
+}
+
+TEST(Claims, EbusyWithoutUdevDataNamesTheUsualClaimants) {
+    FakeTree t;
+    nvme_host(t);
+    ClaimingSysfs fs(t.root(), {"proc/1/root/dev/nvme0n1"});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1 is claimed by the kernel (ZFS, btrfs, LVM, "
+                               "bcache, multipath…)");
+}
+
+TEST(Claims, NothingClaimedLeavesTheBind) {
+    FakeTree t;
+    nvme_host(t);
+    ClaimingSysfs fs(t.root(), {});
+    GroupPlan g = bind_plan(fs);
+    auto writes = g.writes().size();
+    EXPECT_FALSE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.action, Action::Bind);
+    EXPECT_EQ(g.writes().size(), writes);
+}
+
+TEST(Claims, SysfsEvidenceBeforeAnyProbe) {
+    FakeTree t;
+    nvme_host(t);
+    t.write_file("sys/fs/btrfs/6f1e-uuid/devices/nvme0n1p1", "");
+    ClaimingSysfs fs(t.root(), {});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1p1 is a member of a mounted btrfs filesystem");
+    EXPECT_EQ(fs.probed, std::set<std::string>{"proc/1/root/dev/nvme0n1"});  // the other one
+}
+
+TEST(Claims, BcacheBackingDevice) {
+    FakeTree t;
+    nvme_host(t);
+    t.write_file(t.devpath("0000:02:00.0") + "/nvme/nvme0/block/nvme0n1/bcache/state", "clean\n");
+    ClaimingSysfs fs(t.root(), {});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1 is claimed by bcache");
+}
+
+// A captured tree cannot answer an O_EXCL open: the plain Sysfs never probes one.
+TEST(Claims, ATreeIsNeverProbed) {
+    FakeTree t;
+    nvme_host(t);
+    Sysfs fs(t.root());
+    EXPECT_EQ(fs.probe_exclusive("proc/1/root/dev/nvme0n1"), EOPNOTSUPP);
+    GroupPlan g = bind_plan(fs);
+    EXPECT_FALSE(refuse_if_claimed(fs, &g));
+}
