@@ -373,9 +373,9 @@ std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view
 }
 
 std::optional<unsigned long> Sysfs::inode(std::string_view rel) const {
-    auto p = host_path(*this, rel, true);
+    Fd f(open_fd(rel, O_PATH));
     struct stat st;
-    if (!p || ::stat(p->c_str(), &st) != 0)
+    if (f.fd < 0 || ::fstat(f.fd, &st) != 0)
         return std::nullopt;
     return static_cast<unsigned long>(st.st_ino);
 }
@@ -394,12 +394,14 @@ int Sysfs::probe_exclusive(std::string_view rel) const {
 
 std::vector<Sysfs::Link> Sysfs::links(std::string_view rel, std::string_view stat_prefix) const {
     std::vector<Link> out;
-    auto p = host_path(*this, rel, true);
-    if (!p)
+    int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
         return out;
-    DIR* dir = ::opendir(p->c_str());
-    if (!dir)
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+        ::close(fd);
         return out;
+    }
     const int dfd = ::dirfd(dir);
     while (const dirent* e = ::readdir(dir)) {
         if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
