@@ -100,9 +100,11 @@ cat >"$WORK/bus.conf" <<EOF
   </policy>
 </busconfig>
 EOF
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
+: > "$WORK/bus.addr"  # printed once the bus listens (the socket file exists a moment before)
+dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --print-address=3 \
+    3>"$WORK/bus.addr" >"$WORK/bus.log" 2>&1 &
 BUS_PID=$!
-for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -s "$WORK/bus.addr" ] && break; sleep 0.1; done
 export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
 activatable=$(busctl --system list --activatable --no-legend 2>&1 | awk '{print $1}' | paste -sd" ")
 check_contains "org.vfiod1 is activatable on the test bus" "org.vfiod1" "$activatable"

@@ -59,9 +59,13 @@ start_private_bus() {
   <include>$1</include>
 </busconfig>
 CONF
-    dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile >"$WORK/bus.log" 2>&1 &
+    # The address is printed once the bus listens; the socket file exists a moment earlier
+    # (bind before listen), and a client connecting then is refused.
+    : > "$WORK/bus.addr"
+    dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --print-address=3 \
+        3>"$WORK/bus.addr" >"$WORK/bus.log" 2>&1 &
     BUS_PID=$!
-    for _ in $(seq 50); do [ -S "$WORK/bus" ] && break; sleep 0.1; done
+    for _ in $(seq 100); do [ -s "$WORK/bus.addr" ] && break; sleep 0.1; done
     chmod 666 "$WORK/bus"
     export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
 }

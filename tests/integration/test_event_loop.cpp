@@ -22,6 +22,7 @@
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
+#include "unix_socket.hpp"
 #include "scenarios.hpp"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
@@ -54,7 +55,7 @@ public:
                    listen.c_str(), static_cast<char*>(nullptr));
             _exit(127);
         }
-        for (int i = 0; i < 500 && pid_ > 0 && !std::filesystem::exists(socket_); ++i)
+        for (int i = 0; i < 500 && pid_ > 0 && !accepts_connections(socket_); ++i)
             std::this_thread::sleep_for(10ms);
     }
     ~PrivateBus() {
@@ -63,7 +64,7 @@ public:
             waitpid(pid_, nullptr, 0);
         }
     }
-    bool up() const { return pid_ > 0 && std::filesystem::exists(socket_); }
+    bool up() const { return pid_ > 0 && accepts_connections(socket_); }
     std::string address() const { return "unix:path=" + socket_; }
 
 private:

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "unix_socket.hpp"
+
 extern char** environ;
 
 namespace vfiod::test {
@@ -139,7 +141,7 @@ struct PluginEnv {
         bus = Proc({"/usr/bin/dbus-daemon", "--config-file=" + work + "/bus.conf", "--nofork",
                     "--nopidfile"},
                    work + "/bus.log");
-        if (!eventually([&] { return fs::exists(work + "/bus"); }, 5s))
+        if (!eventually([&] { return accepts_connections(work + "/bus"); }, 5s))
             return false;
         setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + work + "/bus").c_str(), 1);
         return true;
