@@ -310,7 +310,11 @@ bool ResourceServer::register_with_kubelet(std::string* err) {
     auto channel = grpc::CreateChannel("unix://" + kubelet, grpc::InsecureChannelCredentials());
     auto stub = v1beta1::Registration::NewStub(channel);
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    // kubelet.sock appears at bind(), a moment before the kubelet listens; inotify can wake us in
+    // between. Wait for the connection (bounded) instead of failing on the first refusal, which
+    // would leave the resource unregistered until the kubelet's next restart.
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
     v1beta1::RegisterRequest req;
     req.set_version("v1beta1");
     req.set_endpoint(socket_name(resource_));
