@@ -19,7 +19,7 @@
 
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "service/service.hpp"
 
 using namespace vfiod;
@@ -68,7 +68,7 @@ void bench_size(unsigned size, bool smoke) {
     test::FakeTree t;
     bench::FleetTree f = bench::build_fleet_tree(t, size);
     t.write_file("etc/vfiod/vfiod.toml", f.config);
-    Sysfs fs(t.root());
+    HostFs fs(t.root());
     Service s(fs, {.config_file = std::nullopt, .force_observe = true});
     check(s.start(), "service start");
     const size_t groups = s.inventory().groups.size();

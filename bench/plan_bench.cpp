@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     };
     size_t decided = 0, held = 0;
     auto ms = median_ms([&] {
-        Sysfs fs(t.root());
+        HostFs fs(t.root());
         Snapshot s = read_snapshot(fs);
         Plan plan = make_plan(s.topology, s.use, *cr.config);
         decided = plan.groups.size();
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     });
     // What the open-device detector adds to a plan: one proc/*/fd scan, the node map, matching.
     auto extra = median_ms([&] {
-        Sysfs fs(t.root());
+        HostFs fs(t.root());
         HostUse use;
         find_device_use(fs, read_device_nodes(fs), scan_open_nodes(fs), &use);
     });

@@ -27,7 +27,7 @@ namespace {
 
 // The unit pulls vfio-pci in (Wants=modprobe@vfio_pci.service); without the daemon, apply loads
 // the target drivers itself, only on the live host and only those a bind needs.
-void load_missing_drivers(const Sysfs& fs, const Plan& plan) {
+void load_missing_drivers(const HostFs& fs, const Plan& plan) {
     std::set<std::string> missing;
     for (const auto& g : plan.groups)
         if (g.action == Action::Bind)
@@ -108,7 +108,7 @@ int run_apply(const Args& args) {
         return kExitFailed;
     }
 
-    Sysfs fs(args.root);
+    HostFs fs(args.root);
     Journal journal(fs);
     Executor exec(fs, &journal, std::chrono::seconds(config.write_timeout));
     std::vector<Result> results;

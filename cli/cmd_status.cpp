@@ -43,7 +43,7 @@ int offline(const Args& args) {
     std::optional<Config> config = checked_config(args, "no status was read");
     if (!config)
         return kExitUsage;
-    Sysfs fs(args.root);
+    HostFs fs(args.root);
     const Plan plan = plan_host(fs, *config).plan;
     DaemonView view;
     view.iommu = plan.iommu;

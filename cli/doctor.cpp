@@ -4,7 +4,7 @@ namespace vfiod::cli {
 
 namespace {
 
-std::vector<Check> host_checks(const Sysfs& fs, const Topology& t, const Config& config) {
+std::vector<Check> host_checks(const HostFs& fs, const Topology& t, const Config& config) {
     std::vector<Check> checks;
     std::string cmdline = fs.read("proc/cmdline").value_or("");
     bool iommu_arg = cmdline.find("intel_iommu=on") != std::string::npos ||
@@ -32,7 +32,7 @@ std::vector<Check> host_checks(const Sysfs& fs, const Topology& t, const Config&
 
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
 
-Diagnosis diagnose(const Sysfs& fs, const Topology& t, const Config& config, const Plan& plan) {
+Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan) {
     Diagnosis dx;
     dx.checks = host_checks(fs, t, config);
     for (const auto& g : plan.groups)

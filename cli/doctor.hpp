@@ -9,7 +9,7 @@
 
 #include "core/config.hpp"
 #include "core/plan.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod::cli {
 
@@ -38,7 +38,7 @@ struct Diagnosis {
 bool kubevirt_counts(const PciFunction& fn);
 
 // Everything doctor reports, from the host (fs: proc/cmdline), its topology and the plan.
-Diagnosis diagnose(const Sysfs& fs, const Topology& t, const Config& config, const Plan& plan);
+Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan);
 
 // What the operator can do about a planning reason, "" when there is nothing to say (and for
 // the reasons make_plan() never gives).

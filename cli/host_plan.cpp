@@ -21,7 +21,7 @@ std::optional<Config> checked_config(const Args& args, const char* consequence) 
     return std::move(cr.config);
 }
 
-HostPlan plan_host(const Sysfs& fs, const Config& config) {
+HostPlan plan_host(const HostFs& fs, const Config& config) {
     HostPlan hp;
     hp.snapshot = read_snapshot(fs);
     print_lines(hp.snapshot.warnings, "warning: ");
@@ -30,7 +30,7 @@ HostPlan plan_host(const Sysfs& fs, const Config& config) {
     return hp;
 }
 
-const char* host_use_scope(const Sysfs& fs) {
+const char* host_use_scope(const HostFs& fs) {
     return fs.live() ? "host use: mounts (PID 1's table), swap, holders, routes, addresses, network "
                        "namespaces, open device nodes; exclusive claims are checked just before "
                        "binding"

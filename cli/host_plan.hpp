@@ -25,10 +25,10 @@ struct HostPlan {
 };
 // Reads the host under fs and plans it with config; odd sysfs content and overlapping entries
 // are warned about on stderr.
-HostPlan plan_host(const Sysfs& fs, const Config& config);
+HostPlan plan_host(const HostFs& fs, const Config& config);
 
 // One line on what the host-use check covered: the O_EXCL probe never runs from plan, doctor or
 // status, and a tree cannot show addresses, other network namespaces or live claims.
-const char* host_use_scope(const Sysfs& fs);
+const char* host_use_scope(const HostFs& fs);
 
 }  // namespace vfiod::cli

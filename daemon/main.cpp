@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     std::printf("root=%s\n", tree.root().c_str());
     std::fflush(stdout);
 #else
-    vfiod::Sysfs fs(opts.root);
+    vfiod::HostFs fs(opts.root);
 #endif
 
     // The monitor exists before the coldplug scan in Service::start(): an event in between is

@@ -22,7 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dbus_client.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "model.hpp"
 #include "server.hpp"
 #include "service/logging.hpp"
@@ -140,7 +140,7 @@ private:
 
     const Options& opts_;
     sdbus::IConnection& bus_;
-    Sysfs host_;
+    HostFs host_;
     Endpoints endpoints_;
     SnapshotStore store_;
     client::DaemonView view_;

@@ -102,7 +102,7 @@ std::vector<PciAddress> group_mates_outside(
 
 bool allocate(const Snapshot& snap, const std::string& resource,
               const std::vector<std::vector<std::string>>& requests, const Holders& holders,
-              const Sysfs& host, std::vector<ContainerAllocation>* out, AllocateError* err) {
+              const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err) {
     using Code = AllocateError::Code;
     if (!snap.resources.count(resource)) {
         *err = error(Code::FailedPrecondition,

@@ -12,7 +12,7 @@
 
 #include "core/pci_address.hpp"
 #include "dbus_client.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod::plugin {
 
@@ -74,7 +74,7 @@ std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
 // host paths ("/dev/vfio/13") whatever the root.
 bool allocate(const Snapshot& snap, const std::string& resource,
               const std::vector<std::vector<std::string>>& requests, const Holders& holders,
-              const Sysfs& host, std::vector<ContainerAllocation>* out, AllocateError* err);
+              const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err);
 
 // A preferred set of `size` IDs from `available` that contains `must_include`: whole groups
 // first (the groups of must_include, then groups that fit whole), on as few NUMA nodes as

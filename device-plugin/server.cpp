@@ -150,7 +150,7 @@ class PluginService
     : public v1beta1::DevicePlugin::WithCallbackMethod_ListAndWatch<v1beta1::DevicePlugin::Service> {
 public:
     PluginService(std::string resource, const Endpoints& endpoints, const SnapshotStore& store,
-                  const Sysfs& host)
+                  const HostFs& host)
         : resource_(std::move(resource)), endpoints_(endpoints), store_(store), host_(host) {}
 
     ~PluginService() override {
@@ -269,7 +269,7 @@ private:
     std::string resource_;
     Endpoints endpoints_;
     const SnapshotStore& store_;
-    const Sysfs& host_;
+    const HostFs& host_;
     std::mutex mu_;
     std::list<std::unique_ptr<ListStream>> streams_;
     ListAndWatchResponse last_;
@@ -277,7 +277,7 @@ private:
 };
 
 ResourceServer::ResourceServer(std::string resource, const Endpoints& endpoints,
-                               const SnapshotStore& store, const Sysfs& host)
+                               const SnapshotStore& store, const HostFs& host)
     : resource_(std::move(resource)),
       endpoints_(endpoints),
       socket_path_(endpoints.kubelet_dir + "/" + socket_name(resource_)),

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "model.hpp"
 
 namespace grpc {
@@ -38,7 +38,7 @@ class PluginService;
 class ResourceServer {
 public:
     ResourceServer(std::string resource, const Endpoints& endpoints, const SnapshotStore& store,
-                   const Sysfs& host);
+                   const HostFs& host);
     ~ResourceServer();
     ResourceServer(const ResourceServer&) = delete;
     ResourceServer& operator=(const ResourceServer&) = delete;
@@ -61,7 +61,7 @@ private:
     Endpoints endpoints_;
     std::string socket_path_;
     const SnapshotStore& store_;
-    const Sysfs& host_;
+    const HostFs& host_;
     std::unique_ptr<PluginService> service_;
     std::unique_ptr<grpc::Server> server_;
 };

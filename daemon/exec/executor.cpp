@@ -60,7 +60,7 @@ struct Executor::Pending {
     int err = 0;
 };
 
-Executor::Executor(Sysfs& fs, Journal* journal, std::chrono::milliseconds write_timeout)
+Executor::Executor(HostFs& fs, Journal* journal, std::chrono::milliseconds write_timeout)
     : fs_(fs), journal_(journal), timeout_(write_timeout) {}
 
 Executor::~Executor() = default;
@@ -68,7 +68,7 @@ Executor::~Executor() = default;
 // A sysfs store() can sleep forever (a driver's remove() waiting for its users), and a thread
 // blocked in the kernel cannot be interrupted. So each write runs on its own thread and the
 // caller waits at most write_timeout; a blocked thread is left behind, holding only the shared
-// Pending and the Sysfs, and its function is remembered so nobody writes to it again meanwhile.
+// Pending and the HostFs, and its function is remembered so nobody writes to it again meanwhile.
 int Executor::timed_write(const PciAddress& fn, const std::string& rel, const std::string& value) {
     auto pending = std::make_shared<Pending>();
     try {
@@ -140,11 +140,11 @@ std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan)
 
 namespace {
 
-std::string read_override(const Sysfs& fs, const PciAddress& a) {
+std::string read_override(const HostFs& fs, const PciAddress& a) {
     return pci_paths::override_value(fs.read(device(a, "driver_override")).value_or(""));
 }
 
-std::string read_driver(const Sysfs& fs, const PciAddress& a) {
+std::string read_driver(const HostFs& fs, const PciAddress& a) {
     return fs.link_name(device(a, "driver")).value_or("");
 }
 

@@ -14,7 +14,7 @@
 #include "core/pci_address.hpp"
 #include "core/plan.hpp"
 #include "exec/journal.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -39,7 +39,7 @@ class Executor {
 public:
     // journal may be null (nothing recorded, nothing to reconcile). fs must outlive every write
     // still blocked when the executor goes away: such a write cannot be cancelled.
-    Executor(Sysfs& fs, Journal* journal,
+    Executor(HostFs& fs, Journal* journal,
              std::chrono::milliseconds write_timeout = std::chrono::seconds(10));
     ~Executor();
     Executor(const Executor&) = delete;
@@ -94,7 +94,7 @@ private:
     // Stores the entry; "" or "journal <path>: <error>" for the message.
     std::string store(const JournalEntry& entry);
 
-    Sysfs& fs_;
+    HostFs& fs_;
     Journal* journal_;
     std::chrono::milliseconds timeout_;
     // Operations on different groups run on their own threads (the service's workers) and

@@ -233,7 +233,7 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
     return e;
 }
 
-Journal::Journal(const Sysfs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
+Journal::Journal(const HostFs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
 std::string Journal::entry_path(unsigned group) const {
     return dir_ + "/group-" + std::to_string(group);

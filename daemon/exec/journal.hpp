@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/pci_address.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -46,7 +46,7 @@ class Journal {
 public:
     // The journal directory is vfiod's own, not a kernel attribute, so it is written with plain
     // POSIX calls on fs.path(); reads go through the access layer like everything else.
-    explicit Journal(const Sysfs& fs, std::string dir = "run/vfiod");
+    explicit Journal(const HostFs& fs, std::string dir = "run/vfiod");
 
     // nullopt when the group has no entry; *err says why an existing entry could not be used.
     std::optional<JournalEntry> load(unsigned group, std::string* err = nullptr) const;
@@ -65,7 +65,7 @@ public:
     std::string entry_path(unsigned group) const;
 
 private:
-    const Sysfs& fs_;
+    const HostFs& fs_;
     std::string dir_;
 };
 

@@ -13,14 +13,14 @@ namespace vfiod {
 namespace {
 
 // "… (zfs_member)" from udev's database, when udev recognised the content.
-std::string fs_type(const Sysfs& fs, const std::string& devnum) {
+std::string fs_type(const HostFs& fs, const std::string& devnum) {
     auto data = fs.read("run/udev/data/b" + devnum);
     auto type = data ? line_value(*data, "E:ID_FS_TYPE=") : std::nullopt;
     return type && !type->empty() ? " (udev sees " + printable(*type) + " on it)" : "";
 }
 
 // Why the kernel holds block device `name` (sysfs dir `dir`), or "".
-std::string claim_of(const Sysfs& fs, const std::string& name, const std::string& dir,
+std::string claim_of(const HostFs& fs, const std::string& name, const std::string& dir,
                      const std::set<std::string>& btrfs_members) {
     if (btrfs_members.count(name))
         return name + " is a member of a mounted btrfs filesystem";
@@ -42,7 +42,7 @@ std::string claim_of(const Sysfs& fs, const std::string& name, const std::string
 
 }  // namespace
 
-bool refuse_if_claimed(const Sysfs& fs, GroupPlan* gp) {
+bool refuse_if_claimed(const HostFs& fs, GroupPlan* gp) {
     if (gp->action != Action::Bind)
         return false;
     std::set<PciAddress> moving;

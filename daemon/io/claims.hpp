@@ -9,7 +9,7 @@
 #pragma once
 
 #include "core/plan.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -19,6 +19,6 @@ namespace vfiod {
 // into a refusal with in-use-storage ("nvme0n1 is claimed by the kernel (…)"), naming the
 // filesystem type udev saw (ID_FS_TYPE) when there is one, and returns true. In a tree only the
 // sysfs evidence counts: the probe needs the live kernel.
-bool refuse_if_claimed(const Sysfs& fs, GroupPlan* gp);
+bool refuse_if_claimed(const HostFs& fs, GroupPlan* gp);
 
 }  // namespace vfiod

@@ -11,7 +11,7 @@ namespace vfiod {
 
 namespace {
 
-void add_nvidia_nodes(const Sysfs& fs, std::vector<DeviceNode>* out) {
+void add_nvidia_nodes(const HostFs& fs, std::vector<DeviceNode>* out) {
     auto gpus = fs.list("proc/driver/nvidia/gpus");
     if (gpus.empty())
         return;
@@ -59,7 +59,7 @@ std::string_view basename(std::string_view p) {
 
 }  // namespace
 
-std::vector<DeviceNode> read_device_nodes(const Sysfs& fs) {
+std::vector<DeviceNode> read_device_nodes(const HostFs& fs) {
     std::vector<DeviceNode> out;
     for (const auto& l : fs.links("sys/dev/char")) {
         auto devnum = parse_devnum(l.name);
@@ -77,7 +77,7 @@ std::vector<DeviceNode> read_device_nodes(const Sysfs& fs) {
     return out;
 }
 
-std::string node_path(const Sysfs& fs, const DeviceNode& n) {
+std::string node_path(const HostFs& fs, const DeviceNode& n) {
     if (!n.node.empty())
         return n.node;
     auto uevent = fs.read(n.dir + "/uevent");
@@ -87,7 +87,7 @@ std::string node_path(const Sysfs& fs, const DeviceNode& n) {
     return "/dev/" + *devname;
 }
 
-void find_device_use(const Sysfs& fs, const std::vector<DeviceNode>& nodes,
+void find_device_use(const HostFs& fs, const std::vector<DeviceNode>& nodes,
                      const std::vector<OpenNode>& open, HostUse* use) {
     // A tree's fds only have a path: candidates by the node's last name ("controlC0" is both
     // the sysfs directory and the /dev entry), confirmed by DEVNAME.

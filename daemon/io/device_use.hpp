@@ -10,7 +10,7 @@
 #include "core/pci_address.hpp"
 #include "core/topology.hpp"
 #include "io/proc_fds.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -25,14 +25,14 @@ struct DeviceNode {
 // nodes excepted (Release's business), plus /dev/nvidia<minor> of each NVIDIA GPU
 // (proc/driver/nvidia/gpus/<BDF>/information; the proprietary driver's nodes have no sysfs entry).
 // Costs one readlink per char device: names are read only for nodes somebody holds.
-std::vector<DeviceNode> read_device_nodes(const Sysfs& fs);
+std::vector<DeviceNode> read_device_nodes(const HostFs& fs);
 
 // "/dev/" + DEVNAME from the node's uevent ("/dev/snd/controlC0"); "" when it has none.
-std::string node_path(const Sysfs& fs, const DeviceNode& n);
+std::string node_path(const HostFs& fs, const DeviceNode& n);
 
 // Fills use->device: "/dev/snd/controlC0 is open by pid 812 (pulseaudio)" per node and process.
 // Live fds match by device number, a tree's by path (OpenNode::devnum).
-void find_device_use(const Sysfs& fs, const std::vector<DeviceNode>& nodes,
+void find_device_use(const HostFs& fs, const std::vector<DeviceNode>& nodes,
                      const std::vector<OpenNode>& open, HostUse* use);
 
 }  // namespace vfiod

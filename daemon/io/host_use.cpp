@@ -38,7 +38,7 @@ std::string shown(std::string_view s) { return printable(s, 256); }
 
 // A host file the findings depend on; anything there that is not a regular file is refused by
 // the access layer and said here, since what it would have told is then unknown.
-std::optional<std::string> read_host_file(const Sysfs& fs, const std::string& rel,
+std::optional<std::string> read_host_file(const HostFs& fs, const std::string& rel,
                                           std::vector<std::string>* warnings) {
     std::string refused;
     auto text = fs.read(rel, kProcMax, &refused);
@@ -49,7 +49,7 @@ std::optional<std::string> read_host_file(const Sysfs& fs, const std::string& re
 
 // An NVMe namespace under native multipath lives in the virtual subsystem directory, away from
 // any PCI device; the controllers that serve it are the nvme<N> links beside it.
-std::set<PciAddress> multipath_controllers(const Sysfs& fs, std::string_view devpath) {
+std::set<PciAddress> multipath_controllers(const HostFs& fs, std::string_view devpath) {
     std::set<PciAddress> out;
     constexpr std::string_view kPrefix = "sys/devices/virtual/nvme-subsystem/";
     if (devpath.substr(0, kPrefix.size()) != kPrefix)
@@ -70,7 +70,7 @@ std::set<PciAddress> multipath_controllers(const Sysfs& fs, std::string_view dev
     return out;
 }
 
-std::set<PciAddress> owners(const Sysfs& fs, std::string_view devpath) {
+std::set<PciAddress> owners(const HostFs& fs, std::string_view devpath) {
     if (auto a = nearest_function(devpath))
         return {*a};
     return multipath_controllers(fs, devpath);
@@ -86,7 +86,7 @@ struct MountTables {
 // ProtectSystem=) that only shows the host's mounts while propagation works, and a host whose /
 // is not shared would leave an unmounted disk listed and a new mount unseen. A captured tree
 // without proc/1 falls back to the reader's own table (DESIGN §2).
-std::optional<std::string> host_table(const Sysfs& fs, const std::string& pid1_file,
+std::optional<std::string> host_table(const HostFs& fs, const std::string& pid1_file,
                                       const std::string& fallback,
                                       std::vector<std::string>* warnings) {
     if (auto text = read_host_file(fs, pid1_file, warnings))
@@ -94,7 +94,7 @@ std::optional<std::string> host_table(const Sysfs& fs, const std::string& pid1_f
     return read_host_file(fs, fallback, warnings);
 }
 
-MountTables read_mount_tables(const Sysfs& fs, std::vector<std::string>* warnings) {
+MountTables read_mount_tables(const HostFs& fs, std::vector<std::string>* warnings) {
     MountTables t;
     if (auto text = host_table(fs, "proc/1/mountinfo", "proc/self/mountinfo", warnings))
         for (auto& m : parse_mountinfo(*text))
@@ -108,7 +108,7 @@ MountTables read_mount_tables(const Sysfs& fs, std::vector<std::string>* warning
     return t;
 }
 
-std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name,
+std::vector<std::string> block_findings(const HostFs& fs, const std::string& name,
                                         const std::string& dir, const MountTables& mounts,
                                         BoundedWarnings& warnings) {
     std::vector<std::string> out;
@@ -142,7 +142,7 @@ std::vector<std::string> block_findings(const Sysfs& fs, const std::string& name
     return out;
 }
 
-void find_storage(const Sysfs& fs, HostUse* use, std::vector<std::string>* warnings) {
+void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings) {
     MountTables mounts = read_mount_tables(fs, warnings);
     BoundedWarnings odd(warnings, "block device warnings");
     for (const auto& name : fs.list("sys/class/block")) {
@@ -181,7 +181,7 @@ std::set<std::string> live_addressed_ifaces() {
 }
 
 // name itself first, then every device stacked above it (bridge, bond, VLAN, macvlan, …).
-std::vector<std::string> stack_above(const Sysfs& fs, const std::string& name) {
+std::vector<std::string> stack_above(const HostFs& fs, const std::string& name) {
     std::vector<std::string> order;
     std::set<std::string> seen;
     std::deque<std::string> todo{name};
@@ -201,7 +201,7 @@ std::vector<std::string> stack_above(const Sysfs& fs, const std::string& name) {
     return order;
 }
 
-void find_network(const Sysfs& fs, HostUse* use, std::vector<std::string>* warnings) {
+void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings) {
     std::set<std::string> routed;
     if (auto text = read_host_file(fs, "proc/net/route", warnings))
         routed = parse_route_ifaces(*text);
@@ -239,7 +239,7 @@ void find_network(const Sysfs& fs, HostUse* use, std::vector<std::string>* warni
 
 // Findings are keyed by address whatever the topology holds: a function the reader had to skip
 // is still one the host may depend on.
-HostUse read_host_use(const Sysfs& fs, const Topology& topo,
+HostUse read_host_use(const HostFs& fs, const Topology& topo,
                       std::vector<std::string>* warnings) {
     HostUse use;
     find_storage(fs, &use, warnings);

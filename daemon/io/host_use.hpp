@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/topology.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -18,6 +18,6 @@ std::optional<PciAddress> nearest_function(std::string_view devpath);
 
 // What the host uses, per PCI function. The planner looks up the functions of the groups it
 // decides. Missing proc files mean "no use found from that source", never an error.
-HostUse read_host_use(const Sysfs& fs, const Topology& topo, std::vector<std::string>* warnings);
+HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings);
 
 }  // namespace vfiod

@@ -29,7 +29,7 @@ bool network_driver(const std::string& driver) {
 }
 
 // Netdev glue directories of a function: <fn>/net and, for virtio-net, <fn>/virtio<N>/net.
-std::vector<std::string> net_dirs(const Sysfs& fs, const std::string& devpath) {
+std::vector<std::string> net_dirs(const HostFs& fs, const std::string& devpath) {
     std::vector<std::string> out;
     if (fs.exists(devpath + "/net"))
         out.push_back(devpath + "/net");
@@ -39,7 +39,7 @@ std::vector<std::string> net_dirs(const Sysfs& fs, const std::string& devpath) {
     return out;
 }
 
-std::string describe(const Sysfs& fs, const Netns& ns) {
+std::string describe(const HostFs& fs, const Netns& ns) {
     std::string who = ns.pid.empty() ? "" : process_name(fs, ns.pid);
     if (!ns.names.empty())
         return "network namespace " + printable(join(ns.names, "/")) +
@@ -48,7 +48,7 @@ std::string describe(const Sysfs& fs, const Netns& ns) {
 }
 
 // The interface of `fn` inside ns, seen through the sysfs a process in it mounted; "" if none.
-std::string interface_in(const Sysfs& fs, const Netns& ns, const PciAddress& fn) {
+std::string interface_in(const HostFs& fs, const Netns& ns, const PciAddress& fn) {
     if (ns.pid.empty())
         return "";
     for (const auto& l : fs.links("proc/" + ns.pid + "/root/sys/class/net"))
@@ -59,7 +59,7 @@ std::string interface_in(const Sysfs& fs, const Netns& ns, const PciAddress& fn)
 
 }  // namespace
 
-std::vector<Netns> list_netns(const Sysfs& fs) {
+std::vector<Netns> list_netns(const HostFs& fs) {
     std::map<unsigned long, Netns> by_inode;
     auto host = ns_inode(fs.readlink("proc/1/ns/net").value_or(""));
     std::string named_dir = fs.exists("proc/1/root/run/netns") ? "proc/1/root/run/netns" : "run/netns";
@@ -85,7 +85,7 @@ std::vector<Netns> list_netns(const Sysfs& fs) {
     return out;
 }
 
-void find_netns_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
+void find_netns_use(const HostFs& fs, const Topology& topo, HostUse* use) {
     std::optional<std::vector<Netns>> spaces;  // listed only when some interface is hidden
     for (const auto& [addr, fn] : topo.functions) {
         if ((fn.class_code >> 16) != 0x02 || !network_driver(fn.driver) || fn.devpath.empty())

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/topology.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -28,12 +28,12 @@ struct Netns {
 
 // Named namespaces (PID 1's /run/netns, else the root's run/netns) and those processes hold
 // (proc/*/ns/net), one entry per inode, the host's own left out. Sorted by inode.
-std::vector<Netns> list_netns(const Sysfs& fs);
+std::vector<Netns> list_netns(const HostFs& fs);
 
 // Adds to use->network, for every network-class function on a network driver without a netdev
 // in the host's namespace, "its interface is in another network namespace …", naming the
 // namespace and interface where a process in it shows them. Live host: any such function; a
 // tree: only one whose `net` directory is present but empty (what a capture of it shows).
-void find_netns_use(const Sysfs& fs, const Topology& topo, HostUse* use);
+void find_netns_use(const HostFs& fs, const Topology& topo, HostUse* use);
 
 }  // namespace vfiod

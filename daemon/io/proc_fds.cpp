@@ -12,7 +12,7 @@ bool all_digits(const std::string& s) {
 
 }  // namespace
 
-std::vector<OpenNode> scan_open_nodes(const Sysfs& fs) {
+std::vector<OpenNode> scan_open_nodes(const HostFs& fs) {
     std::vector<OpenNode> out;
     for (const auto& pid : fs.list("proc")) {
         if (!all_digits(pid))
@@ -25,7 +25,7 @@ std::vector<OpenNode> scan_open_nodes(const Sysfs& fs) {
     return out;
 }
 
-std::string process_name(const Sysfs& fs, const std::string& pid) {
+std::string process_name(const HostFs& fs, const std::string& pid) {
     return "pid " + pid + " (" + printable(fs.read("proc/" + pid + "/comm").value_or("?"), 32) + ")";
 }
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -22,9 +22,9 @@ struct OpenNode {
 
 // Every fd under /dev held by any process. Reading the links changes nothing on the host; other
 // users' processes need CAP_SYS_PTRACE (the unit grants it), and what cannot be read is skipped.
-std::vector<OpenNode> scan_open_nodes(const Sysfs& fs);
+std::vector<OpenNode> scan_open_nodes(const HostFs& fs);
 
 // "pid 812 (pulseaudio)", the comm made printable: a process names itself.
-std::string process_name(const Sysfs& fs, const std::string& pid);
+std::string process_name(const HostFs& fs, const std::string& pid);
 
 }  // namespace vfiod

@@ -50,11 +50,11 @@ std::optional<unsigned> char_major(std::string_view text, std::string_view name)
 // A sysfs `dev` attribute or a sys/dev/char entry name: "MAJOR:MINOR", each at most 20 bits.
 std::optional<std::pair<unsigned, unsigned>> parse_devnum(std::string_view s);
 
-// Sysfs hex attributes ("0x10de"): exactly "0x" then 1..max_digits hex digits (max_digits is
+// HostFs hex attributes ("0x10de"): exactly "0x" then 1..max_digits hex digits (max_digits is
 // capped at 8); anything else, including whitespace, is nullopt.
 std::optional<uint32_t> parse_hex_attr(std::string_view text, unsigned max_digits);
 
-// Sysfs decimal attributes ("-1", "3"): an optional '-' then digits, within long's range.
+// HostFs decimal attributes ("-1", "3"): an optional '-' then digits, within long's range.
 std::optional<long> parse_int_attr(std::string_view text);
 
 }  // namespace vfiod

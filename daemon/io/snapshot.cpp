@@ -5,7 +5,7 @@
 
 namespace vfiod {
 
-Snapshot read_snapshot(const Sysfs& fs) {
+Snapshot read_snapshot(const HostFs& fs) {
     Snapshot s;
     s.topology = read_topology(fs, &s.warnings);
     s.use = read_host_use(fs, s.topology, &s.warnings);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/topology.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -16,6 +16,6 @@ struct Snapshot {
     std::vector<std::string> warnings;  // odd sysfs content, skipped devices
 };
 
-Snapshot read_snapshot(const Sysfs& fs);
+Snapshot read_snapshot(const HostFs& fs);
 
 }  // namespace vfiod

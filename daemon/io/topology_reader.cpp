@@ -12,7 +12,7 @@ namespace vfiod {
 
 namespace {
 
-// Sysfs content is untrusted text: show it bounded and with control bytes escaped so a strange
+// HostFs content is untrusted text: show it bounded and with control bytes escaped so a strange
 // file cannot forge log lines.
 std::string shown(std::string_view s) { return "'" + printable(s, 32) + "'"; }
 
@@ -33,7 +33,7 @@ std::optional<unsigned> parse_group_number(std::string_view s) {
 // function is left out rather than guessed at.
 class FunctionReader {
 public:
-    FunctionReader(const Sysfs& fs, const PciAddress& addr, std::vector<std::string>* warnings)
+    FunctionReader(const HostFs& fs, const PciAddress& addr, std::vector<std::string>* warnings)
         : fs_(fs), bdf_(addr.str()), warnings_(warnings) {
         fn_.address = addr;
     }
@@ -159,7 +159,7 @@ private:
         warn(warnings_, "skipping PCI function " + bdf_ + ": " + what);
     }
 
-    const Sysfs& fs_;
+    const HostFs& fs_;
     std::string bdf_;
     std::vector<std::string>* warnings_;
     std::string dir_;
@@ -169,12 +169,12 @@ private:
 
 }  // namespace
 
-std::optional<PciFunction> read_function(const Sysfs& fs, const PciAddress& addr,
+std::optional<PciFunction> read_function(const HostFs& fs, const PciAddress& addr,
                                          std::vector<std::string>* warnings) {
     return FunctionReader(fs, addr, warnings).read();
 }
 
-Topology read_topology(const Sysfs& fs, std::vector<std::string>* warnings) {
+Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
     Topology topo;
     for (auto& name : fs.list(pci_paths::kDrivers))
         topo.drivers.insert(std::move(name));

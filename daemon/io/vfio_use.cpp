@@ -29,7 +29,7 @@ void add(HostUse* use, const PciAddress& a, const std::string& line) {
 
 }  // namespace
 
-void read_vfio_use(const Sysfs& fs, const Topology& topo, const std::vector<OpenNode>& open,
+void read_vfio_use(const HostFs& fs, const Topology& topo, const std::vector<OpenNode>& open,
                    HostUse* use) {
     // The iommufd nodes each function exposes: "vfio<M>" under <devpath>/vfio-dev.
     std::map<std::string, PciAddress> cdevs;
@@ -64,7 +64,7 @@ void read_vfio_use(const Sysfs& fs, const Topology& topo, const std::vector<Open
     }
 }
 
-void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use) {
+void read_vfio_use(const HostFs& fs, const Topology& topo, HostUse* use) {
     read_vfio_use(fs, topo, scan_open_nodes(fs), use);
 }
 

@@ -4,7 +4,7 @@
 
 #include "core/topology.hpp"
 #include "io/proc_fds.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -18,9 +18,9 @@ namespace vfiod {
 // proc/*/fd links changes nothing on the host; it needs CAP_SYS_PTRACE for other users'
 // processes (the unit grants it), and its own race (a VM opening right after the scan) is
 // narrowed by the `enable` count, which vfio-pci raises while any user has the device open.
-void read_vfio_use(const Sysfs& fs, const Topology& topo, const std::vector<OpenNode>& open,
+void read_vfio_use(const HostFs& fs, const Topology& topo, const std::vector<OpenNode>& open,
                    HostUse* use);
 // The same after its own scan of proc/*/fd.
-void read_vfio_use(const Sysfs& fs, const Topology& topo, HostUse* use);
+void read_vfio_use(const HostFs& fs, const Topology& topo, HostUse* use);
 
 }  // namespace vfiod

@@ -10,7 +10,7 @@
 #include "exec/journal.hpp"
 #include "io/claims.hpp"
 #include "io/config_loader.hpp"
-#include "service/fenced_sysfs.hpp"
+#include "service/fenced_host_fs.hpp"
 #include "service/workers.hpp"
 
 namespace vfiod {
@@ -66,9 +66,9 @@ std::string device_object_path(const PciAddress& a) {
     return "/org/vfiod1/device/" + a.object_path_element();
 }
 
-Service::Service(Sysfs& fs, ServiceOptions options)
+Service::Service(HostFs& fs, ServiceOptions options)
     : fs_(fs),
-      view_(std::make_unique<FencedSysfs>(fs)),
+      view_(std::make_unique<FencedHostFs>(fs)),
       options_(std::move(options)),
       journal_(std::make_unique<Journal>(fs_)) {}
 

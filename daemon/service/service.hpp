@@ -15,13 +15,13 @@
 #include "core/config.hpp"
 #include "core/plan.hpp"
 #include "io/snapshot.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "service/inventory.hpp"
 
 namespace vfiod {
 
 class Executor;
-class FencedSysfs;
+class FencedHostFs;
 enum class Trigger;
 class Journal;
 class Workers;
@@ -44,7 +44,7 @@ struct OpResult {
 
 class Service {
 public:
-    Service(Sysfs& fs, ServiceOptions options);
+    Service(HostFs& fs, ServiceOptions options);
     ~Service();
     Service(const Service&) = delete;
     Service& operator=(const Service&) = delete;
@@ -139,8 +139,8 @@ private:
     std::set<unsigned> groups_whose_entries_changed(const Config& before, const Config& after) const;
     std::map<PciAddress, std::string> originals(unsigned group) const;
 
-    Sysfs& fs_;                          // the executor's: writes, on worker threads
-    std::unique_ptr<FencedSysfs> view_;  // the loop's reads
+    HostFs& fs_;                          // the executor's: writes, on worker threads
+    std::unique_ptr<FencedHostFs> view_;  // the loop's reads
     ServiceOptions options_;
     Config config_;
     Snapshot snapshot_;

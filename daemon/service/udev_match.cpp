@@ -4,12 +4,12 @@
 
 #include "core/plan.hpp"
 #include "io/config_loader.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "io/topology_reader.hpp"
 
 namespace vfiod {
 
-std::string udev_match(const Sysfs& fs, const Config& config, const PciAddress& address) {
+std::string udev_match(const HostFs& fs, const Config& config, const PciAddress& address) {
     // The daemon's reader and rule: a function the daemon would skip as unreadable, or plan
     // under another entry, gets no early binding either.
     auto fn = read_function(fs, address, nullptr);
@@ -32,7 +32,7 @@ int run_udev_match(const std::string& root, const std::string& address) {
     ConfigResult r = load_config(root, std::nullopt);
     if (!r.config)
         return 0;
-    Sysfs fs(root);
+    HostFs fs(root);
     std::fputs(udev_match(fs, *r.config, *addr).c_str(), stdout);
     return 0;
 }

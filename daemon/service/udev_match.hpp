@@ -9,12 +9,12 @@
 
 namespace vfiod {
 
-class Sysfs;
+class HostFs;
 
 // The udev properties for one function, as "KEY=value\n" lines: VFIOD_ALLOWLISTED=1 for an
 // allowlisted, unprotected function, plus VFIOD_EARLY_DRIVER=<driver> when its entry says
 // early = true. Empty when neither applies (or the function cannot be read).
-std::string udev_match(const Sysfs& fs, const Config& config, const PciAddress& address);
+std::string udev_match(const HostFs& fs, const Config& config, const PciAddress& address);
 
 // The whole helper: loads the config under root, prints udev_match(). Always exits 0, so a bad
 // config never fails device processing (the daemon reports the config error).

@@ -1,4 +1,4 @@
-// A Sysfs whose writes behave as Linux 6.1's PCI core does on a FakeTree: driver_override decides
+// A HostFs whose writes behave as Linux 6.1's PCI core does on a FakeTree: driver_override decides
 // which driver a probe may attach, unbind drops the driver link, bind/probe report the kernel's
 // errors. Faults (an errno, a removal, a write that blocks) can be injected per path and step.
 #pragma once
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "fake_tree.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod::test {
 
-class FakeKernel : public Sysfs {
+class FakeKernel : public HostFs {
 public:
     // Each function's native driver (what its ID tables match without an override) starts as the
     // driver it is bound to now.

@@ -1,5 +1,5 @@
 // Exclusive claims just before a bind (io/claims): sysfs evidence, then the O_EXCL probe, whose
-// answer a Sysfs subclass plays here as the kernel would give it.
+// answer a HostFs subclass plays here as the kernel would give it.
 #include "io/claims.hpp"
 
 #include <gtest/gtest.h>
@@ -18,10 +18,10 @@ using test::FakeTree;
 namespace {
 
 // The kernel's answer to an O_EXCL open: EBUSY for the nodes listed, 0 for the rest.
-class ClaimingSysfs : public Sysfs {
+class ClaimingSysfs : public HostFs {
 public:
     ClaimingSysfs(std::string root, std::set<std::string> busy)
-        : Sysfs(std::move(root)), busy_(std::move(busy)) {}
+        : HostFs(std::move(root)), busy_(std::move(busy)) {}
     int probe_exclusive(std::string_view rel) const override {
         probed.insert(std::string(rel));
         return busy_.count(std::string(rel)) ? EBUSY : 0;
@@ -44,7 +44,7 @@ void nvme_host(FakeTree& t) {
                  "MAJOR=259\nMINOR=1\nDEVNAME=nvme0n1p1\nDEVTYPE=partition\n");
 }
 
-GroupPlan bind_plan(const Sysfs& fs) {
+GroupPlan bind_plan(const HostFs& fs) {
     ConfigResult cr = parse_config("[[device]]\nselector = \"1b36:0010\"\n", "t.toml");
     Snapshot s = read_snapshot(fs);
     Plan p = make_plan(s.topology, s.use, *cr.config);
@@ -113,11 +113,11 @@ TEST(Claims, BcacheBackingDevice) {
     EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1 is claimed by bcache");
 }
 
-// A captured tree cannot answer an O_EXCL open: the plain Sysfs never probes one.
+// A captured tree cannot answer an O_EXCL open: the plain HostFs never probes one.
 TEST(Claims, ATreeIsNeverProbed) {
     FakeTree t;
     nvme_host(t);
-    Sysfs fs(t.root());
+    HostFs fs(t.root());
     EXPECT_EQ(fs.probe_exclusive("proc/1/root/dev/nvme0n1"), EOPNOTSUPP);
     GroupPlan g = bind_plan(fs);
     EXPECT_FALSE(refuse_if_claimed(fs, &g));

@@ -39,7 +39,7 @@ struct DoctorHost : ::testing::Test {
         auto r = load_config(tree.root(), std::nullopt);
         EXPECT_TRUE(r.config.has_value());
         config = *r.config;
-        fs = std::make_unique<Sysfs>(tree.root());
+        fs = std::make_unique<HostFs>(tree.root());
         snapshot = read_snapshot(*fs);
         plan = make_plan(snapshot.topology, snapshot.use, config);
         return diagnose(*fs, snapshot.topology, config, plan);
@@ -47,7 +47,7 @@ struct DoctorHost : ::testing::Test {
     FakeTree tree;
     bool built = (vfiod::test::build_gpu_host(tree), true);
     Config config;
-    std::unique_ptr<Sysfs> fs;
+    std::unique_ptr<HostFs> fs;
     Snapshot snapshot;
     Plan plan;
 };

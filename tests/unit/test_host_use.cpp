@@ -30,7 +30,7 @@ void add(FakeTree& t, const char* address, const char* class_code, const char* d
 }
 
 HostUse scan(const FakeTree& t, std::vector<std::string>* warnings = nullptr) {
-    Sysfs fs(t.root());
+    HostFs fs(t.root());
     return read_host_use(fs, Topology{}, warnings);
 }
 
@@ -262,7 +262,7 @@ TEST(HostUseRealHost, RootFilesystemDiskIsInUse) {
             owner = a;
     if (!owner)
         GTEST_SKIP() << "/ is on " << target << ", which has no PCI function";
-    Sysfs fs("/");
+    HostFs fs("/");
     HostUse use = read_host_use(fs, Topology{}, nullptr);
     EXPECT_FALSE(use.storage[*owner].empty()) << owner->str();
 }

@@ -66,7 +66,7 @@ TEST(JournalText, RejectsWhatItDidNotWrite) {
 // test; here: the round trip, and no temp file left behind.
 TEST(JournalStore, StoresAndLoadsBackLeavingNoTempFile) {
     FakeTree tree;
-    Sysfs fs(tree.root());
+    HostFs fs(tree.root());
     Journal j(fs);
     EXPECT_FALSE(j.load(13));
     ASSERT_EQ(j.store(sample()), 0);
@@ -87,7 +87,7 @@ TEST(JournalStore, StoresAndLoadsBackLeavingNoTempFile) {
 
 TEST(JournalStore, LoadAllSkipsTempFilesAndNamesBrokenEntries) {
     FakeTree tree;
-    Sysfs fs(tree.root());
+    HostFs fs(tree.root());
     Journal j(fs);
     ASSERT_EQ(j.store(sample()), 0);
     JournalEntry other = sample();
@@ -109,7 +109,7 @@ TEST(JournalStore, LoadAllSkipsTempFilesAndNamesBrokenEntries) {
 
 TEST(JournalStore, ReleasedIsStickyUntilCleared) {
     FakeTree tree;
-    Sysfs fs(tree.root());
+    HostFs fs(tree.root());
     Journal j(fs);
     EXPECT_FALSE(j.released(13));
     JournalEntry e = sample();
@@ -129,7 +129,7 @@ TEST(JournalStore, ReleasedIsStickyUntilCleared) {
 TEST(JournalStore, ReportsAnUnwritableDirectory) {
     FakeTree tree;
     tree.write_file("run/vfiod", "a file where the directory should be\n");
-    Sysfs fs(tree.root());
+    HostFs fs(tree.root());
     Journal j(fs);
     EXPECT_NE(j.store(sample()), 0);
 }

@@ -48,7 +48,7 @@ void moved_nic(FakeTree& t) {
 }
 
 HostUse scan(const FakeTree& t) {
-    Sysfs fs(t.root());
+    HostFs fs(t.root());
     std::vector<std::string> warnings;
     return read_host_use(fs, read_topology(fs, &warnings), &warnings);
 }
@@ -65,7 +65,7 @@ TEST(Netns, NamedAndProcessHeldOnePerInodeHostLeftOut) {
     t.symlink("proc/400/ns/net", kHostNs);
     t.symlink("proc/401/ns/net", "mnt:[4026531841]");
     t.symlink("proc/self", "1");
-    Sysfs fs(t.root());
+    HostFs fs(t.root());
     auto spaces = list_netns(fs);
     ASSERT_EQ(spaces.size(), 2u);
     EXPECT_EQ(spaces[0].inode, blue);

@@ -64,7 +64,7 @@ TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
 TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
     Snapshot s = host();
     test::FakeTree tree;
-    Sysfs fs(tree.root());
+    HostFs fs(tree.root());
     std::vector<ContainerAllocation> out;
     AllocateError err;
     ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0", "0000:03:00.0"}}, {}, fs, &out, &err));

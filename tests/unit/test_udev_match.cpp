@@ -4,7 +4,7 @@
 
 #include "core/config.hpp"
 #include "fake_tree.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 #include "service/udev_match.hpp"
 
 namespace vfiod::test {
@@ -31,7 +31,7 @@ protected:
         config.devices.push_back(entry(0x10de, 0x2331, true));
     }
     std::string match(const char* bdf) {
-        Sysfs fs(tree.root());
+        HostFs fs(tree.root());
         return udev_match(fs, config, A(bdf));
     }
 

@@ -1,4 +1,4 @@
-#include "service/fenced_sysfs.hpp"
+#include "service/fenced_host_fs.hpp"
 
 #include <cerrno>
 
@@ -6,9 +6,9 @@
 
 namespace vfiod {
 
-FencedSysfs::FencedSysfs(Sysfs& host) : Sysfs(host.root()), host_(host) {}
+FencedHostFs::FencedHostFs(HostFs& host) : HostFs(host.root()), host_(host) {}
 
-std::optional<PciAddress> FencedSysfs::owner(std::string_view rel) {
+std::optional<PciAddress> FencedHostFs::owner(std::string_view rel) {
     std::optional<PciAddress> out;
     for (auto part : path_components(rel))
         if (auto a = PciAddress::parse(part))
@@ -16,7 +16,7 @@ std::optional<PciAddress> FencedSysfs::owner(std::string_view rel) {
     return out;
 }
 
-std::optional<std::string> FencedSysfs::read(std::string_view rel, size_t max_bytes,
+std::optional<std::string> FencedHostFs::read(std::string_view rel, size_t max_bytes,
                                              std::string* why) const {
     auto fn = owner(rel);
     if (!fn)
@@ -35,22 +35,22 @@ std::optional<std::string> FencedSysfs::read(std::string_view rel, size_t max_by
     return v;
 }
 
-std::optional<std::string> FencedSysfs::readlink(std::string_view rel) const {
+std::optional<std::string> FencedHostFs::readlink(std::string_view rel) const {
     return host_.readlink(rel);
 }
 
-std::vector<std::string> FencedSysfs::list(std::string_view rel) const { return host_.list(rel); }
+std::vector<std::string> FencedHostFs::list(std::string_view rel) const { return host_.list(rel); }
 
-bool FencedSysfs::exists(std::string_view rel) const { return host_.exists(rel); }
+bool FencedHostFs::exists(std::string_view rel) const { return host_.exists(rel); }
 
-std::optional<std::string> FencedSysfs::resolve(std::string_view rel) const {
+std::optional<std::string> FencedHostFs::resolve(std::string_view rel) const {
     return host_.resolve(rel);
 }
 
-std::optional<std::pair<unsigned, unsigned>> FencedSysfs::char_device(std::string_view rel) const {
+std::optional<std::pair<unsigned, unsigned>> FencedHostFs::char_device(std::string_view rel) const {
     return host_.char_device(rel);
 }
 
-int FencedSysfs::write(std::string_view, std::string_view) { return EROFS; }
+int FencedHostFs::write(std::string_view, std::string_view) { return EROFS; }
 
 }  // namespace vfiod

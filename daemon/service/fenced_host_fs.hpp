@@ -9,13 +9,13 @@
 #include <string>
 
 #include "core/pci_address.hpp"
-#include "io/sysfs.hpp"
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
-class FencedSysfs : public Sysfs {
+class FencedHostFs : public HostFs {
 public:
-    explicit FencedSysfs(Sysfs& host);
+    explicit FencedHostFs(HostFs& host);
 
     void fence(const PciAddress& fn) { fenced_.insert(fn); }
     void unfence(const PciAddress& fn) { fenced_.erase(fn); }
@@ -37,7 +37,7 @@ public:
     int write(std::string_view rel, std::string_view value) override;
 
 private:
-    Sysfs& host_;
+    HostFs& host_;
     std::set<PciAddress> fenced_;
     // What each function attribute said when last read (bounded by the host's attributes).
     mutable std::map<std::string, std::string, std::less<>> last_;

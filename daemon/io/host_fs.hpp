@@ -1,7 +1,6 @@
 // The host access layer: every read of sysfs, procfs, /dev and /run, and every kernel
 // attribute write, resolved under one root directory (DESIGN §2). Tests subclass it (a fake
-// kernel that gives writes kernel semantics, fault injection). (The class keeps its historical
-// name, Sysfs, though it reaches beyond sys/.)
+// kernel that gives writes kernel semantics, fault injection).
 //
 // Three things touch the host without it, on purpose:
 // - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
@@ -31,14 +30,14 @@ using Openat2Fn = long (*)(int dirfd, const char* path, void* how, size_t size);
 void set_openat2(Openat2Fn fn);
 }  // namespace sysfs_testing
 
-class Sysfs {
+class HostFs {
 public:
     // root: "/" for the live host, or a captured/synthetic tree. Paths given to the methods are
     // relative to it ("sys/bus/pci/devices/0000:01:00.0/vendor") and never start with '/'.
-    explicit Sysfs(std::string root);
-    virtual ~Sysfs();
-    Sysfs(const Sysfs&) = delete;
-    Sysfs& operator=(const Sysfs&) = delete;
+    explicit HostFs(std::string root);
+    virtual ~HostFs();
+    HostFs(const HostFs&) = delete;
+    HostFs& operator=(const HostFs&) = delete;
 
     const std::string& root() const { return root_; }
     bool live() const { return root_ == "/"; }

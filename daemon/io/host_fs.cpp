@@ -1,4 +1,4 @@
-#include "sysfs.hpp"
+#include "host_fs.hpp"
 
 #include "core/strings.hpp"
 
@@ -79,7 +79,7 @@ void set_openat2(Openat2Fn fn) {
 
 }  // namespace sysfs_testing
 
-Sysfs::Sysfs(std::string root) : root_(std::move(root)) {
+HostFs::HostFs(std::string root) : root_(std::move(root)) {
     while (root_.size() > 1 && root_.back() == '/')
         root_.pop_back();
     if (root_.empty())
@@ -92,12 +92,12 @@ Sysfs::Sysfs(std::string root) : root_(std::move(root)) {
     }
 }
 
-Sysfs::~Sysfs() {
+HostFs::~HostFs() {
     if (root_fd_ >= 0)
         ::close(root_fd_);
 }
 
-std::string Sysfs::path(std::string_view rel) const {
+std::string HostFs::path(std::string_view rel) const {
     std::string p = root_;
     if (rel.empty())
         return p;
@@ -125,7 +125,7 @@ const char* file_kind(mode_t m) {
 
 }  // namespace
 
-int Sysfs::open_fd(std::string_view rel_view, int flags) const {
+int HostFs::open_fd(std::string_view rel_view, int flags) const {
     if (root_fd_ < 0 || !valid_rel(rel_view)) {
         errno = ENOENT;
         return -1;
@@ -172,7 +172,7 @@ int Sysfs::open_fd(std::string_view rel_view, int flags) const {
     return ::openat(root_fd_, at_path(*resolved), flags);
 }
 
-std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
+std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
                                        std::string* why) const {
     auto fail = [&](std::string reason) -> std::optional<std::string> {
         if (why)
@@ -220,7 +220,7 @@ std::optional<std::string> Sysfs::read(std::string_view rel, size_t max_bytes,
     return out;
 }
 
-std::optional<std::string> Sysfs::readlink(std::string_view rel) const {
+std::optional<std::string> HostFs::readlink(std::string_view rel) const {
     if (rel.empty())
         return std::nullopt;
     // The link itself is not followed: its parent is opened (inside the root) and asked.
@@ -235,7 +235,7 @@ std::optional<std::string> Sysfs::readlink(std::string_view rel) const {
     return std::string(buf, static_cast<size_t>(n));
 }
 
-std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
+std::optional<std::string> HostFs::link_name(std::string_view rel) const {
     auto target = readlink(rel);
     if (!target)
         return std::nullopt;
@@ -245,7 +245,7 @@ std::optional<std::string> Sysfs::link_name(std::string_view rel) const {
     return std::string(parts.back());
 }
 
-std::vector<std::string> Sysfs::list(std::string_view rel) const {
+std::vector<std::string> HostFs::list(std::string_view rel) const {
     std::vector<std::string> names;
     int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
@@ -265,7 +265,7 @@ std::vector<std::string> Sysfs::list(std::string_view rel) const {
     return names;
 }
 
-bool Sysfs::exists(std::string_view rel) const {
+bool HostFs::exists(std::string_view rel) const {
     if (rel.empty())
         return root_fd_ >= 0;
     // lstat: a link that exists counts even if its target is gone (ask resolve() for that).
@@ -275,7 +275,7 @@ bool Sysfs::exists(std::string_view rel) const {
     return dir.fd >= 0 && ::fstatat(dir.fd, last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
+std::optional<std::string> HostFs::resolve(std::string_view rel) const {
     if (!valid_rel(rel))
         return std::nullopt;
     if (!live() && g_no_openat2)
@@ -303,7 +303,7 @@ std::optional<std::string> Sysfs::resolve(std::string_view rel) const {
     return std::nullopt;  // the tree was moved under us: nothing outside it is ever named
 }
 
-std::optional<std::string> Sysfs::resolve_walk(std::string_view rel) const {
+std::optional<std::string> HostFs::resolve_walk(std::string_view rel) const {
     if (!valid_rel(rel))
         return std::nullopt;
     // Walk component by component, so that ".." in a link target is applied to the real parent
@@ -362,7 +362,7 @@ std::optional<std::string> Sysfs::resolve_walk(std::string_view rel) const {
     return out;
 }
 
-std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view rel) const {
+std::optional<std::pair<unsigned, unsigned>> HostFs::char_device(std::string_view rel) const {
     if (!live() || !valid_rel(rel))
         return std::nullopt;
     // stat, never open: opening a device node can have effects (a tty, a tape rewinding).
@@ -372,7 +372,7 @@ std::optional<std::pair<unsigned, unsigned>> Sysfs::char_device(std::string_view
     return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
 }
 
-std::optional<unsigned long> Sysfs::inode(std::string_view rel) const {
+std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
     Fd f(open_fd(rel, O_PATH));
     struct stat st;
     if (f.fd < 0 || ::fstat(f.fd, &st) != 0)
@@ -380,7 +380,7 @@ std::optional<unsigned long> Sysfs::inode(std::string_view rel) const {
     return static_cast<unsigned long>(st.st_ino);
 }
 
-int Sysfs::probe_exclusive(std::string_view rel) const {
+int HostFs::probe_exclusive(std::string_view rel) const {
     if (!live() || !valid_rel(rel))
         return EOPNOTSUPP;
     int fd = ::open(path(rel).c_str(), O_RDONLY | O_EXCL | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -392,7 +392,7 @@ int Sysfs::probe_exclusive(std::string_view rel) const {
     return err;
 }
 
-std::vector<Sysfs::Link> Sysfs::links(std::string_view rel, std::string_view stat_prefix) const {
+std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view stat_prefix) const {
     std::vector<Link> out;
     int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
@@ -422,7 +422,7 @@ std::vector<Sysfs::Link> Sysfs::links(std::string_view rel, std::string_view sta
     return out;
 }
 
-int Sysfs::write(std::string_view rel, std::string_view value) {
+int HostFs::write(std::string_view rel, std::string_view value) {
     if (!valid_rel(rel) || rel.empty())
         return EINVAL;
     // No O_CREAT: a sysfs attribute either exists or the write is a mistake, and creating a
