@@ -20,6 +20,8 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
+  # the systemd guest runs Debian's real polkitd from this machine's /usr (daemon-polkit, daemon-access)
+  polkitd
   # the Debian packages (debian/): dpkg-buildpackage, debhelper's meson build, lintian
   debhelper dpkg-dev fakeroot lintian
   # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here
