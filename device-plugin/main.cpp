@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dbus_client.hpp"
+#include "io/fd.hpp"
 #include "io/host_fs.hpp"
 #include "model.hpp"
 #include "server.hpp"
@@ -96,26 +97,6 @@ int parse(int argc, char** argv, Options* o) {
     }
     return 0;
 }
-
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0)
-            close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-    void reset(int fd) {
-        if (fd_ >= 0)
-            close(fd_);
-        fd_ = fd;
-    }
-
-private:
-    int fd_;
-};
 
 bool file_exists(const std::string& path) {
     struct stat st;

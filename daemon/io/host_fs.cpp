@@ -1,6 +1,7 @@
 #include "host_fs.hpp"
 
 #include "core/strings.hpp"
+#include "io/fd.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -55,18 +56,6 @@ std::pair<std::string, std::string> split_last(std::string_view rel) {
         return {"", std::string(rel)};
     return {std::string(rel.substr(0, slash)), std::string(rel.substr(slash + 1))};
 }
-
-// Closes an fd when it goes out of scope.
-struct Fd {
-    int fd;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0)
-            ::close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
 
 }  // namespace
 
@@ -226,10 +215,10 @@ std::optional<std::string> HostFs::readlink(std::string_view rel) const {
     // The link itself is not followed: its parent is opened (inside the root) and asked.
     auto [parent, last] = split_last(rel);
     Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
-    if (dir.fd < 0)
+    if (dir.get() < 0)
         return std::nullopt;
     char buf[4096];
-    ssize_t n = ::readlinkat(dir.fd, last.c_str(), buf, sizeof buf);
+    ssize_t n = ::readlinkat(dir.get(), last.c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf)
         return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
@@ -272,7 +261,7 @@ bool HostFs::exists(std::string_view rel) const {
     auto [parent, last] = split_last(rel);
     Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
     struct stat st;
-    return dir.fd >= 0 && ::fstatat(dir.fd, last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    return dir.get() >= 0 && ::fstatat(dir.get(), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 std::optional<std::string> HostFs::resolve(std::string_view rel) const {
@@ -282,12 +271,12 @@ std::optional<std::string> HostFs::resolve(std::string_view rel) const {
         return resolve_walk(rel);
     // The kernel resolves (inside the root) and names what it opened; the root is cut off.
     Fd fd(open_fd(rel, O_PATH));
-    if (fd.fd < 0)
+    if (fd.get() < 0)
         return std::nullopt;
     if (!live() && g_no_openat2)  // open_fd just learnt that openat2 is missing
         return resolve_walk(rel);
     char link[64], buf[4096];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd.fd);
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd.get());
     ssize_t n = ::readlink(link, buf, sizeof buf);
     if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
         return resolve_walk(rel);  // no /proc to ask
@@ -375,7 +364,7 @@ std::optional<std::pair<unsigned, unsigned>> HostFs::char_device(std::string_vie
 std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
     Fd f(open_fd(rel, O_PATH));
     struct stat st;
-    if (f.fd < 0 || ::fstat(f.fd, &st) != 0)
+    if (f.get() < 0 || ::fstat(f.get(), &st) != 0)
         return std::nullopt;
     return static_cast<unsigned long>(st.st_ino);
 }

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "io/fd.hpp"
 #include "service/service.hpp"
 #include "service/udev_monitor.hpp"
 
@@ -80,21 +81,6 @@ std::optional<Clock::time_point> earliest(std::optional<Clock::time_point> a,
         return a;
     return std::min(*a, *b);
 }
-
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0)
-            close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
 
 void reload(Service& service) {
     sd_notify(0, "RELOADING=1");
