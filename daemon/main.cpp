@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
     vfiod::CallLog call_log;
     vfiod::DbusObjects objects(*bus, service, auth, call_log);
     service.set_on_change([&objects](const vfiod::Inventory& inv) { objects.publish(inv); });
+    // Every write runs here, off the loop: Bind, Release, and the daemon's own binds from
+    // coldplug on. Declared after the service, so it waits for its jobs before the service goes.
+    vfiod::Workers workers;
+    service.set_workers(&workers);
     try {
         if (!service.start()) {
             spdlog::critical("refusing to start with a bad configuration");
@@ -167,13 +171,14 @@ int main(int argc, char** argv) {
         spdlog::critical("cannot own org.vfiod1: {}", e.getMessage());
         return 1;
     }
-    spdlog::info("vfiod {} ready: mode {}, root {}{}", VFIOD_VERSION,
-                 vfiod::to_string(service.mode()), opts.root,
-                 monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
-    sd_notify(0, "READY=1\nSTATUS=running");
-    // Bind, Release and Reload run their writes here, off the loop.
-    vfiod::Workers workers;
-    service.set_workers(&workers);
+    // Ready once the coldplug binds have ended (bound, refused, failed or stuck), as a unit
+    // ordered after vfiod.service expects; the bus is served meanwhile.
+    service.when_idle([&] {
+        spdlog::info("vfiod {} ready: mode {}, root {}{}", VFIOD_VERSION,
+                     vfiod::to_string(service.mode()), opts.root,
+                     monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
+        sd_notify(0, "READY=1\nSTATUS=running");
+    });
     vfiod::LoopHooks hooks;
     hooks.work_fd = workers.fd();
     hooks.work_ready = [&] { workers.dispatch(); };

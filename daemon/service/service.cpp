@@ -129,15 +129,21 @@ std::optional<unsigned> Service::group_of(const PciAddress& a) const {
 
 template <typename F>
 OpResult Service::guarded(const char* what, F&& entry) {
-    deciding_.clear();
+    // Entries nest (a udev burst decides groups, each one an operation of its own): an inner
+    // one that fails answers for the groups it decided; one that succeeds hands them to the
+    // outer one, which still has to publish them.
+    std::set<unsigned> outer = std::exchange(deciding_, {});
     try {
-        return entry();
+        OpResult r = entry();
+        deciding_.merge(outer);
+        return r;
     } catch (const std::exception& e) {
         std::string why = std::string(what) + ": " + e.what();
         spdlog::error("{}; the groups it was deciding are marked failed", why);
         for (unsigned g : deciding_)
             if (group_plan(g))  // not one the entry found gone
                 set_status(g, {GroupState::Failed, Reason::None, "internal error: " + why, {}});
+        deciding_ = std::move(outer);
         try {
             publish();
         } catch (const std::exception& again) {
@@ -201,14 +207,12 @@ void Service::refresh_fences() {
 }
 
 void Service::decide(const std::set<unsigned>& groups, bool from_events) {
+    // Each group is an operation of its own: decided now, its writes (if any) on a worker.
     for (unsigned g : groups) {
-        deciding_.insert(g);
-        const GroupPlan* gp = group_plan(g);
-        if (!gp) {
-            forget_group(g);
-            continue;
-        }
-        set_status(g, decide_group(*gp, from_events));
+        Request r;
+        r.kind = Request::Kind::Decide;
+        r.from_events = from_events;
+        enqueue(g, std::move(r));
     }
     // Published drivers must be what the kernel now says, not what the plan started from.
     if (wrote_) {
@@ -217,14 +221,44 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
     }
 }
 
-Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
-    unsigned id = *gp.group;
+// What the daemon does with a group on its own: a status to publish at once, or writes (a bind,
+// or the early-override clean-up of a refused group) to run off the loop.
+Service::Prepared Service::prepare_decide(unsigned id, bool from_events) {
+    deciding_.insert(id);
+    Prepared p;
+    p.group = id;
+    p.trigger = Trigger::Automatic;
+    auto settle = [&](Status st) {
+        set_status(id, std::move(st));
+        p.done = OpResult{};
+        return p;
+    };
+    const GroupPlan* found = group_plan(id);
+    if (!found) {
+        forget_group(id);
+        p.done = OpResult{};
+        return p;
+    }
+    const GroupPlan& gp = *found;
     if (executor_->released(id))  // what to publish; the executor would not bind it anyway
-        return {GroupState::Released, Reason::None, "", {}};
-    if (gp.action == Action::Refuse && mode() == Mode::Enforce)
-        clear_early_overrides(gp);
+        return settle({GroupState::Released, Reason::None, "", {}});
+    Status planned{planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
+    if (gp.action == Action::Refuse && mode() == Mode::Enforce) {
+        for (const PciFunction* fn : parked_early(gp)) {
+            spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and "
+                         "probing the host driver",
+                         id, fn->address.str(), printable(fn->driver_override));
+            p.cleanup.emplace_back(fn->address, release_writes(*fn));
+        }
+        if (!p.cleanup.empty()) {
+            set_status(id, planned);
+            p.plan = gp;
+            p.after = planned;
+            return p;
+        }
+    }
     if (gp.action != Action::Bind)
-        return {planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
+        return settle(planned);
     auto prev = status_.find(id);
     bool drifted = from_events && prev != status_.end() && prev->second.state == GroupState::Bound;
     if (drifted) {
@@ -233,15 +267,25 @@ Service::Status Service::decide_group(const GroupPlan& gp, bool from_events) {
         spdlog::warn("group {}: drift: no longer bound ({})", id, describe_devices(gp));
         if (mode() == Mode::Enforce) {
             if (reasserted_.count(id))
-                return {GroupState::Failed, Reason::Drift,
-                        "drifted again after one re-assertion; use Bind to take it back", {}};
+                return settle({GroupState::Failed, Reason::Drift,
+                               "drifted again after one re-assertion; use Bind to take it back",
+                               {}});
             reasserted_.insert(id);
             spdlog::warn("group {}: re-asserting the binding once", id);
         }
     }
     if (mode() == Mode::Observe)
-        return {planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}};
-    return execute(gp, Trigger::Automatic);
+        return settle({planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}});
+    // Exclusive claims are checked only now, just before writing: the probe is a claim.
+    GroupPlan checked = gp;
+    if (refuse_if_claimed(fs_, &checked))
+        return settle({GroupState::Refused, checked.reason, join(checked.details, "; "),
+                       checked.blockers});
+    // Consumers see `pending` while the writes run.
+    set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
+    publish();
+    p.plan = gp;
+    return p;
 }
 
 void Service::make_executor() {
@@ -266,29 +310,14 @@ void Service::reconcile() {
     }
 }
 
-Service::Status Service::execute(const GroupPlan& gp, Trigger trigger) {
-    if (gp.action == Action::Bind) {
-        // Exclusive claims are checked only now, just before writing: the probe is a claim.
-        GroupPlan checked = gp;
-        if (refuse_if_claimed(fs_, &checked))
-            return {GroupState::Refused, checked.reason, join(checked.details, "; "),
-                    checked.blockers};
-        // Consumers see `pending` while the writes run.
-        set_status(*gp.group,
-                   {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
-        publish();
-        wrote_ = true;
-    }
-    return from_outcome(executor_->apply(gp, trigger));
-}
-
-void Service::clear_early_overrides(const GroupPlan& gp) {
-    // The udev rule set driver_override on an `early` function before this group could be judged;
-    // now that it is refused, give the function back to the host instead of leaving it parked on
-    // an override nothing will ever complete. A group in the journal was moved by vfiod itself:
-    // that is Release's business, not this clean-up's.
+// The udev rule set driver_override on an `early` function before its group could be judged;
+// once the group is refused, such a function goes back to the host rather than stay parked on an
+// override nothing will ever complete. A group in the journal was moved by vfiod itself: that
+// is Release's business, not this clean-up's.
+std::vector<const PciFunction*> Service::parked_early(const GroupPlan& gp) const {
+    std::vector<const PciFunction*> out;
     if (journal_->load(*gp.group))
-        return;
+        return out;
     const HostUse& use = snapshot_.use;  // the snapshot's one proc/*/fd scan found vfio's users
     for (const auto& d : gp.devices) {
         const PciFunction* fn = snapshot_.topology.find(d.address);
@@ -298,19 +327,10 @@ void Service::clear_early_overrides(const GroupPlan& gp) {
             continue;  // a host driver holds it despite the override: nothing is parked
         if (use.vfio.count(fn->address))
             continue;  // a user holds it: never pull a device from under a VM
-        spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and probing "
-                     "the host driver",
-                     *gp.group, fn->address.str(), printable(fn->driver_override));
-        for (const auto& w : release_writes(*fn)) {
-            if (int err = executor_->write(fn->address, w.path, w.value)) {
-                spdlog::error("group {}: writing {}: {}", *gp.group, w.path, std::strerror(err));
-                break;
-            }
-        }
-        wrote_ = true;
+        out.push_back(fn);
     }
+    return out;
 }
-
 
 std::map<PciAddress, std::string> Service::originals(unsigned group) const {
     auto entry = journal_->load(group);
@@ -484,10 +504,16 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
                                       addr->str() + " matches no [[device]] entry, nor does any "
                                                     "function of its IOMMU group"));
     if (gp->action == Action::Refuse) {
-        if (gp->group)
-            set_status(*gp->group, decide_group(*gp, false));
+        OpResult refused = refusal(*gp);
+        if (gp->group) {
+            // Published as the daemon decides it, early-override clean-up included: after
+            // this request, in the group's turn.
+            Request decide;
+            decide.kind = Request::Kind::Decide;
+            enqueue(*gp->group, std::move(decide));
+        }
         publish();
-        return answer(refusal(*gp));
+        return answer(refused);
     }
     unsigned id = *gp->group;
     if (mode() == Mode::Observe)
@@ -516,6 +542,7 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
     Prepared p;
     p.group = id;
     p.plan = *gp;
+    p.trigger = Trigger::Operator;  // an explicit Bind is the one way to undo a Release
     return p;
 }
 
@@ -554,12 +581,20 @@ Service::Prepared Service::prepare_release(std::string_view address) {
 }
 
 GroupOutcome Service::run_writes(const Prepared& p) {
-    // Operator: an explicit Bind is the one way to undo a Release.
-    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan, Trigger::Operator);
+    for (const auto& [fn, writes] : p.cleanup) {
+        for (const auto& w : writes)
+            if (int err = executor_->write(fn, w.path, w.value)) {
+                spdlog::error("group {}: writing {}: {}", p.group, w.path, std::strerror(err));
+                break;
+            }
+    }
+    if (!p.cleanup.empty())
+        return {};  // `after` says what to publish
+    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan, p.trigger);
 }
 
 OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
-    Status st = from_outcome(o);
+    Status st = p.after ? *p.after : from_outcome(o);
     // First, so the state-change line names the drivers the functions went to.
     reread();
     wrote_ = false;
@@ -583,14 +618,14 @@ OpResult Service::release(std::string_view address) {
     return p.done ? *p.done : complete(p, run_writes(p));
 }
 
-// ---- asynchronous operations: one at a time per group, off the loop ----
+// ---- operations: one at a time per group, off the loop ----
 
 void Service::bind_async(std::string address, Reply reply) {
-    submit({false, std::move(address), std::move(reply)});
+    submit({Request::Kind::Bind, std::move(address), std::move(reply)});
 }
 
 void Service::release_async(std::string address, Reply reply) {
-    submit({true, std::move(address), std::move(reply)});
+    submit({Request::Kind::Release, std::move(address), std::move(reply)});
 }
 
 void Service::reload_async(Reply reply) {
@@ -602,9 +637,17 @@ void Service::reload_async(Reply reply) {
     reloads_.push_back(std::move(reply));
 }
 
+void Service::when_idle(std::function<void()> cb) {
+    if (queues_.empty())
+        cb();
+    else
+        idle_waiters_.push_back(std::move(cb));
+}
+
 void Service::submit(Request r) {
+    bool release = r.kind == Request::Kind::Release;
     if (!workers_) {
-        r.reply(r.release ? release(r.address) : bind(r.address));
+        r.reply(release ? this->release(r.address) : bind(r.address));
         return;
     }
     if (!reloads_.empty()) {
@@ -621,13 +664,26 @@ void Service::submit(Request r) {
     if (!g) {
         // No group: answered from the plan (InvalidArgs, NotFound, NotAllowlisted, no-iommu),
         // without a write.
-        r.reply(r.release ? release(r.address) : bind(r.address));
+        r.reply(release ? this->release(r.address) : bind(r.address));
         return;
     }
-    auto& q = queues_[*g];
+    enqueue(*g, std::move(r));
+}
+
+void Service::enqueue(unsigned g, Request r) {
+    auto& q = queues_[g];
     q.push_back(std::move(r));
     if (q.size() == 1)
-        start_next(*g);
+        start_next(g);
+}
+
+Service::Prepared Service::prepare(const Request& r, unsigned g) {
+    switch (r.kind) {
+    case Request::Kind::Bind: return prepare_bind(r.address);
+    case Request::Kind::Release: return prepare_release(r.address);
+    case Request::Kind::Decide: break;
+    }
+    return prepare_decide(g, r.from_events);
 }
 
 void Service::start_next(unsigned g) {
@@ -640,9 +696,12 @@ void Service::start_next(unsigned g) {
         }
         refresh_fences();
         Request& r = it->second.front();
+        const char* what = r.kind == Request::Kind::Bind      ? "Bind"
+                           : r.kind == Request::Kind::Release ? "Release"
+                                                               : "deciding a group";
         Prepared p;
-        OpResult failed = guarded(r.release ? "Release" : "Bind", [&] {
-            p = r.release ? prepare_release(r.address) : prepare_bind(r.address);
+        OpResult failed = guarded(what, [&] {
+            p = prepare(r, g);
             return OpResult{};
         });
         if (!failed.ok())
@@ -650,7 +709,8 @@ void Service::start_next(unsigned g) {
         if (p.done) {
             Reply reply = std::move(r.reply);
             it->second.pop_front();
-            reply(*p.done);
+            if (reply)
+                reply(*p.done);
             continue;
         }
         // From here until the outcome, the loop reads nothing of these functions.
@@ -660,8 +720,9 @@ void Service::start_next(unsigned g) {
         refresh_fences();
         auto prepared = std::make_shared<Prepared>(std::move(p));
         auto outcome = std::make_shared<GroupOutcome>();
-        bool started = workers_->run([this, prepared, outcome] { *outcome = run_writes(*prepared); },
-                                     [this, g, prepared, outcome] { finish(g, *prepared, *outcome); });
+        bool started = workers_ && workers_->run(
+                                       [this, prepared, outcome] { *outcome = run_writes(*prepared); },
+                                       [this, g, prepared, outcome] { finish(g, *prepared, *outcome); });
         if (!started) {
             *outcome = run_writes(*prepared);
             finish(g, *prepared, *outcome);
@@ -673,12 +734,15 @@ void Service::start_next(unsigned g) {
 void Service::finish(unsigned g, const Prepared& p, const GroupOutcome& o) {
     running_.erase(g);
     refresh_fences();  // a function whose write is stuck stays fenced
-    OpResult res = guarded(p.releasing ? "Release" : "Bind", [&] { return complete(p, o); });
+    OpResult res = guarded(p.releasing ? "Release" : p.trigger == Trigger::Operator ? "Bind"
+                                                                                    : "deciding a group",
+                           [&] { return complete(p, o); });
     auto it = queues_.find(g);
     if (it != queues_.end() && !it->second.empty()) {
         Reply reply = std::move(it->second.front().reply);
         it->second.pop_front();
-        reply(res);
+        if (reply)
+            reply(res);
     }
     start_next(g);
 }
@@ -690,16 +754,24 @@ void Service::group_idle(unsigned g) {
         deferred_events_.erase(ev);
         handle_events(touched);
     }
-    if (!queues_.empty() || reloads_.empty())
+    if (!queues_.empty())
         return;
-    std::vector<Reply> reloads;
-    reloads.swap(reloads_);
-    for (auto& reply : reloads)
-        reply(reload());
-    std::deque<Request> held;
-    held.swap(held_);
-    for (auto& r : held)
-        submit(std::move(r));
+    if (!reloads_.empty()) {
+        std::vector<Reply> reloads;
+        reloads.swap(reloads_);
+        for (auto& reply : reloads)
+            reply(reload());
+        std::deque<Request> held;
+        held.swap(held_);
+        for (auto& r : held)
+            submit(std::move(r));
+    }
+    if (!queues_.empty())
+        return;
+    std::vector<std::function<void()>> waiters;
+    waiters.swap(idle_waiters_);
+    for (auto& cb : waiters)
+        cb();
 }
 
 }  // namespace vfiod

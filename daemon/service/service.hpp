@@ -14,6 +14,7 @@
 
 #include "core/config.hpp"
 #include "core/plan.hpp"
+#include "exec/executor.hpp"
 #include "io/snapshot.hpp"
 #include "io/host_fs.hpp"
 #include "service/inventory.hpp"
@@ -22,10 +23,8 @@ namespace vfiod {
 
 class Executor;
 class FencedHostFs;
-enum class Trigger;
 class Journal;
 class Workers;
-struct GroupOutcome;
 
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
@@ -67,10 +66,13 @@ public:
     OpResult bind(std::string_view address);
     OpResult release(std::string_view address);
 
-    // The D-Bus methods (DESIGN §6): they return at once; `reply` runs later on the loop. Requests
-    // for one group run one at a time, in order; other groups' run meanwhile, each on a worker
-    // thread. A Reload waits for the operations in flight, and requests arriving meanwhile wait
-    // for it. Without set_workers() these run synchronously.
+    // Every write, the D-Bus methods' (DESIGN §6) and the daemon's own (coldplug, udev events,
+    // drift re-assertion, the early-override clean-up), goes through one path: decided on the
+    // loop, written on a worker thread, its outcome published back on the loop. Operations on
+    // one group run one at a time, in order; other groups' run meanwhile. The methods return at
+    // once and `reply` runs later on the loop. A Reload waits for the operations in flight, and
+    // requests arriving meanwhile wait for it. Without set_workers() everything runs
+    // synchronously. Set the workers before start(): the coldplug binds use them too.
     using Reply = std::function<void(const OpResult&)>;
     void set_workers(Workers* workers) { workers_ = workers; }
     void bind_async(std::string address, Reply reply);
@@ -78,6 +80,9 @@ public:
     void reload_async(Reply reply);
     // True while an operation on the group runs or waits.
     bool busy(unsigned group) const;
+    // Runs `cb` on the loop once no operation runs or waits (at once if none does): the daemon
+    // tells systemd it is ready when the coldplug pass has ended, while serving the bus already.
+    void when_idle(std::function<void()> cb);
 
     std::string plan_json() const;
     const Inventory& inventory() const { return inventory_; }
@@ -101,23 +106,33 @@ private:
     OpResult guarded(const char* what, F&& entry);
     void apply_events(const std::set<PciAddress>& touched);
     OpResult apply_reload();
-    // An operator request split at its writes: decided on the loop, written off it.
+    // One operation split at its writes: decided on the loop, written off it.
     struct Prepared {
-        std::optional<OpResult> done;  // answered without writing
+        std::optional<OpResult> done;  // answered (or decided) without writing
         unsigned group = 0;
-        GroupPlan plan;
+        GroupPlan plan;               // its functions are fenced while the writes run
         bool releasing = false;
+        Trigger trigger{};
+        // The early-override clean-up: each function's writes back to the host; the group's
+        // status is then `after`, whatever the writes did.
+        std::vector<std::pair<PciAddress, std::vector<Write>>> cleanup;
+        std::optional<Status> after;
     };
     struct Request {
-        bool release = false;
-        std::string address;
-        Reply reply;
+        enum class Kind { Bind, Release, Decide };
+        Kind kind = Kind::Bind;
+        std::string address;       // Bind, Release
+        Reply reply;               // Bind, Release
+        bool from_events = false;  // Decide: a udev event, not coldplug or a reload
     };
+    Prepared prepare(const Request& r, unsigned group);
     Prepared prepare_bind(std::string_view address);
     Prepared prepare_release(std::string_view address);
+    Prepared prepare_decide(unsigned group, bool from_events);
     GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
     OpResult complete(const Prepared& p, const GroupOutcome& o);
     void submit(Request r);
+    void enqueue(unsigned group, Request r);
     void start_next(unsigned group);
     void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
     void group_idle(unsigned group);
@@ -125,9 +140,7 @@ private:
 
     void reread();
     void decide(const std::set<unsigned>& groups, bool from_events);
-    Status decide_group(const GroupPlan& gp, bool from_events);
-    Status execute(const GroupPlan& gp, Trigger trigger);
-    void clear_early_overrides(const GroupPlan& gp);
+    std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
     void make_executor();
     void reconcile();
     OpResult refusal(const GroupPlan& gp) const;
@@ -161,6 +174,7 @@ private:
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
     std::vector<Reply> reloads_;  // waiting for the operations in flight
     std::deque<Request> held_;    // arrived while a reload waits
+    std::vector<std::function<void()>> idle_waiters_;
 };
 
 }  // namespace vfiod

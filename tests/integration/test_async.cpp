@@ -1,14 +1,18 @@
-// Asynchronous methods (DESIGN §6) on the fake kernel and a real private bus: while one group's
+// Writes off the loop (DESIGN §6) on the fake kernel and a real private bus: while one group's
 // driver_override write hangs in the "kernel", GetManagedObjects, property reads and another
 // group's Bind answer within 100 ms; the loop never reads the hung function's attributes (the
 // fake kernel blocks such reads, as 6.1 does); the blocked Bind ends failed/stuck after
 // write_timeout; same-group requests wait their turn; a Reload waits for the operation in flight.
+// The daemon's own writes take the same path: a coldplug bind, a hot-plugged group's bind, a
+// drift re-assertion and the early-override clean-up that hang delay nothing else, and complete
+// once the write returns.
 // Run by async_test.sh, which starts the private dbus-daemon (DBUS_SYSTEM_BUS_ADDRESS).
 #include <gtest/gtest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -20,6 +24,7 @@
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "scenarios.hpp"
+#include "scripted_events.hpp"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
@@ -49,7 +54,8 @@ long ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::mill
 // vfiod as main.cpp wires it, on the fake kernel, with its loop on a thread of its own.
 class Daemon {
 public:
-    explicit Daemon(FakeKernel& kernel) : service_(kernel, {}) {
+    explicit Daemon(FakeKernel& kernel, PciEventSource* events = nullptr)
+        : service_(kernel, {}), events_(events) {
         bus_ = sdbus::createSystemBusConnection();
         auth_ = std::make_unique<Authorizer>(*bus_);
         objects_ = std::make_unique<DbusObjects>(*bus_, service_, *auth_, log_);
@@ -61,10 +67,11 @@ public:
             return false;
         objects_->publish(service_.inventory());
         bus_->requestName("org.vfiod1");
+        service_.when_idle([this] { ready_ = true; });  // main.cpp's READY=1
         hooks_.work_fd = workers_.fd();
         hooks_.work_ready = [this] { workers_.dispatch(); };
         hooks_.after_dispatch = [this] { auth_->tidy(); };
-        loop_ = std::thread([this] { run_event_loop(*bus_, service_, nullptr, hooks_); });
+        loop_ = std::thread([this] { run_event_loop(*bus_, service_, events_, hooks_); });
         return true;
     }
     ~Daemon() {
@@ -74,15 +81,19 @@ public:
         }
     }
     Service& service() { return service_; }
+    bool ready() const { return ready_; }
 
 private:
     Service service_;
-    Workers workers_;
+    PciEventSource* events_;
+    std::atomic<bool> ready_{false};
     std::unique_ptr<sdbus::IConnection> bus_;
     std::unique_ptr<Authorizer> auth_;
     CallLog log_;
     std::unique_ptr<DbusObjects> objects_;
     LoopHooks hooks_;
+    // Last but the thread: waits for the jobs still running before the service goes.
+    Workers workers_;
     std::thread loop_;
 };
 
@@ -117,21 +128,98 @@ std::string group_state(unsigned group) {
     return proxy->getProperty("State").onInterface("org.vfiod1.Group").get<std::string>();
 }
 
+// GetManagedObjects, a group's State and Plan(), `rounds` times over: the slowest answer.
+Clock::duration worst_read(unsigned group, const std::string& state, int rounds) {
+    Clock::duration worst{};
+    auto timed = [&](auto f) {
+        auto t0 = Clock::now();
+        f();
+        worst = std::max(worst, Clock::now() - t0);
+    };
+    for (int i = 0; i < rounds; ++i) {
+        timed([] {
+            auto conn = sdbus::createSystemBusConnection();
+            auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1");
+            std::map<sdbus::ObjectPath, std::map<std::string, std::map<std::string, sdbus::Variant>>>
+                objects;
+            proxy->callMethod("GetManagedObjects")
+                .onInterface("org.freedesktop.DBus.ObjectManager")
+                .storeResultsTo(objects);
+            EXPECT_GE(objects.size(), 5u);
+        });
+        timed([&] { EXPECT_EQ(group_state(group), state); });
+        timed([] { EXPECT_TRUE(call("Plan").error.empty()); });
+    }
+    return worst;
+}
+
+bool eventually(const std::function<bool()>& f, Clock::duration limit = 15s) {
+    for (auto end = Clock::now() + limit; Clock::now() < end; std::this_thread::sleep_for(10ms))
+        if (f())
+            return true;
+    return f();
+}
+
 class AsyncTest : public ::testing::Test {
 protected:
     void SetUp() override {
         if (!getenv("DBUS_SYSTEM_BUS_ADDRESS") || geteuid() != 0)
             GTEST_SKIP() << "needs root and a private bus (run through async_test.sh)";
         block_signals();  // before any thread: SIGTERM must reach only the loop's signalfd
+        set_write_timeout(kWriteTimeout);
+    }
+    void set_write_timeout(int seconds) {
         std::string config = slurp(tree.root() + "/etc/vfiod/vfiod.toml");
-        config.replace(config.find("[daemon]\n"), 9,
-                       "[daemon]\nwrite_timeout = " + std::to_string(kWriteTimeout) + "\n");
+        auto at = config.find("[daemon]\n") + 9;
+        if (config.compare(at, 14, "write_timeout ") == 0)
+            config.erase(at, config.find('\n', at) + 1 - at);
+        config.insert(at, "write_timeout = " + std::to_string(seconds) + "\n");
         tree.write_file("etc/vfiod/vfiod.toml", config);
+    }
+    std::string driver_of(const std::string& bdf) {
+        return kernel.link_name("sys/bus/pci/devices/" + bdf + "/driver").value_or("");
+    }
+    // vfiod with scripted udev events, its coldplug binds done; writes wait up to 30 s, long
+    // after the test lets a hung one return.
+    std::unique_ptr<Daemon> settled_daemon() {
+        set_write_timeout(30);
+        auto d = std::make_unique<Daemon>(kernel, &events);
+        if (!d->start() || !eventually([&] { return d->ready(); }))
+            return nullptr;
+        return d;
+    }
+    bool hangs_now() {
+        return eventually([&] { return kernel.blocked_now() == 1; }, 5s);
+    }
+    // While a daemon write (`what`) hangs: reads and another group's Release and Bind are
+    // answered within `limit` each, again and again.
+    void others_answer(const char* what, unsigned hung_group, const std::string& hung_state,
+                       Clock::duration limit) {
+        Clock::duration worst = worst_read(hung_group, hung_state, 3);
+        Reply released = call("Release", {kNic});
+        EXPECT_TRUE(released.error.empty()) << released.error << ": " << released.message;
+        Reply bound = call("Bind", {kNic});
+        EXPECT_TRUE(bound.error.empty()) << bound.error << ": " << bound.message;
+        EXPECT_EQ(group_state(15), "bound");
+        std::printf("# %s hung: worst read %ld ms, Release and Bind of another group %ld, %ld ms\n",
+                    what, ms(worst), ms(released.took), ms(bound.took));
+        EXPECT_LT(worst, limit);
+        EXPECT_LT(released.took, limit);
+        EXPECT_LT(bound.took, limit);
+    }
+    // Once the hung write returns, the daemon's bind completes; the loop never read the hung
+    // function meanwhile.
+    void ends_bound_once_unblocked(unsigned group, const std::string& bdf) {
+        kernel.unblock();
+        EXPECT_TRUE(eventually([&] { return group_state(group) == "bound"; })) << group_state(group);
+        EXPECT_EQ(driver_of(bdf), "vfio-pci");
+        EXPECT_EQ(kernel.reads_blocked(), 0u) << "the loop read an attribute of the hung function";
     }
 
     FakeTree tree;
     bool built = (build_gpu_host(tree), true);
     FakeKernel kernel{tree};
+    ScriptedEvents events;
 };
 
 TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
@@ -149,23 +237,7 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
     ASSERT_EQ(kernel.blocked_now(), 1u) << "the GPU's driver_override write did not start";
 
     // Everything else answers at once, again and again, while that write hangs.
-    Clock::duration worst{};
-    auto timed = [&](auto f) {
-        auto t0 = Clock::now();
-        f();
-        worst = std::max(worst, Clock::now() - t0);
-    };
-    for (int i = 0; i < 5; ++i) {
-        timed([] {
-            auto conn = sdbus::createSystemBusConnection();
-            auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1");
-            std::map<sdbus::ObjectPath, std::map<std::string, std::map<std::string, sdbus::Variant>>> objects;
-            proxy->callMethod("GetManagedObjects").onInterface("org.freedesktop.DBus.ObjectManager").storeResultsTo(objects);
-            EXPECT_GE(objects.size(), 5u);
-        });
-        timed([] { EXPECT_EQ(group_state(13), "pending"); });
-        timed([] { EXPECT_TRUE(call("Plan").error.empty()); });
-    }
+    Clock::duration worst = worst_read(13, "pending", 5);
     Reply nic = call("Bind", {kNic});
     EXPECT_TRUE(nic.error.empty()) << nic.error << ": " << nic.message;
     EXPECT_EQ(group_state(15), "bound");
@@ -222,6 +294,87 @@ TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
     EXPECT_TRUE(c.error.empty()) << c.message;
     EXPECT_EQ(kernel.reads_blocked(), 0u);
     kernel.unblock();
+}
+
+// ---- the daemon's own writes (coldplug, hot-plug, drift, early-override clean-up) ----
+
+constexpr const char* kGpuOverride = "sys/bus/pci/devices/0000:01:00.0/driver_override";
+
+TEST_F(AsyncTest, AColdplugBindThatHangsDelaysNothingAndEndsBoundWhenTheWriteReturns) {
+    set_write_timeout(30);  // the write returns long before: this bind must not end stuck
+    kernel.block_path(kGpuOverride);
+    Daemon d(kernel);
+    auto t0 = Clock::now();
+    ASSERT_TRUE(d.start());
+    EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the hung coldplug write";
+    ASSERT_TRUE(hangs_now()) << "the GPU's coldplug write did not start";
+    ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << "the NIC's coldplug";
+    others_answer("coldplug write", 13, "pending", 500ms);
+    EXPECT_FALSE(d.ready()) << "ready (READY=1) before the coldplug pass ended";
+
+    ends_bound_once_unblocked(13, kGpu);
+    EXPECT_EQ(driver_of("0000:01:00.1"), "vfio-pci");
+    EXPECT_TRUE(eventually([&] { return d.ready(); }));
+}
+
+TEST_F(AsyncTest, AHotPluggedGroupWhoseBindHangsDelaysNothing) {
+    auto d = settled_daemon();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(group_state(15), "bound");
+    // A spare I210 appears (allowlisted by model) in a group of its own; its bind hangs.
+    const std::string hot = "0000:05:00.0";
+    kernel.block_path("sys/bus/pci/devices/" + hot + "/driver_override");
+    tree.add_function(FakeTree::pci(hot, "8086", "1533", "020000", "igb", 17));
+    kernel.set_native_driver(hot, "igb");
+    events.send("add", hot.c_str());
+    events.send("bind", hot.c_str());
+    ASSERT_TRUE(hangs_now()) << "the hot-plugged function's bind did not start";
+    others_answer("hot-plug write", 17, "pending", 500ms);
+
+    ends_bound_once_unblocked(17, hot);
+}
+
+TEST_F(AsyncTest, ADriftReassertionThatHangsDelaysNothing) {
+    auto d = settled_daemon();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(group_state(13), "bound");
+    // Someone gives the GPU back to nvidia (override cleared, unbound, probed)...
+    const std::string dev = std::string("sys/bus/pci/devices/") + kGpu;
+    ASSERT_EQ(kernel.write(dev + "/driver_override", "\n"), 0);
+    ASSERT_EQ(kernel.write(dev + "/driver/unbind", kGpu), 0);
+    ASSERT_EQ(kernel.write("sys/bus/pci/drivers_probe", kGpu), 0);
+    ASSERT_EQ(driver_of(kGpu), "nvidia");
+    // ...and vfiod's one re-assertion hangs in its first write.
+    kernel.block_path(kGpuOverride);
+    events.send("unbind", kGpu);
+    events.send("bind", kGpu);
+    ASSERT_TRUE(hangs_now()) << "the re-assertion did not start";
+    others_answer("drift re-assertion", 13, "pending", 500ms);
+
+    ends_bound_once_unblocked(13, kGpu);
+}
+
+TEST_F(AsyncTest, AnEarlyOverrideCleanUpThatHangsDelaysNothing) {
+    set_write_timeout(30);
+    // The udev rule parked 04:00.0 on vfio-pci early; its group is refused (enp4s0 is in bond0),
+    // so vfiod gives it back to igb, and that write hangs.
+    const std::string nic2 = "0000:04:00.0";
+    const std::string dev = "sys/bus/pci/devices/" + nic2;
+    ASSERT_EQ(kernel.write(dev + "/driver_override", "vfio-pci"), 0);
+    ASSERT_EQ(kernel.write(dev + "/driver/unbind", nic2), 0);
+    kernel.block_path(dev + "/driver_override");
+    Daemon d(kernel);
+    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(hangs_now()) << "the clean-up did not start";
+    ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; }));
+    others_answer("early-override clean-up", 16, "refused", 500ms);
+
+    kernel.unblock();
+    EXPECT_TRUE(eventually([&] { return driver_of(nic2) == "igb"; })) << driver_of(nic2);
+    EXPECT_TRUE(eventually([&] { return d.ready(); }));
+    EXPECT_EQ(group_state(16), "refused");
+    EXPECT_EQ(kernel.read(dev + "/driver_override").value_or("?").rfind("(null)", 0), 0u);
+    EXPECT_EQ(kernel.reads_blocked(), 0u);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "fake_tree.hpp"
 #include "unix_socket.hpp"
 #include "scenarios.hpp"
+#include "scripted_events.hpp"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
@@ -70,39 +71,6 @@ public:
 private:
     std::string socket_;
     pid_t pid_ = -1;
-};
-
-// Stands in for the udev monitor: events the test queues, signalled through a pipe.
-class ScriptedEvents final : public PciEventSource {
-public:
-    ScriptedEvents() {
-        if (pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0)
-            fds_[0] = fds_[1] = -1;
-    }
-    ~ScriptedEvents() override {
-        close(fds_[0]);
-        close(fds_[1]);
-    }
-    int fd() const override { return fds_[0]; }
-    std::vector<PciEvent> receive() override {
-        char buf[64];
-        while (read(fds_[0], buf, sizeof buf) > 0) {
-        }
-        std::lock_guard lock(m_);
-        return std::exchange(queued_, {});
-    }
-    void send(const char* action, const char* bdf) {
-        {
-            std::lock_guard lock(m_);
-            queued_.push_back({action, *PciAddress::parse(bdf)});
-        }
-        (void)!write(fds_[1], "e", 1);
-    }
-
-private:
-    int fds_[2];
-    std::mutex m_;
-    std::vector<PciEvent> queued_;
 };
 
 bool eventually(const std::function<bool()>& f) {

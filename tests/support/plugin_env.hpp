@@ -153,7 +153,8 @@ struct PluginEnv {
                                  const std::string& config) const {
         *vfiod = Proc({VFIOD_FAKE_KERNEL, "--root", scenario, "--config", config, "--verbose"},
                       work + "/vfiod.log");
-        if (!eventually([&] { return slurp(work + "/vfiod.log").find("root=") != std::string::npos; },
+        // "ready" comes once the coldplug binds have ended (the bus is served before).
+        if (!eventually([&] { return slurp(work + "/vfiod.log").find(" ready: ") != std::string::npos; },
                         20s))
             return "";
         std::string log = slurp(work + "/vfiod.log");
