@@ -7,6 +7,7 @@
 #   plan/floor/driverctl/lspci   whole processes on the same tree, median of BENCH_RUNS (5)
 #   burst1/burst255              the service layer's cost per udev burst (vfiod-bench-burst)
 #   ready/rss/gmo                the real vfiod on a private bus (vfiod-bench-daemon)
+#   hung                         answers while one group's write hangs (vfiod-bench-hung)
 #
 # --smoke: small trees and one run each, for CI: every tool must run and read the tree (counts
 # are checked), no timing is judged. Needs: driverctl pciutils dbus util-linux (bench/README.md).
@@ -140,6 +141,28 @@ rss_mib=$(awk -v k="${d[rss_kib]}" 'BEGIN { printf "%.1f", k / 1024 }')
 row "vfiod RSS when ready" "$objects" "$rss_mib" MiB "peak $(awk -v k="${d[hwm_kib]}" 'BEGIN { printf "%.1f", k / 1024 }') MiB" \
     "<= 16 MiB" "$(verdict "$rss_mib" 16)"
 row "GetManagedObjects" "$objects" "${d[gmo_ms]}" ms "one call, private bus" "<= 50 ms" "$(verdict "${d[gmo_ms]}" 50)"
+
+# --- issue 13: answers while one group's write hangs (the service on the fake kernel) ---
+# Its trees live in TMPDIR: on tmpfs, as /run/vfiod (the journal) and sysfs are on a real host;
+# on a disk, the journal's fsyncs would be measured instead of vfiod.
+hung_runs=30 hung_sizes=(0 1024) shm=/dev/shm
+[[ -d $shm && -w $shm ]] || shm=${TMPDIR:-/tmp}
+((smoke)) && hung_runs=2 hung_sizes=(0)
+for size in "${hung_sizes[@]}"; do
+    declare -A h=()
+    args=("$hung_runs")
+    ((size)) && args+=("$size")
+    while read -r k med p99 _; do h[$k]="$med $p99"; done \
+        < <(TMPDIR=$shm "$build/bench/vfiod-bench-hung" "${args[@]}" 2>/dev/null || echo "failed")
+    [[ -n ${h[bind_other_ms]:-} && -z ${h[failed]:-} ]] || die "vfiod-bench-hung ${args[*]} failed"
+    label=$( ((size)) && echo "$size" || echo gpu-host)
+    read -r med p99 <<<"${h[bind_other_ms]}"
+    row "Bind, another group's write hung" "$label" "$med" ms "p99 $p99 ms, $hung_runs runs" "<= 100 ms" \
+        "$(verdict "$p99" 100)"
+    read -r med p99 <<<"${h[gmo_ms]}"
+    row "GetManagedObjects, write hung" "$label" "$med" ms "p99 $p99 ms, $hung_runs runs" "<= 100 ms" \
+        "$(verdict "$p99" 100)"
+done
 
 echo "vfiod benchmarks, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)$( ((smoke)) && echo ", SMOKE (correctness only)")"
 printf '%-32s %7s %11s %-3s  %-36s %-12s %s\n' measure funcs median "" comparison goal verdict

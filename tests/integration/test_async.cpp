@@ -23,6 +23,7 @@
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
+#include "loop_daemon.hpp"
 #include "scenarios.hpp"
 #include "scripted_events.hpp"
 #include "service/authorization.hpp"
@@ -50,52 +51,6 @@ std::string slurp(const std::string& path) {
 }
 
 long ms(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
-
-// vfiod as main.cpp wires it, on the fake kernel, with its loop on a thread of its own.
-class Daemon {
-public:
-    explicit Daemon(FakeKernel& kernel, PciEventSource* events = nullptr)
-        : service_(kernel, {}), events_(events) {
-        bus_ = sdbus::createSystemBusConnection();
-        auth_ = std::make_unique<Authorizer>(*bus_);
-        objects_ = std::make_unique<DbusObjects>(*bus_, service_, *auth_, log_);
-        service_.set_on_change([this](const Inventory& inv) { objects_->publish(inv); });
-        service_.set_workers(&workers_);
-    }
-    bool start() {
-        if (!service_.start())
-            return false;
-        objects_->publish(service_.inventory());
-        bus_->requestName("org.vfiod1");
-        service_.when_idle([this] { ready_ = true; });  // main.cpp's READY=1
-        hooks_.work_fd = workers_.fd();
-        hooks_.work_ready = [this] { workers_.dispatch(); };
-        hooks_.after_dispatch = [this] { auth_->tidy(); };
-        loop_ = std::thread([this] { run_event_loop(*bus_, service_, events_, hooks_); });
-        return true;
-    }
-    ~Daemon() {
-        if (loop_.joinable()) {
-            kill(getpid(), SIGTERM);  // blocked in every thread: only the loop's signalfd reads it
-            loop_.join();
-        }
-    }
-    Service& service() { return service_; }
-    bool ready() const { return ready_; }
-
-private:
-    Service service_;
-    PciEventSource* events_;
-    std::atomic<bool> ready_{false};
-    std::unique_ptr<sdbus::IConnection> bus_;
-    std::unique_ptr<Authorizer> auth_;
-    CallLog log_;
-    std::unique_ptr<DbusObjects> objects_;
-    LoopHooks hooks_;
-    // Last but the thread: waits for the jobs still running before the service goes.
-    Workers workers_;
-    std::thread loop_;
-};
 
 struct Reply {
     std::string error;  // "" on success
