@@ -15,6 +15,7 @@
 #include "service/dbus_objects.hpp"
 #include "service/event_loop.hpp"
 #include "service/logging.hpp"
+#include "service/loop.hpp"
 #include "service/service.hpp"
 #include "service/udev_match.hpp"
 #include "service/udev_monitor.hpp"
@@ -135,13 +136,9 @@ int main(int argc, char** argv) {
         }
     }
 
-    std::unique_ptr<sdbus::IConnection> bus;
-    try {
-        bus = sdbus::createSystemBusConnection();
-    } catch (const sdbus::Error& e) {
-        spdlog::critical("cannot connect to the system bus: {}", e.getMessage());
+    std::unique_ptr<sdbus::IConnection> bus = vfiod::connect_system_bus();
+    if (!bus)
         return 1;
-    }
 
     vfiod::Service service(fs, opts.service);
     vfiod::Authorizer auth(*bus);

@@ -1,5 +1,6 @@
-// The daemon's one event loop: the bus fd, the udev monitor fd, a signalfd and a coalescing
-// timerfd share a single poll(2). Idle means blocked in poll: no timers, no log lines.
+// The daemon's one event loop, a Loop (service/loop.hpp): the bus, the udev monitor, a signalfd,
+// the workers' completions and the udev coalescing timer share a single poll(2). Idle means
+// blocked in poll: no timers, no log lines.
 #pragma once
 
 #include <chrono>
