@@ -1,12 +1,11 @@
 // vfiod-device-plugin: the kubelet device plugin fed by vfiod's D-Bus inventory (DESIGN §9).
-// One thread runs the loop below (D-Bus, inotify on the kubelet directory and /dev/vfio, signals);
-// gRPC serves the kubelet from its own threads out of the shared snapshot.
+// One thread runs a Loop (service/loop.hpp, the daemon's too): D-Bus, inotify on the kubelet
+// directory and /dev/vfio, signals, registration retries. gRPC serves the kubelet from its own
+// threads out of the shared snapshot, and hands Register's outcome back through the mailbox.
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +26,7 @@
 #include "model.hpp"
 #include "server.hpp"
 #include "service/logging.hpp"
+#include "service/loop.hpp"
 
 namespace {
 
@@ -105,35 +105,56 @@ bool file_exists(const std::string& path) {
 
 class Plugin {
 public:
-    Plugin(const Options& o, sdbus::IConnection& bus)
-        : opts_(o), bus_(bus), host_(o.root), endpoints_{o.kubelet_dir, o.pod_resources} {}
+    Plugin(const Options& o, sdbus::IConnection& bus, Loop& loop)
+        : opts_(o),
+          bus_(bus),
+          loop_(loop),
+          host_(o.root),
+          endpoints_{o.kubelet_dir, o.pod_resources} {}
 
     int run();
 
 private:
+    // A resource not registered with the current kubelet yet.
+    struct Pending {
+        std::uint64_t attempt_id = 0;  // the Register in flight; 0 when none is
+        int tries = 0;                 // failed for want of a listener, in a row
+        Loop::TimerId retry = 0;       // the next try, when one is scheduled
+    };
+
     void resync();
     void rebuild();
     void reconcile(const Snapshot& before, const Snapshot& after);
     void check_sockets(bool kubelet_restarted);
     void register_all_pending();
+    void need_registration(const std::string& name);
+    void try_register(const std::string& name);
+    void registered(const std::string& name, std::uint64_t attempt, const RegisterOutcome& out);
     void watch_vfio_dir();
     void handle_inotify();
 
     const Options& opts_;
     sdbus::IConnection& bus_;
+    Loop& loop_;
     HostFs host_;
     Endpoints endpoints_;
     SnapshotStore store_;
     client::DaemonView view_;
     bool have_view_ = false;
     std::map<std::string, std::unique_ptr<ResourceServer>> servers_;
-    std::set<std::string> unregistered_;
+    std::map<std::string, Pending> unregistered_;
+    std::uint64_t attempts_ = 0;
     bool said_waiting_ = false;
 
     Fd inotify_;
     int wd_kubelet_ = -1, wd_vfio_ = -1, wd_dev_ = -1;
     bool dirty_ = true, health_dirty_ = false;
 };
+
+// kubelet.sock exists before the kubelet listens on it: retry a refused connection after 50 ms,
+// doubling, for about 3 s in all; after that only a new kubelet.sock starts again.
+constexpr auto kFirstRetry = std::chrono::milliseconds(50);
+constexpr int kMaxTries = 7;
 
 void Plugin::watch_vfio_dir() {
     if (wd_vfio_ >= 0)
@@ -178,7 +199,10 @@ void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
         }
         spdlog::info("{}: no longer published by vfiod; endpoint stopped", it->first);
         it->second->stop();
-        unregistered_.erase(it->first);
+        if (auto p = unregistered_.find(it->first); p != unregistered_.end()) {
+            loop_.cancel(p->second.retry);
+            unregistered_.erase(p);
+        }
         it = servers_.erase(it);
     }
     for (const auto& [name, devices] : after.resources) {
@@ -199,11 +223,18 @@ void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
         }
         spdlog::info("{}: serving on {}", name, server->socket_path());
         servers_[name] = std::move(server);
-        unregistered_.insert(name);
+        need_registration(name);
     }
     for (auto& [name, s] : servers_)
         s->publish();
     register_all_pending();
+}
+
+// A resource to register (again): a fresh start, whatever was in flight or scheduled.
+void Plugin::need_registration(const std::string& name) {
+    auto& p = unregistered_[name];
+    loop_.cancel(p.retry);
+    p = Pending{};
 }
 
 void Plugin::register_all_pending() {
@@ -216,20 +247,52 @@ void Plugin::register_all_pending() {
         return;
     }
     said_waiting_ = false;
-    for (auto it = unregistered_.begin(); it != unregistered_.end();) {
-        auto s = servers_.find(*it);
-        std::string err;
-        if (s == servers_.end()) {
-            it = unregistered_.erase(it);
-        } else if (s->second->register_with_kubelet(&err)) {
-            spdlog::info("{}: registered with the kubelet", *it);
-            it = unregistered_.erase(it);
-        } else {
-            // Tried again when the kubelet (re)creates its socket.
-            spdlog::error("{}", err);
-            ++it;
-        }
+    for (auto& [name, p] : unregistered_)
+        if (!p.attempt_id && !p.retry && p.tries < kMaxTries)
+            try_register(name);
+}
+
+void Plugin::try_register(const std::string& name) {
+    auto s = servers_.find(name);
+    if (s == servers_.end()) {
+        unregistered_.erase(name);
+        return;
     }
+    auto& p = unregistered_[name];
+    p.retry = 0;
+    p.attempt_id = ++attempts_;
+    s->second->register_with_kubelet(
+        [mailbox = loop_.mailbox(), this, name, id = p.attempt_id](const RegisterOutcome& out) {
+            mailbox->post([this, name, id, out] { registered(name, id, out); });
+        });
+}
+
+void Plugin::registered(const std::string& name, std::uint64_t attempt,
+                        const RegisterOutcome& out) {
+    auto it = unregistered_.find(name);
+    if (it == unregistered_.end() || it->second.attempt_id != attempt)
+        return;  // superseded: the resource went, or the kubelet restarted meanwhile
+    Pending& p = it->second;
+    p.attempt_id = 0;
+    if (out.ok) {
+        spdlog::info("{}: registered with the kubelet", name);
+        unregistered_.erase(it);
+        return;
+    }
+    if (out.unreachable && ++p.tries < kMaxTries) {
+        spdlog::debug("{}; trying again", out.error);
+        p.retry = loop_.after(kFirstRetry * (1 << (p.tries - 1)), [this, name] {
+            if (file_exists(opts_.kubelet_dir + "/kubelet.sock"))
+                try_register(name);
+            else
+                unregistered_[name].retry = 0;  // register_all_pending() on its return
+        });
+        return;
+    }
+    // A refusal, or nobody listening for seconds: tried again when the kubelet (re)creates its
+    // socket.
+    p.tries = kMaxTries;
+    spdlog::error("{}", out.error);
 }
 
 // The kubelet removes every plugin socket when it starts, then creates kubelet.sock: serve again
@@ -246,7 +309,7 @@ void Plugin::check_sockets(bool kubelet_restarted) {
                 continue;
             }
         }
-        unregistered_.insert(name);
+        need_registration(name);
     }
     if (kubelet_restarted)
         spdlog::info("kubelet.sock (re)created: registering again");
@@ -282,14 +345,9 @@ void Plugin::handle_inotify() {
 }
 
 int Plugin::run() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    Fd sig(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
     inotify_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-    if (sig.get() < 0 || inotify_.get() < 0) {
-        spdlog::critical("cannot create signalfd/inotify: {}", std::strerror(errno));
+    if (inotify_.get() < 0) {
+        spdlog::critical("cannot create an inotify instance: {}", std::strerror(errno));
         return 1;
     }
     wd_kubelet_ = inotify_add_watch(inotify_.get(), opts_.kubelet_dir.c_str(),
@@ -312,48 +370,24 @@ int Plugin::run() {
     if (!client::daemon_running())
         spdlog::info("vfiod is not running; waiting for org.vfiod1 on the system bus");
 
-    for (;;) {
-        sdbus::IConnection::PollData bus_poll;
-        try {
-            while (bus_.processPendingRequest()) {
-            }
-            if (dirty_) {
-                dirty_ = health_dirty_ = false;
-                resync();
-                continue;  // the calls above may have queued signals
-            }
-            if (health_dirty_) {
-                health_dirty_ = false;
-                rebuild();
-            }
-            bus_poll = bus_.getEventLoopPollData();
-        } catch (const sdbus::Error& e) {
-            spdlog::critical("system bus connection lost: {}", e.getMessage());
-            return 1;
+    loop_.watch(inotify_.get(), [this] { handle_inotify(); });
+    // Outside the bus callbacks, which only mark what changed: the re-read calls vfiod.
+    loop_.after_dispatch([this] {
+        if (dirty_) {
+            dirty_ = health_dirty_ = false;
+            resync();
+        } else if (health_dirty_) {
+            health_dirty_ = false;
+            rebuild();
         }
-        pollfd fds[3] = {
-            {bus_poll.fd, bus_poll.events, 0},
-            {sig.get(), POLLIN, 0},
-            {inotify_.get(), POLLIN, 0},
-        };
-        if (poll(fds, 3, bus_poll.getPollTimeout()) < 0) {
-            if (errno == EINTR)
-                continue;
-            spdlog::critical("poll: {}", std::strerror(errno));
-            return 1;
-        }
-        if (fds[1].revents & POLLIN) {
-            signalfd_siginfo si;
-            if (read(sig.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-                spdlog::info("signal {}: sending empty lists and stopping", si.ssi_signo);
-                for (auto& [name, s] : servers_)
-                    s->stop();
-                return 0;
-            }
-        }
-        if (fds[2].revents & POLLIN)
-            handle_inotify();
-    }
+    });
+    loop_.on_signal([this](int signo) {
+        spdlog::info("signal {}: sending empty lists and stopping", signo);
+        for (auto& [name, s] : servers_)
+            s->stop();
+        loop_.quit(0);
+    });
+    return loop_.run();
 }
 
 // One plugin per kubelet directory: a second one would take over the first one's sockets.
@@ -381,25 +415,19 @@ int main(int argc, char** argv) {
         return r - 1;
     vfiod::setup_logging(opts.verbose, "vfiod-device-plugin");
     // Before gRPC starts its threads, so they inherit the mask and signalfd sees the signals.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    sigset_t signals = signal_set({SIGTERM, SIGINT});
+    block_signals(signals);
     signal(SIGPIPE, SIG_IGN);
 
     Fd lock;
     if (!lock_instance(opts.kubelet_dir, &lock))
         return 1;
-    std::unique_ptr<sdbus::IConnection> bus;
-    try {
-        bus = sdbus::createSystemBusConnection();
-    } catch (const sdbus::Error& e) {
-        spdlog::critical("cannot connect to the system bus: {}", e.getMessage());
+    std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
+    if (!bus)
         return 1;
-    }
     spdlog::info("vfiod-device-plugin {} starting: kubelet directory {}, root {}", VFIOD_VERSION,
                  opts.kubelet_dir, opts.root);
-    Plugin plugin(opts, *bus);
+    Loop loop(*bus, signals);
+    Plugin plugin(opts, *bus, loop);
     return plugin.run();
 }

@@ -3,6 +3,7 @@
 // the kubelet, and the PodResources query that keeps IOMMU groups whole.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -35,6 +36,14 @@ struct Endpoints {
 
 class PluginService;
 
+struct RegisterOutcome {
+    bool ok = false;
+    // Nobody listens on kubelet.sock (yet): kubelet.sock appears at bind(), a moment before the
+    // kubelet listens, so this is worth another try. Any other failure is the kubelet's refusal.
+    bool unreachable = false;
+    std::string error;  // ready for the log
+};
+
 class ResourceServer {
 public:
     ResourceServer(std::string resource, const Endpoints& endpoints, const SnapshotStore& store,
@@ -49,8 +58,9 @@ public:
     // Listens on the socket (replacing a stale file of ours). False with *err when it cannot.
     bool serve(std::string* err);
     bool serving() const { return server_ != nullptr; }
-    // Register with the kubelet; false with *err (the kubelet's refusal or why it is unreachable).
-    bool register_with_kubelet(std::string* err);
+    // Registers with the kubelet without waiting for it: `done` runs later, on a gRPC thread,
+    // with the outcome. The call holds nothing of this object, which may be gone by then.
+    void register_with_kubelet(std::function<void(const RegisterOutcome&)> done);
     // Sends the resource's current list to every open ListAndWatch stream if it changed.
     void publish();
     // Last list empty, streams closed, server down, socket removed.

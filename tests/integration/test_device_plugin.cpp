@@ -3,7 +3,12 @@
 // and a fake kubelet speaking the device plugin protocol over real unix sockets.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -267,6 +272,48 @@ TEST_F(DevicePluginTest, WaitsForTheKubeletAndSurvivesARefusal) {
     kubelet->refuse_registrations("");
     ASSERT_TRUE(kubelet->restart());
     EXPECT_TRUE(listed({kGpu, kNic, kNvme}, 2s));
+}
+
+// kubelet.sock exists but nobody listens on it (a kubelet between bind() and listen(), or one
+// that died): Register is tried again from the loop's timer, never waited for, so the loop keeps
+// serving meanwhile; after about 3 s it gives up with one error per resource, and a kubelet that
+// then starts gets every registration.
+TEST_F(DevicePluginTest, RetriesAKubeletThatDoesNotListenWithoutBlocking) {
+    start_fake_vfiod();
+    std::string sock = kubelet_dir + "/kubelet.sock";
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+    int dead = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(bind(dead, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);  // no listen()
+    start_plugin();
+    auto log_count = [&](const std::string& needle) {
+        std::string log = slurp(work + "/plugin.log");
+        size_t n = 0;
+        for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
+            ++n;
+        return n;
+    };
+    ASSERT_TRUE(eventually([&] { return log_count("trying again") >= 3; }, 5s));
+    const std::string gave_up = "error kubelet (";
+    EXPECT_EQ(log_count(gave_up), 0u);  // still trying
+    // The loop is not inside a Register: vfiod's change is taken at once.
+    auto t0 = Clock::now();
+    ASSERT_TRUE(client::call_group_method("Release", "0000:03:00.0").ok());
+    EXPECT_TRUE(eventually([&] {
+        return log_count("0000:03:00.0 (IOMMU group 15) Unhealthy") == 1;
+    }, 1s));
+    EXPECT_LT(Clock::now() - t0, 1s);
+    // Given up: one error per resource, and no more tries.
+    ASSERT_TRUE(eventually([&] { return log_count(gave_up) == 3; }, 6s));
+    size_t tries = log_count("trying again");
+    std::this_thread::sleep_for(500ms);
+    EXPECT_EQ(log_count("trying again"), tries);
+    EXPECT_EQ(log_count(gave_up), 3u);
+    close(dead);
+    ASSERT_TRUE(kubelet->start());  // replaces the dead socket
+    EXPECT_TRUE(listed({kGpu, kNic, kNvme}, 2s));
+    EXPECT_EQ(health(kNic, "0000:03:00.0"), "Unhealthy");
 }
 
 TEST_F(DevicePluginTest, ReloadAddsAndRemovesResources) {
