@@ -3,10 +3,10 @@
 # verbs, each verb's options, directories for --root, files for --config and check-config, and
 # for bind/release the allowlisted functions of a running vfiod (on a private bus), or the PCI
 # functions in sysfs when vfiod is not running - without starting it by D-Bus activation.
-# Usage: completion_test.sh VFIOCTL VFIOD MKFIXTURE COMPLETION
+# Usage: completion_test.sh VFIOCTL VFIOD MKFIXTURE COMPLETION POLICY_CONF
 set -u
 
-VFIOCTL=$1 VFIOD=$2 MKFIXTURE=$3 COMPLETION=$4
+VFIOCTL=$1 VFIOD=$2 MKFIXTURE=$3 COMPLETION=$4 POLICY=$5
 for f in /usr/share/bash-completion/bash_completion "$COMPLETION"; do
     [ -r "$f" ] || { echo "not ok - $f is readable (apt-get install bash-completion)"; exit 1; }
 done
@@ -86,26 +86,9 @@ cat >"$WORK/services/org.vfiod1.service" <<EOF
 Name=org.vfiod1
 Exec=/bin/sh -c 'touch $WORK/activated; sleep 30'
 EOF
-cat >"$WORK/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <listen>unix:path=$WORK/bus</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>$WORK/services</servicedir>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
-: > "$WORK/bus.addr"  # printed once the bus listens (the socket file exists a moment before)
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --nopidfile --print-address=3 \
-    3>"$WORK/bus.addr" >"$WORK/bus.log" 2>&1 &
-BUS_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/bus.addr" ] && break; sleep 0.1; done
-export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
+own_rule=
+[ "$(id -u)" -ne 0 ] && own_rule="<allow own=\"org.vfiod1\"/>"  # a developer not running as root
+start_private_bus "$POLICY" "$own_rule" "$WORK/services"
 activatable=$(busctl --system list --activatable --no-legend 2>&1 | awk '{print $1}' | paste -sd" ")
 check_contains "org.vfiod1 is activatable on the test bus" "org.vfiod1" "$activatable"
 

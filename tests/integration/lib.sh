@@ -1,7 +1,7 @@
 # Shared by the D-Bus integration tests: a work directory every uid can reach, TAP-style
 # check helpers, cleanup of what the test started, and a private system bus that applies the
 # system bus's default policy plus the policy file under test.
-# Source it, then call it_setup PREFIX and start_private_bus POLICY [EXTRA_RULES].
+# Source it, then call it_setup PREFIX and start_private_bus POLICY [EXTRA_RULES] [SERVICEDIR].
 
 # Every uid must reach the socket: the unprivileged checks connect as uid 65534.
 it_setup() {
@@ -33,7 +33,9 @@ check_contains() {
     case "$3" in *"$2"*) pass "$1" ;; *) fail "$1" "'$2' not in: $3" ;; esac
 }
 
-# start_private_bus POLICY [EXTRA_RULES]: dbus-daemon on $WORK/bus, DBUS_SYSTEM_BUS_ADDRESS set.
+# start_private_bus POLICY [EXTRA_RULES] [SERVICEDIR]: dbus-daemon on $WORK/bus,
+# DBUS_SYSTEM_BUS_ADDRESS set. SERVICEDIR holds .service files the bus may activate (tests that
+# prove nothing activates vfiod put a marker-writing org.vfiod1.service there).
 start_private_bus() {
     cat > "$WORK/bus.conf" <<CONF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -42,6 +44,7 @@ start_private_bus() {
   <type>system</type>
   <listen>unix:path=$WORK/bus</listen>
   <auth>EXTERNAL</auth>
+  ${3:+<servicedir>$3</servicedir>}
   <policy context="default">
     <allow user="*"/>
     <deny own="*"/>

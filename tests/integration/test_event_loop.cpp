@@ -22,7 +22,7 @@
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
-#include "unix_socket.hpp"
+#include "private_bus.hpp"
 #include "scenarios.hpp"
 #include "scripted_events.hpp"
 #include "service/authorization.hpp"
@@ -38,40 +38,6 @@ namespace {
 using namespace std::chrono_literals;
 
 const char* kGpu = "0000:01:00.0";
-
-// A dbus-daemon of our own (session policy: anyone may own any name) on a socket in `dir`.
-class PrivateBus {
-public:
-    explicit PrivateBus(const std::string& dir) : socket_(dir + "/bus") {
-        std::string listen = "--address=unix:path=" + socket_;
-        pid_ = fork();
-        if (pid_ == 0) {
-            // Dies with the test, even when the test dies of an abort; and the test blocks the
-            // loop's signals, which the bus must not inherit.
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            sigset_t none;
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, nullptr);
-            execlp("dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
-                   listen.c_str(), static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        for (int i = 0; i < 500 && pid_ > 0 && !accepts_connections(socket_); ++i)
-            std::this_thread::sleep_for(10ms);
-    }
-    ~PrivateBus() {
-        if (pid_ > 0) {
-            kill(pid_, SIGTERM);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    bool up() const { return pid_ > 0 && accepts_connections(socket_); }
-    std::string address() const { return "unix:path=" + socket_; }
-
-private:
-    std::string socket_;
-    pid_t pid_ = -1;
-};
 
 bool eventually(const std::function<bool()>& f) {
     for (auto end = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < end;

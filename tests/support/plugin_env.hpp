@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "unix_socket.hpp"
+#include "private_bus.hpp"
 
 extern char** environ;
 
@@ -108,7 +108,7 @@ inline bool eventually(const std::function<bool()>& f, std::chrono::milliseconds
 // directory would start a marker script, not vfiod, if anything asked for org.vfiod1.
 struct PluginEnv {
     std::string work, kubelet_dir;
-    Proc bus;
+    PrivateBus bus;
 
     // False when the bus did not come up.
     bool start_bus() {
@@ -119,31 +119,13 @@ struct PluginEnv {
         fs::create_directories(kubelet_dir);
         spit(work + "/activated.sh", "#!/bin/sh\ntouch " + work + "/activated\n");
         fs::permissions(work + "/activated.sh", fs::perms(0755));
-        fs::create_directories(work + "/services");
         // If anything asked the bus to start org.vfiod1, this marker appears.
+        fs::create_directories(work + "/services");
         spit(work + "/services/org.vfiod1.service",
              "[D-BUS Service]\nName=org.vfiod1\nExec=" + work + "/activated.sh\n");
-        spit(work + "/bus.conf", R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=)" + work + R"(/bus</listen>
-  <auth>EXTERNAL</auth>
-  <servicedir>)" + work + R"(/services</servicedir>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-  </policy>
-</busconfig>
-)");
-        bus = Proc({"/usr/bin/dbus-daemon", "--config-file=" + work + "/bus.conf", "--nofork",
-                    "--nopidfile"},
-                   work + "/bus.log");
-        if (!eventually([&] { return accepts_connections(work + "/bus"); }, 5s))
+        if (!bus.start(work))
             return false;
-        setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + work + "/bus").c_str(), 1);
+        setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address().c_str(), 1);
         return true;
     }
     bool activated() const { return fs::exists(work + "/activated"); }
