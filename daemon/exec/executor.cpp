@@ -384,18 +384,45 @@ std::string Executor::store(const JournalEntry& entry) {
     return err ? "journal " + journal_->entry_path(entry.group) + ": " + error_text(err) : "";
 }
 
+namespace {
+
+bool finished(const JournalEntry& e) {
+    return e.phase == JournalEntry::Phase::Done || e.phase == JournalEntry::Phase::RolledBack;
+}
+
+}  // namespace
+
 std::vector<GroupOutcome> Executor::reconcile() {
     std::vector<GroupOutcome> outs;
-    if (!journal_)
-        return outs;
     std::vector<std::string> errors;
-    for (auto& e : journal_->load_all(&errors))
-        if (e.phase != JournalEntry::Phase::Done && e.phase != JournalEntry::Phase::RolledBack)
-            outs.push_back(reconcile_entry(e));
+    for (const auto& [g, fns] : unfinished(&errors))
+        if (auto o = reconcile(g))
+            outs.push_back(std::move(*o));
     for (const auto& err : errors)
         outs.push_back(outcome(std::nullopt, Outcome::Failed, Reason::None,
                                "unreadable journal entry left alone: " + err));
     return outs;
+}
+
+std::map<unsigned, std::vector<PciAddress>> Executor::unfinished(
+    std::vector<std::string>* errors) const {
+    std::map<unsigned, std::vector<PciAddress>> out;
+    if (!journal_)
+        return out;
+    for (const auto& e : journal_->load_all(errors))
+        if (!finished(e)) {
+            auto& fns = out[e.group];
+            for (const auto& f : e.functions)
+                fns.push_back(f.address);
+        }
+    return out;
+}
+
+std::optional<GroupOutcome> Executor::reconcile(unsigned group) {
+    std::optional<JournalEntry> e = journal_ ? journal_->load(group) : std::nullopt;
+    if (!e || finished(*e))
+        return std::nullopt;
+    return reconcile_entry(*e);
 }
 
 // One unfinished entry: a bind that completed is finished, any other bind rolled back; a

@@ -54,6 +54,10 @@ public:
     // On start: finish (if complete) or roll back every journal entry a crash or a blocked
     // write left unfinished. One outcome per entry it touched.
     std::vector<GroupOutcome> reconcile();
+    // The same a group at a time, so each can run off the daemon's loop: the unfinished
+    // entries (group -> the functions they name; unreadable ones in *errors), and one group's.
+    std::map<unsigned, std::vector<PciAddress>> unfinished(std::vector<std::string>* errors) const;
+    std::optional<GroupOutcome> reconcile(unsigned group);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
     bool released(unsigned group) const;

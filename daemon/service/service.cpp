@@ -100,6 +100,15 @@ bool Service::start() {
     for (const auto& g : plan_.groups)
         if (g.group)
             all.insert(*g.group);
+    std::map<unsigned, std::vector<PciAddress>> interrupted;
+    interrupted.swap(interrupted_);
+    for (auto& [g, fns] : interrupted) {
+        running_.erase(g);  // the operation fences them from here
+        all.insert(g);      // decided once it is done, whatever the fenced read made of it
+        Request finish_first;
+        finish_first.kind = Request::Kind::Reconcile;
+        enqueue(g, std::move(finish_first));
+    }
     decide(all, false);
     if (!plan_.iommu && !plan_.groups.empty())
         spdlog::warn("the IOMMU is disabled: {} allowlisted function(s) cannot be passed through",
@@ -297,17 +306,28 @@ void Service::make_executor() {
                                            std::chrono::seconds(config_.write_timeout));
 }
 
+// What a crash or a blocked write left unfinished: each group's entry is finished or rolled back
+// by an operation in that group's queue, before its decision, off the loop. A previous run's
+// write may still be blocked in the kernel (its process cannot exit until it returns): then
+// reading those functions would block too, so the loop does not read them until it is done.
 void Service::reconcile() {
-    for (const auto& o : executor_->reconcile()) {
-        std::string g = o.group ? std::to_string(*o.group) : "?";
-        if (published_state(o.state) == GroupState::Failed)
-            spdlog::error("group {}: unfinished operation from the last run: {} {}: {}", g,
-                          to_string(o.state), to_string(o.reason), o.message);
-        else
-            spdlog::warn("group {}: unfinished operation from the last run: {}{}{}", g,
-                         to_string(o.state), o.message.empty() ? "" : ": ", o.message);
-        wrote_ = true;
-    }
+    std::vector<std::string> errors;
+    interrupted_ = executor_->unfinished(&errors);
+    for (const auto& err : errors)
+        spdlog::error("unreadable journal entry left alone: {}", err);
+    for (const auto& [g, fns] : interrupted_)
+        running_[g].insert(fns.begin(), fns.end());
+    refresh_fences();
+}
+
+void Service::log_interrupted(const GroupOutcome& o) {
+    std::string g = o.group ? std::to_string(*o.group) : "?";
+    if (published_state(o.state) == GroupState::Failed)
+        spdlog::error("group {}: unfinished operation from the last run: {} {}: {}", g,
+                      to_string(o.state), to_string(o.reason), o.message);
+    else
+        spdlog::warn("group {}: unfinished operation from the last run: {}{}{}", g,
+                     to_string(o.state), o.message.empty() ? "" : ": ", o.message);
 }
 
 // The udev rule set driver_override on an `early` function before its group could be judged;
@@ -581,6 +601,10 @@ Service::Prepared Service::prepare_release(std::string_view address) {
 }
 
 GroupOutcome Service::run_writes(const Prepared& p) {
+    if (p.reconciling) {
+        auto o = executor_->reconcile(p.group);
+        return o ? *o : GroupOutcome{p.group, Outcome::RolledBack, Reason::None, "", {}};
+    }
     for (const auto& [fn, writes] : p.cleanup) {
         for (const auto& w : writes)
             if (int err = executor_->write(fn, w.path, w.value)) {
@@ -594,6 +618,13 @@ GroupOutcome Service::run_writes(const Prepared& p) {
 }
 
 OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
+    if (p.reconciling) {
+        if (!o.message.empty())  // empty: the entry was finished already
+            log_interrupted(o);
+        reread();
+        publish();
+        return {};
+    }
     Status st = p.after ? *p.after : from_outcome(o);
     // First, so the state-change line names the drivers the functions went to.
     reread();
@@ -681,9 +712,16 @@ Service::Prepared Service::prepare(const Request& r, unsigned g) {
     switch (r.kind) {
     case Request::Kind::Bind: return prepare_bind(r.address);
     case Request::Kind::Release: return prepare_release(r.address);
-    case Request::Kind::Decide: break;
+    case Request::Kind::Reconcile: break;
+    case Request::Kind::Decide: return prepare_decide(g, r.from_events);
     }
-    return prepare_decide(g, r.from_events);
+    Prepared p;
+    p.group = g;
+    p.reconciling = true;
+    if (auto entry = journal_->load(g))
+        for (const auto& f : entry->functions)
+            p.functions.push_back(f.address);
+    return p;
 }
 
 void Service::start_next(unsigned g) {
@@ -696,9 +734,10 @@ void Service::start_next(unsigned g) {
         }
         refresh_fences();
         Request& r = it->second.front();
-        const char* what = r.kind == Request::Kind::Bind      ? "Bind"
-                           : r.kind == Request::Kind::Release ? "Release"
-                                                               : "deciding a group";
+        const char* what = r.kind == Request::Kind::Bind        ? "Bind"
+                           : r.kind == Request::Kind::Release   ? "Release"
+                           : r.kind == Request::Kind::Reconcile ? "finishing the last run's operation"
+                                                                 : "deciding a group";
         Prepared p;
         OpResult failed = guarded(what, [&] {
             p = prepare(r, g);
@@ -717,6 +756,7 @@ void Service::start_next(unsigned g) {
         auto& fenced = running_[g];
         for (const auto& d : p.plan.devices)
             fenced.insert(d.address);
+        fenced.insert(p.functions.begin(), p.functions.end());
         refresh_fences();
         auto prepared = std::make_shared<Prepared>(std::move(p));
         auto outcome = std::make_shared<GroupOutcome>();
@@ -734,9 +774,11 @@ void Service::start_next(unsigned g) {
 void Service::finish(unsigned g, const Prepared& p, const GroupOutcome& o) {
     running_.erase(g);
     refresh_fences();  // a function whose write is stuck stays fenced
-    OpResult res = guarded(p.releasing ? "Release" : p.trigger == Trigger::Operator ? "Bind"
-                                                                                    : "deciding a group",
-                           [&] { return complete(p, o); });
+    const char* what = p.releasing                       ? "Release"
+                       : p.reconciling                   ? "finishing the last run's operation"
+                       : p.trigger == Trigger::Operator ? "Bind"
+                                                         : "deciding a group";
+    OpResult res = guarded(what, [&] { return complete(p, o); });
     auto it = queues_.find(g);
     if (it != queues_.end() && !it->second.empty()) {
         Reply reply = std::move(it->second.front().reply);

@@ -117,9 +117,13 @@ private:
         // status is then `after`, whatever the writes did.
         std::vector<std::pair<PciAddress, std::vector<Write>>> cleanup;
         std::optional<Status> after;
+        // Finishing or rolling back what the last run left unfinished (the journal names the
+        // functions); the group's decision follows in its queue.
+        bool reconciling = false;
+        std::vector<PciAddress> functions;
     };
     struct Request {
-        enum class Kind { Bind, Release, Decide };
+        enum class Kind { Bind, Release, Decide, Reconcile };
         Kind kind = Kind::Bind;
         std::string address;       // Bind, Release
         Reply reply;               // Bind, Release
@@ -143,6 +147,7 @@ private:
     std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
     void make_executor();
     void reconcile();
+    void log_interrupted(const GroupOutcome& o);
     OpResult refusal(const GroupPlan& gp) const;
     void set_status(unsigned group, Status s);
     void forget_group(unsigned group);
@@ -175,6 +180,7 @@ private:
     std::vector<Reply> reloads_;  // waiting for the operations in flight
     std::deque<Request> held_;    // arrived while a reload waits
     std::vector<std::function<void()>> idle_waiters_;
+    std::map<unsigned, std::vector<PciAddress>> interrupted_;  // start(): to reconcile, per group
 };
 
 }  // namespace vfiod

@@ -77,10 +77,15 @@ Reply call(const std::string& method, const std::vector<std::string>& args = {})
     return r;
 }
 
+// A group's State, or the error (a group not published yet, a daemon between runs).
 std::string group_state(unsigned group) {
     auto conn = sdbus::createSystemBusConnection();
     auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1/group/" + std::to_string(group));
-    return proxy->getProperty("State").onInterface("org.vfiod1.Group").get<std::string>();
+    try {
+        return proxy->getProperty("State").onInterface("org.vfiod1.Group").get<std::string>();
+    } catch (const sdbus::Error& e) {
+        return e.getName();
+    }
 }
 
 // GetManagedObjects, a group's State and Plan(), `rounds` times over: the slowest answer.
@@ -330,6 +335,41 @@ TEST_F(AsyncTest, AnEarlyOverrideCleanUpThatHangsDelaysNothing) {
     EXPECT_EQ(group_state(16), "refused");
     EXPECT_EQ(kernel.read(dev + "/driver_override").value_or("?").rfind("(null)", 0), 0u);
     EXPECT_EQ(kernel.reads_blocked(), 0u);
+}
+
+TEST_F(AsyncTest, ARestartWhileADaemonBindHangsEndsConsistent) {
+    // The first vfiod's coldplug bind of the GPU hangs in the kernel and is left stuck; vfiod
+    // restarts with the write still blocked (the worst moment: its journal entry unfinished,
+    // the function's device lock held).
+    kernel.block_path(kGpuOverride);
+    {
+        Daemon first(kernel);
+        ASSERT_TRUE(first.start());
+        ASSERT_TRUE(hangs_now());
+        ASSERT_TRUE(eventually([] { return group_state(13) == "failed"; })) << group_state(13);
+    }
+    ASSERT_EQ(kernel.blocked_now(), 1u);
+    set_write_timeout(30);
+    Daemon second(kernel);
+    auto t0 = Clock::now();
+    ASSERT_TRUE(second.start());
+    EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the blocked function";
+    // Finishing the last run's entry waits on the kernel, off the loop: the bus is served.
+    ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << group_state(15);
+    EXPECT_LT(worst_read(15, "bound", 3), 500ms);
+    Reply released = call("Release", {kNic});
+    EXPECT_TRUE(released.error.empty()) << released.message;
+    EXPECT_LT(released.took, 500ms);
+    EXPECT_FALSE(second.ready());
+
+    // Once the write returns, the entry is rolled back and the group bound afresh.
+    kernel.unblock();
+    EXPECT_TRUE(eventually([] { return group_state(13) == "bound"; })) << group_state(13);
+    EXPECT_TRUE(eventually([&] { return second.ready(); }));
+    EXPECT_EQ(driver_of(kGpu), "vfio-pci");
+    EXPECT_EQ(driver_of("0000:01:00.1"), "vfio-pci");
+    std::string journal = slurp(tree.root() + "/run/vfiod/group-13");
+    EXPECT_NE(journal.find("done"), std::string::npos) << journal;
 }
 
 }  // namespace
