@@ -1,5 +1,6 @@
 // vfiod: binds allowlisted PCI devices' IOMMU groups to vfio-pci and publishes them on D-Bus.
 // Argument parsing and wiring only; the work is in daemon/service.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -169,20 +170,35 @@ int main(int argc, char** argv) {
         return 1;
     }
     // Ready once the coldplug binds have ended (bound, refused, failed or stuck), as a unit
-    // ordered after vfiod.service expects; the bus is served meanwhile.
-    service.when_idle([&] {
-        spdlog::info("vfiod {} ready: mode {}, root {}{}", VFIOD_VERSION,
+    // ordered after vfiod.service expects; the bus is served meanwhile. A write the last run
+    // left blocked in the kernel can hold its group's reconciliation for good: after a minute
+    // (systemd's start timeout is 90 s) vfiod says it is ready all the same.
+    bool ready = false;
+    auto ready_by = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    auto say_ready = [&](const std::string& note) {
+        if (ready)
+            return;
+        ready = true;
+        spdlog::info("vfiod {} ready: mode {}, root {}{}{}", VFIOD_VERSION,
                      vfiod::to_string(service.mode()), opts.root,
-                     monitor ? "" : " (no udev: re-read on Reload/SIGHUP)");
-        sd_notify(0, "READY=1\nSTATUS=running");
-    });
+                     monitor ? "" : " (no udev: re-read on Reload/SIGHUP)", note);
+        sd_notifyf(0, "READY=1\nSTATUS=running%s", note.c_str());
+    };
+    service.when_idle([&] { say_ready(""); });
     vfiod::LoopHooks hooks;
     hooks.work_fd = workers.fd();
     hooks.work_ready = [&] { workers.dispatch(); };
     hooks.after_dispatch = [&] {
         auth.tidy();
         call_log.flush();
+        if (!ready && std::chrono::steady_clock::now() >= ready_by)
+            say_ready("; a group still waits for a write blocked in the kernel");
     };
-    hooks.next_deadline = [&] { return call_log.next_deadline(); };
+    hooks.next_deadline = [&] {
+        auto log = call_log.next_deadline();
+        if (ready)
+            return log;
+        return std::optional(log ? std::min(*log, ready_by) : ready_by);
+    };
     return vfiod::run_event_loop(*bus, service, monitor.get(), hooks);
 }
