@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
 bool protected_by(const Config& config, const PciFunction& fn);
 
 Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
+
+// make_plan's entry for IOMMU group n alone, for a caller that keeps a plan up to date one group
+// at a time: nullopt when make_plan would have none. `claimants` are the functions whose
+// iommu_group link names n (in a consistent tree, exactly the group's members).
+std::optional<GroupPlan> plan_one_group(const Topology& topo, const HostUse& use,
+                                        const Config& config, unsigned n,
+                                        const std::set<PciAddress>& claimants);
 
 // The writes that move one function to `target`, skipping steps already satisfied (DESIGN §4).
 std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target);

@@ -241,6 +241,31 @@ Plan make_plan(const Topology& topo, const HostUse& use, const Config& config) {
     return plan;
 }
 
+std::optional<GroupPlan> plan_one_group(const Topology& topo, const HostUse& use,
+                                        const Config& config, unsigned n,
+                                        const std::set<PciAddress>& claimants) {
+    if (!topo.iommu_enabled || !topo.groups.count(n))
+        return std::nullopt;
+    std::map<PciAddress, const DeviceEntry*> allowlisted;
+    bool planned = false;
+    auto consider = [&](const PciAddress& a) {
+        const PciFunction* fn = topo.find(a);
+        if (!fn || fn->is_bridge())
+            return;
+        if (const DeviceEntry* e = governing_entry(config, *fn)) {
+            allowlisted.emplace(a, e);
+            planned = planned || fn->iommu_group == n;
+        }
+    };
+    for (const auto& a : claimants)
+        consider(a);
+    for (const auto& a : topo.groups.at(n))
+        consider(a);
+    if (!planned)
+        return std::nullopt;
+    return plan_group(topo, use, config, n, allowlisted);
+}
+
 GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
                        const std::map<PciAddress, std::string>& originals) {
     GroupPlan g;

@@ -35,6 +35,8 @@ struct PciFunction {
         uint32_t base_sub = class_code >> 8;
         return base_sub == 0x0604 || base_sub == 0x0609;
     }
+
+    bool operator==(const PciFunction&) const = default;
 };
 
 struct Topology {
@@ -47,6 +49,8 @@ struct Topology {
         auto it = functions.find(a);
         return it == functions.end() ? nullptr : &it->second;
     }
+
+    bool operator==(const Topology&) const = default;
 };
 
 // Why the host needs a function, one human-readable line per finding
@@ -56,6 +60,8 @@ struct HostUse {
     std::map<PciAddress, std::vector<std::string>> network;
     std::map<PciAddress, std::vector<std::string>> device;  // device nodes held open
     std::map<PciAddress, std::vector<std::string>> vfio;  // open by a user (release only)
+
+    bool operator==(const HostUse&) const = default;
 };
 
 }  // namespace vfiod

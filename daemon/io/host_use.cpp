@@ -142,7 +142,12 @@ std::vector<std::string> block_findings(const HostFs& fs, const std::string& nam
     return out;
 }
 
-void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings) {
+// Which owners a reading is for: every function, or those an event touched.
+using Wanted = const std::set<PciAddress>*;
+bool wanted(Wanted only, const PciAddress& a) { return !only || only->count(a); }
+
+void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings,
+                  Wanted only) {
     MountTables mounts = read_mount_tables(fs, warnings);
     BoundedWarnings odd(warnings, "block device warnings");
     for (const auto& name : fs.list("sys/class/block")) {
@@ -150,6 +155,7 @@ void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
         if (!dir)
             continue;
         auto owned_by = owners(fs, *dir);
+        std::erase_if(owned_by, [&](const PciAddress& a) { return !wanted(only, a); });
         if (owned_by.empty())
             continue;
         auto lines = block_findings(fs, name, *dir, mounts, odd);
@@ -201,7 +207,8 @@ std::vector<std::string> stack_above(const HostFs& fs, const std::string& name) 
     return order;
 }
 
-void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings) {
+void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings,
+                  Wanted only) {
     std::set<std::string> routed;
     if (auto text = read_host_file(fs, "proc/net/route", warnings))
         routed = parse_route_ifaces(*text);
@@ -217,7 +224,7 @@ void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
         if (!dir)
             continue;
         auto owner = nearest_function(*dir);
-        if (!owner)
+        if (!owner || !wanted(only, *owner))
             continue;
         std::vector<std::string> lines;
         const std::string shown_name = shown(name);
@@ -239,17 +246,59 @@ void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
 
 // Findings are keyed by address whatever the topology holds: a function the reader had to skip
 // is still one the host may depend on.
-HostUse read_host_use(const HostFs& fs, const Topology& topo,
-                      std::vector<std::string>* warnings) {
+namespace {
+
+HostUse read_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings,
+                 Wanted only) {
     HostUse use;
-    find_storage(fs, &use, warnings);
-    find_network(fs, &use, warnings);
+    find_storage(fs, &use, warnings, only);
+    find_network(fs, &use, warnings, only);
     find_netns_use(fs, topo, &use);
     // One walk of proc/*/fd serves both readers.
     auto open = scan_open_nodes(fs);
-    find_device_use(fs, read_device_nodes(fs), open, &use);
+    auto nodes = read_device_nodes(fs);
+    std::erase_if(nodes, [&](const DeviceNode& n) { return !wanted(only, n.owner); });
+    find_device_use(fs, nodes, open, &use);
     read_vfio_use(fs, topo, open, &use);
     return use;
+}
+
+}  // namespace
+
+HostUse read_host_use(const HostFs& fs, const Topology& topo,
+                      std::vector<std::string>* warnings) {
+    return read_use(fs, topo, warnings, nullptr);
+}
+
+HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings,
+                      const std::set<PciAddress>& only) {
+    // The per-function readers walk the topology they are given: give them only these functions
+    // and the groups they fill (a vfio group node open marks each member).
+    Topology sub;
+    sub.iommu_enabled = topo.iommu_enabled;
+    for (const auto& a : only)
+        if (const PciFunction* fn = topo.find(a)) {
+            sub.functions.emplace(a, *fn);
+            if (fn->iommu_group)
+                if (auto g = topo.groups.find(*fn->iommu_group); g != topo.groups.end())
+                    sub.groups.insert(*g);
+        }
+    for (auto& [g, members] : sub.groups)
+        std::erase_if(members, [&](const PciAddress& a) { return !only.count(a); });
+    return read_use(fs, sub, warnings, &only);
+}
+
+void merge_host_use(HostUse* into, HostUse fresh, const std::set<PciAddress>& only) {
+    auto merge = [&](std::map<PciAddress, std::vector<std::string>>& to,
+                     std::map<PciAddress, std::vector<std::string>>& from) {
+        for (const auto& a : only)
+            to.erase(a);
+        to.merge(from);
+    };
+    merge(into->storage, fresh.storage);
+    merge(into->network, fresh.network);
+    merge(into->device, fresh.device);
+    merge(into->vfio, fresh.vfio);
 }
 
 }  // namespace vfiod

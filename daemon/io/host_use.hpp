@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,5 +20,16 @@ std::optional<PciAddress> nearest_function(std::string_view devpath);
 // What the host uses, per PCI function. The planner looks up the functions of the groups it
 // decides. Missing proc files mean "no use found from that source", never an error.
 HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings);
+
+// The same findings for the functions in `only` alone (the members of the groups an event
+// touched), as read_host_use would report them for those functions. The host-wide tables (mounts,
+// swaps, routes, open fds) are read whole; per-function work (a vfio function's enable count, the
+// netns check, a class device's attributes) is done only for `only`, so the cost grows with the
+// host's disks, netdevs and processes but not with its PCI functions.
+HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings,
+                      const std::set<PciAddress>& only);
+
+// Replaces into's findings for the functions in `only` with fresh's.
+void merge_host_use(HostUse* into, HostUse fresh, const std::set<PciAddress>& only);
 
 }  // namespace vfiod

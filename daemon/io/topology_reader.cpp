@@ -174,10 +174,38 @@ std::optional<PciFunction> read_function(const HostFs& fs, const PciAddress& add
     return FunctionReader(fs, addr, warnings).read();
 }
 
+namespace {
+
+void read_drivers(const HostFs& fs, Topology* topo) {
+    topo->drivers.clear();
+    for (auto& name : fs.list(pci_paths::kDrivers))
+        topo->drivers.insert(std::move(name));
+}
+
+// A group's members from the group itself (see read_topology), sorted.
+std::vector<PciAddress> read_members(const HostFs& fs, const std::string& group,
+                                     BoundedWarnings& skipped) {
+    std::vector<PciAddress> members;
+    for (const auto& member : fs.list(std::string(pci_paths::kIommuGroups) + "/" + group + "/devices")) {
+        std::string err;
+        if (auto addr = PciAddress::parse(member, &err))
+            members.push_back(*addr);
+        else
+            skipped.add("skipping member of IOMMU group " + group + ": " + err);
+    }
+    std::sort(members.begin(), members.end());
+    return members;
+}
+
+bool iommu_enabled(const HostFs& fs, const Topology& topo) {
+    return !fs.list("sys/class/iommu").empty() || !topo.groups.empty();
+}
+
+}  // namespace
+
 Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
     Topology topo;
-    for (auto& name : fs.list(pci_paths::kDrivers))
-        topo.drivers.insert(std::move(name));
+    read_drivers(fs, &topo);
 
     // A broken or hostile tree can hold any number of odd entries: say what the first few are and
     // how many more there were, not one line each.
@@ -204,20 +232,76 @@ Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
             skipped.add("skipping IOMMU group " + shown(group) + ": not a group number");
             continue;
         }
-        auto& members = topo.groups[*n];
-        for (const auto& member : fs.list(std::string(pci_paths::kIommuGroups) + "/" + group + "/devices")) {
-            std::string err;
-            if (auto addr = PciAddress::parse(member, &err))
-                members.push_back(*addr);
-            else
-                skipped.add("skipping member of IOMMU group " + group + ": " + err);
-        }
-        std::sort(members.begin(), members.end());
+        topo.groups[*n] = read_members(fs, group, skipped);
     }
     skipped.finish();
 
-    topo.iommu_enabled = !fs.list("sys/class/iommu").empty() || !topo.groups.empty();
+    topo.iommu_enabled = iommu_enabled(fs, topo);
     return topo;
+}
+
+std::set<unsigned> refresh_topology(const HostFs& fs, Topology* topo,
+                                    const std::set<PciAddress>& touched,
+                                    std::vector<std::string>* warnings) {
+    read_drivers(fs, topo);
+    BoundedWarnings skipped(warnings, "odd sysfs entries skipped");
+    std::set<PciAddress> done;
+    std::set<unsigned> groups, groups_done;
+    std::vector<PciAddress> todo(touched.begin(), touched.end());
+    // Re-reads one function; what it was and is now tells which groups and PF to look at next.
+    auto reread = [&](const PciAddress& a) {
+        if (!done.insert(a).second)
+            return;
+        if (const PciFunction* old = topo->find(a)) {
+            if (old->iommu_group)
+                groups.insert(*old->iommu_group);
+            if (old->physfn && touched.count(a))
+                todo.push_back(*old->physfn);
+        }
+        std::vector<std::string> odd;
+        auto fn = read_function(fs, a, &odd);
+        for (auto& w : odd)
+            skipped.add(std::move(w));
+        if (!fn) {
+            topo->functions.erase(a);
+            return;
+        }
+        if (fn->iommu_group)
+            groups.insert(*fn->iommu_group);
+        if (fn->physfn && touched.count(a))
+            todo.push_back(*fn->physfn);
+        topo->functions.insert_or_assign(a, std::move(*fn));
+    };
+    // Functions lead to groups, groups to their members (old and new), until nothing is new.
+    for (;;) {
+        while (!todo.empty()) {
+            PciAddress a = todo.back();
+            todo.pop_back();
+            reread(a);
+        }
+        bool more = false;
+        for (unsigned g : groups) {
+            if (!groups_done.insert(g).second)
+                continue;
+            more = true;
+            auto it = topo->groups.find(g);
+            if (it != topo->groups.end())
+                todo.insert(todo.end(), it->second.begin(), it->second.end());
+            const std::string name = std::to_string(g);
+            if (!fs.exists(std::string(pci_paths::kIommuGroups) + "/" + name)) {
+                topo->groups.erase(g);
+                continue;
+            }
+            auto members = read_members(fs, name, skipped);
+            todo.insert(todo.end(), members.begin(), members.end());
+            topo->groups.insert_or_assign(g, std::move(members));
+        }
+        if (!more && todo.empty())
+            break;
+    }
+    skipped.finish();
+    topo->iommu_enabled = iommu_enabled(fs, *topo);
+    return groups;
 }
 
 }  // namespace vfiod

@@ -10,6 +10,8 @@
 #include "exec/journal.hpp"
 #include "io/claims.hpp"
 #include "io/config_loader.hpp"
+#include "io/host_use.hpp"
+#include "io/topology_reader.hpp"
 #include "service/fenced_host_fs.hpp"
 #include "service/workers.hpp"
 
@@ -97,9 +99,8 @@ bool Service::start() {
         reconcile();
     reread();
     std::set<unsigned> all;
-    for (const auto& g : plan_.groups)
-        if (g.group)
-            all.insert(*g.group);
+    for (const auto& [g, gp] : plans_)
+        all.insert(g);
     std::map<unsigned, std::vector<PciAddress>> interrupted;
     interrupted.swap(interrupted_);
     for (auto& [g, fns] : interrupted) {
@@ -110,9 +111,12 @@ bool Service::start() {
         enqueue(g, std::move(finish_first));
     }
     decide(all, false);
-    if (!plan_.iommu && !plan_.groups.empty())
-        spdlog::warn("the IOMMU is disabled: {} allowlisted function(s) cannot be passed through",
-                     plan_.groups.size());
+    if (!snapshot_.topology.iommu_enabled) {
+        Plan plan = make_plan(snapshot_.topology, snapshot_.use, config_);
+        if (!plan.groups.empty())
+            spdlog::warn("the IOMMU is disabled: {} allowlisted function(s) cannot be passed "
+                         "through", plan.groups.size());
+    }
     publish();
     return true;
 }
@@ -121,14 +125,75 @@ void Service::reread() {
     snapshot_ = read_snapshot(*view_);
     for (const auto& w : snapshot_.warnings)
         spdlog::debug("{}", w);
-    plan_ = make_plan(snapshot_.topology, snapshot_.use, config_);
+    claimants_.clear();
+    for (const auto& [a, fn] : snapshot_.topology.functions)
+        if (fn.iommu_group)
+            claimants_[*fn.iommu_group].insert(a);
+    plans_.clear();
+    for (auto& gp : make_plan(snapshot_.topology, snapshot_.use, config_).groups)
+        if (gp.group)
+            plans_.emplace(*gp.group, std::move(gp));
+    publish_all_ = true;
+}
+
+// What changed with `touched`, and nothing else: those functions, their groups' members, the
+// host-use facts about them, their groups' plans. Returns the groups re-planned. Equal to a full
+// reread() as long as the kernel names every function whose state changes (the property test in
+// tests/unit/test_incremental.cpp holds it to that).
+std::set<unsigned> Service::refresh(std::set<PciAddress> touched) {
+    Topology& topo = snapshot_.topology;
+    const bool iommu_before = topo.iommu_enabled;
+    std::vector<std::string> warnings;
+    std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings);
+    if (topo.iommu_enabled != iommu_before) {
+        // Every decision hangs on it: read it all again.
+        for (const auto& [g, gp] : plans_)
+            groups.insert(g);
+        reread();
+        for (const auto& [g, gp] : plans_)
+            groups.insert(g);
+        return groups;
+    }
+    std::set<PciAddress> only = members(groups);
+    only.merge(touched);
+    for (unsigned g : groups) {
+        auto& c = claimants_[g];
+        c.insert(only.begin(), only.end());
+        std::erase_if(c, [&](const PciAddress& a) {
+            const PciFunction* fn = topo.find(a);
+            return !fn || fn->iommu_group != g;
+        });
+        if (c.empty())
+            claimants_.erase(g);
+    }
+    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only), only);
+    for (const auto& w : warnings)
+        spdlog::debug("{}", w);
+    static const std::set<PciAddress> kNone;
+    for (unsigned g : groups) {
+        auto c = claimants_.find(g);
+        auto gp = plan_one_group(topo, snapshot_.use, config_, g,
+                                 c == claimants_.end() ? kNone : c->second);
+        if (gp)
+            plans_.insert_or_assign(g, std::move(*gp));
+        else
+            plans_.erase(g);
+        dirty_.insert(g);
+    }
+    return groups;
+}
+
+std::set<PciAddress> Service::members(const std::set<unsigned>& groups) const {
+    std::set<PciAddress> out;
+    for (unsigned g : groups)
+        if (auto it = snapshot_.topology.groups.find(g); it != snapshot_.topology.groups.end())
+            out.insert(it->second.begin(), it->second.end());
+    return out;
 }
 
 const GroupPlan* Service::group_plan(unsigned group) const {
-    for (const auto& g : plan_.groups)
-        if (g.group == group)
-            return &g;
-    return nullptr;
+    auto it = plans_.find(group);
+    return it == plans_.end() ? nullptr : &it->second;
 }
 
 std::optional<unsigned> Service::group_of(const PciAddress& a) const {
@@ -176,24 +241,28 @@ OpResult Service::reload() {
 void Service::apply_events(const std::set<PciAddress>& touched) {
     refresh_fences();
     // A removed function is only in the old topology, an added one only in the new: ask both.
-    std::map<PciAddress, std::set<unsigned>> groups_of;
+    // Groups no event names can change too (a PF's group when its VFs come or go): refresh
+    // returns every group it re-planned, and each is decided again.
+    std::map<unsigned, std::set<PciAddress>> events_of;
     for (const auto& a : touched)
         if (auto g = group_of(a))
-            groups_of[a].insert(*g);
-    reread();
+            events_of[*g].insert(a);
+    for (unsigned g : refresh(touched))
+        events_of[g];
     for (const auto& a : touched)
         if (auto g = group_of(a))
-            groups_of[a].insert(*g);
+            events_of[*g].insert(a);
     // A group busy with an operation hears of its events when the operation ends: deciding it
     // now would race the writes (and most of these events are those writes' own).
     std::set<unsigned> groups;
-    for (const auto& [a, gs] : groups_of)
-        for (unsigned g : gs) {
-            if (busy(g))
-                deferred_events_[g].insert(a);
-            else
-                groups.insert(g);
-        }
+    for (auto& [g, events] : events_of) {
+        if (!busy(g))
+            groups.insert(g);
+        else if (!events.empty())
+            deferred_events_[g].merge(events);
+        else
+            deferred_events_[g].merge(members({g}));
+    }
     decide(groups, true);
     publish();
 }
@@ -225,7 +294,7 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
     }
     // Published drivers must be what the kernel now says, not what the plan started from.
     if (wrote_) {
-        reread();
+        refresh(members(groups));
         wrote_ = false;
     }
 }
@@ -358,6 +427,7 @@ std::map<PciAddress, std::string> Service::originals(unsigned group) const {
 }
 
 void Service::set_status(unsigned group, Status s) {
+    dirty_.insert(group);
     auto it = status_.find(group);
     if (it != status_.end() && it->second == s)
         return;
@@ -385,54 +455,97 @@ void Service::set_status(unsigned group, Status s) {
 }
 
 void Service::forget_group(unsigned group) {
+    dirty_.insert(group);
     if (status_.erase(group))
         spdlog::info("group {}: gone (no allowlisted function left)", group);
     reasserted_.erase(group);
 }
 
-void Service::publish() {
-    Inventory inv;
-    inv.mode = to_string(mode());
-    inv.iommu = plan_.iommu;
-    for (const auto& gp : plan_.groups) {
-        if (!gp.group)
-            continue;
-        unsigned id = *gp.group;
-        auto st = status_.find(id);
-        if (st == status_.end())
-            continue;
-        GroupInfo gi;
-        gi.id = id;
-        gi.state = st->second.state;
-        gi.reason = st->second.reason;
-        gi.blockers = st->second.blockers;
-        auto orig = originals(id);
-        for (const auto& d : gp.devices) {
-            gi.devices.push_back(d.address);
-            DeviceInfo di;
-            di.address = d.address;
-            di.vendor = d.vendor;
-            di.device = d.device;
-            di.class_code = d.class_code;
-            di.driver = d.driver;
-            di.target = d.target.value_or("");
-            auto o = orig.find(d.address);
-            if (o != orig.end())
-                di.original_driver = o->second;
-            else if (!d.target || d.driver != *d.target)
-                di.original_driver = d.driver;  // still on it: the host driver is the original
-            di.group = id;
-            if (const PciFunction* fn = snapshot_.topology.find(d.address))
-                di.numa_node = fn->numa_node;
-            di.resource_name = d.resource_name.value_or("");
-            di.role = d.role;
-            inv.devices[d.address] = std::move(di);
-        }
-        inv.groups[id] = std::move(gi);
+// The published view of one group (nullopt: not published): its object and its functions'.
+std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Service::group_view(unsigned id) const {
+    const GroupPlan* gp = group_plan(id);
+    auto st = status_.find(id);
+    if (!gp || st == status_.end())
+        return std::nullopt;
+    std::pair<GroupInfo, std::vector<DeviceInfo>> out;
+    GroupInfo& gi = out.first;
+    gi.id = id;
+    gi.state = st->second.state;
+    gi.reason = st->second.reason;
+    gi.blockers = st->second.blockers;
+    auto orig = originals(id);
+    for (const auto& d : gp->devices) {
+        gi.devices.push_back(d.address);
+        DeviceInfo di;
+        di.address = d.address;
+        di.vendor = d.vendor;
+        di.device = d.device;
+        di.class_code = d.class_code;
+        di.driver = d.driver;
+        di.target = d.target.value_or("");
+        auto o = orig.find(d.address);
+        if (o != orig.end())
+            di.original_driver = o->second;
+        else if (!d.target || d.driver != *d.target)
+            di.original_driver = d.driver;  // still on it: the host driver is the original
+        di.group = id;
+        if (const PciFunction* fn = snapshot_.topology.find(d.address))
+            di.numa_node = fn->numa_node;
+        di.resource_name = d.resource_name.value_or("");
+        di.role = d.role;
+        out.second.push_back(std::move(di));
     }
-    if (inv == inventory_ && published_)
+    return out;
+}
+
+void Service::publish() {
+    // Only the groups that may have changed are rebuilt (each costs a journal read): an event
+    // about one group costs the same on a host of four groups or four thousand.
+    std::set<unsigned> groups;
+    if (publish_all_) {
+        for (const auto& [g, gp] : plans_)
+            groups.insert(g);
+        for (const auto& [g, gi] : inventory_.groups)
+            groups.insert(g);
+    } else {
+        groups = dirty_;
+    }
+    bool changed = false;
+    std::string m = to_string(mode());
+    if (inventory_.mode != m || inventory_.iommu != snapshot_.topology.iommu_enabled) {
+        inventory_.mode = std::move(m);
+        inventory_.iommu = snapshot_.topology.iommu_enabled;
+        changed = true;
+    }
+    for (unsigned g : groups) {
+        auto view = group_view(g);
+        auto old = inventory_.groups.find(g);
+        if (old != inventory_.groups.end() && view && old->second == view->first &&
+            std::all_of(view->second.begin(), view->second.end(), [&](const DeviceInfo& d) {
+                auto it = inventory_.devices.find(d.address);
+                return it != inventory_.devices.end() && it->second == d;
+            }))
+            continue;
+        if (old == inventory_.groups.end() && !view)
+            continue;
+        changed = true;
+        if (old != inventory_.groups.end()) {
+            for (const auto& a : old->second.devices)
+                if (auto d = inventory_.devices.find(a);
+                    d != inventory_.devices.end() && d->second.group == g)
+                    inventory_.devices.erase(d);
+            inventory_.groups.erase(old);
+        }
+        if (!view)
+            continue;
+        inventory_.groups.emplace(g, std::move(view->first));
+        for (auto& d : view->second)
+            inventory_.devices.insert_or_assign(d.address, std::move(d));
+    }
+    dirty_.clear();
+    publish_all_ = false;
+    if (!changed && published_)
         return;
-    inventory_ = std::move(inv);
     // Until on_change_ returns, consumers may hold a partial view: the next publish sends again.
     published_ = false;
     if (on_change_)
@@ -440,7 +553,9 @@ void Service::publish() {
     published_ = true;
 }
 
-std::string Service::plan_json() const { return plan_to_json(plan_); }
+std::string Service::plan_json() const {
+    return plan_to_json(make_plan(snapshot_.topology, snapshot_.use, config_));
+}
 
 OpResult Service::apply_reload() {
     refresh_fences();
@@ -469,9 +584,8 @@ OpResult Service::apply_reload() {
     for (const auto& [g, st] : status_)
         groups.insert(g);
     reread();
-    for (const auto& gp : plan_.groups)
-        if (gp.group)
-            groups.insert(*gp.group);
+    for (const auto& [g, gp] : plans_)
+        groups.insert(g);
     spdlog::info("configuration reloaded: {} device entries, {} protect entries, mode {}",
                  config_.devices.size(), config_.protects.size(), to_string(mode()));
     decide(groups, false);
@@ -510,15 +624,25 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
         return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
-    reread();  // decide on the host as it is now, not as the last event left it
+    refresh({*addr});  // decide on the host as it is now (the whole group), not as the last event left it
     const PciFunction* fn = snapshot_.topology.find(*addr);
     if (!fn)
         return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
     const GroupPlan* gp = nullptr;
-    for (const auto& g : plan_.groups)
-        for (const auto& d : g.devices)
-            if (d.address == *addr)
+    std::optional<Plan> whole;  // only for a function outside any group: its no-iommu entry
+    auto holds = [&](const GroupPlan& g) {
+        return std::any_of(g.devices.begin(), g.devices.end(),
+                           [&](const PlannedDevice& d) { return d.address == *addr; });
+    };
+    if (fn->iommu_group)
+        if (const GroupPlan* g = group_plan(*fn->iommu_group); g && holds(*g))
+            gp = g;
+    if (!gp && (!fn->iommu_group || !snapshot_.topology.iommu_enabled)) {
+        whole = make_plan(snapshot_.topology, snapshot_.use, config_);
+        for (const auto& g : whole->groups)
+            if (!g.group && holds(g))
                 gp = &g;
+    }
     if (!gp)
         return answer(OpResult::error(OpResult::Code::NotAllowlisted,
                                       addr->str() + " matches no [[device]] entry, nor does any "
@@ -576,7 +700,7 @@ Service::Prepared Service::prepare_release(std::string_view address) {
     auto addr = PciAddress::parse(address, &err);
     if (!addr)
         return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
-    reread();
+    refresh({*addr});
     const PciFunction* fn = snapshot_.topology.find(*addr);
     if (!fn)
         return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
@@ -627,7 +751,10 @@ OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
     }
     Status st = p.after ? *p.after : from_outcome(o);
     // First, so the state-change line names the drivers the functions went to.
-    reread();
+    std::set<PciAddress> written = members({p.group});
+    for (const auto& d : p.plan.devices)
+        written.insert(d.address);
+    refresh(std::move(written));
     wrote_ = false;
     set_status(p.group, st);
     publish();
@@ -689,7 +816,7 @@ void Service::submit(Request r) {
     std::optional<unsigned> g = addr ? group_of(*addr) : std::nullopt;
     if (addr && !g) {
         refresh_fences();
-        reread();  // a function that appeared since the last event
+        refresh({*addr});  // a function that appeared since the last event
         g = group_of(*addr);
     }
     if (!g) {

@@ -143,6 +143,9 @@ private:
     void refresh_fences();
 
     void reread();
+    std::set<unsigned> refresh(std::set<PciAddress> touched);
+    std::set<PciAddress> members(const std::set<unsigned>& groups) const;
+    std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> group_view(unsigned id) const;
     void decide(const std::set<unsigned>& groups, bool from_events);
     std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
     void make_executor();
@@ -161,8 +164,14 @@ private:
     std::unique_ptr<FencedHostFs> view_;  // the loop's reads
     ServiceOptions options_;
     Config config_;
+    // The host as last read, and the plan of every group that holds an allowlisted function.
+    // Start-up and Reload read everything; an event, an operation and its outcome re-read only
+    // the groups concerned (refresh), so their cost does not grow with the host.
     Snapshot snapshot_;
-    Plan plan_;
+    std::map<unsigned, GroupPlan> plans_;
+    std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
+    std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
+    bool publish_all_ = true;     // everything may have (start-up, Reload)
     std::map<unsigned, Status> status_;
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
     bool wrote_ = false;             // the host changed under us: re-read before publishing
