@@ -17,7 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def parse_header(path):
-    meta = {"checks": [], "topology": "default", "overlay": None, "memory": None}
+    meta = {"checks": [], "topology": "default", "overlay": None, "memory": None,
+            "install": "build"}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -27,7 +28,7 @@ def parse_header(path):
             key, _, value = line[1:].strip().partition(":")
             if key == "checks":
                 meta["checks"] += value.split()
-            elif key in ("topology", "overlay", "memory"):
+            elif key in ("topology", "overlay", "memory", "install"):
                 meta[key] = value.strip()
     return meta
 
@@ -96,6 +97,20 @@ TimeoutStartSec=infinity
 """
 
 
+def copy_debs(src, dest):
+    """Copies the built .deb files (no debug symbols) of directory src to dest."""
+    try:
+        debs = sorted(n for n in os.listdir(src) if n.endswith(".deb") and "-dbgsym_" not in n)
+    except OSError as e:
+        raise RuntimeError(f"VFIOD_DEB_DIR: {e}")
+    if not any(n.startswith("vfiod_") for n in debs):
+        raise RuntimeError(f"VFIOD_DEB_DIR={src} holds no vfiod_*.deb (scripts/build-deb.sh DIR "
+                           "builds them)")
+    os.makedirs(dest)
+    for name in debs:
+        shutil.copy2(os.path.join(src, name), dest)
+
+
 def merge_usr(tree):
     """Moves /lib, /bin, ... of an install tree under /usr: the guest's root is merged-/usr, where
     those are symlinks that a copy into the overlay must not replace."""
@@ -118,9 +133,13 @@ def build_payload(args, meta, work):
             copy_binary_with_libs(prog, root, "/usr/bin/" + os.path.basename(prog))
     else:
         overlay = os.path.join(pay, "overlay")
-        dest = usr_install(args.build_root, args.source_root, work)
-        shutil.copytree(dest, overlay, symlinks=True)
-        merge_usr(overlay)
+        if meta["install"] == "debs":
+            # Nothing installed: the scenario installs the packages from /vmtest/debs itself.
+            copy_debs(os.environ["VFIOD_DEB_DIR"], os.path.join(overlay, "vmtest/debs"))
+        else:
+            dest = usr_install(args.build_root, args.source_root, work)
+            shutil.copytree(dest, overlay, symlinks=True)
+            merge_usr(overlay)
         system = os.path.join(overlay, "etc/systemd/system")
         os.makedirs(os.path.join(system, "multi-user.target.wants"), exist_ok=True)
         for unit in MASKED_UNITS:
@@ -247,11 +266,30 @@ def run(args):
         print("SKIP: the systemd guest needs root on the host")
         return 77
     meta = parse_header(args.scenario)
+    if meta["install"] not in ("build", "debs"):
+        print(f"{args.scenario}: '# install: {meta['install']}': build or debs")
+        return 1
+    if meta["install"] == "debs":
+        debs = os.environ.get("VFIOD_DEB_DIR", "")
+        if not debs:
+            # Built once, by scripts/test.sh's package step, which runs this scenario itself
+            # with them (and fails on this skip).
+            print("SKIP: this scenario installs the Debian packages: set VFIOD_DEB_DIR to the "
+                  "output directory of scripts/build-deb.sh (scripts/test.sh's package step does)")
+            return 77
+        if not os.path.isabs(debs):
+            print(f"error: VFIOD_DEB_DIR={debs}: an absolute path, please (meson test runs this "
+                  "from another directory)")
+            return 1
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     sh([os.path.join(HERE, "prepare.sh"), args.cache], stdout=subprocess.DEVNULL)
-    initrd = build_payload(args, meta, work)
+    try:
+        initrd = build_payload(args, meta, work)
+    except RuntimeError as e:
+        print(f"error: {e}")
+        return 1
     cmd = qemu_command(args, meta, work, initrd)
     with open(os.path.join(work, "qemu-cmd.txt"), "w") as f:
         f.write(" ".join(cmd) + "\n")
