@@ -10,6 +10,7 @@
 // Private bus, the test build of vfiod on the fake kernel, the real plugin binary, and the
 // tests' fake kubelet. Run with `meson test -C build --benchmark device-plugin` or directly.
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <condition_variable>
 #include <cstdio>
@@ -77,6 +78,34 @@ long cpu_ticks(pid_t pid) {
     return ut + st;
 }
 
+// RSS by mapping (a library's file, or "[anon]", "[heap]", "[stack]"), largest first: where the
+// plugin's pages are.
+std::vector<std::pair<long, std::string>> rss_by_mapping(pid_t pid) {
+    std::map<std::string, long> kb;
+    std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/smaps"));
+    std::string line, name;
+    while (std::getline(in, line)) {
+        if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+            line.find('-') < line.find(' ')) {
+            // "start-end perms offset dev inode [path]"
+            std::istringstream f(line);
+            std::string range, perms, offset, dev, inode;
+            f >> range >> perms >> offset >> dev >> inode;
+            std::getline(f >> std::ws, name);
+            if (name.empty())
+                name = "[anon]";
+            name = name.substr(name.rfind('/') + 1);
+        } else if (line.rfind("Rss:", 0) == 0) {
+            kb[name] += std::atol(line.c_str() + 4);
+        }
+    }
+    std::vector<std::pair<long, std::string>> out;
+    for (const auto& [n, k] : kb)
+        out.emplace_back(k, n);
+    std::sort(out.rbegin(), out.rend());
+    return out;
+}
+
 long lines(const std::string& path) {
     std::string s = slurp(path);
     return std::count(s.begin(), s.end(), '\n');
@@ -95,7 +124,7 @@ struct World {
         if (!env.start_bus())
             return false;
         spit(env.work + "/vfiod.toml", kConfig);
-        root = env.start_fake_vfiod(&vfiod, scenario, env.work + "/vfiod.toml");
+        root = env.start_fake_vfiod(&vfiod, scenario, env.work + "/vfiod.toml", 180s);
         if (root.empty())
             return false;
         kubelet = std::make_unique<FakeKubelet>(env.kubelet_dir, env.work + "/pods.sock");
@@ -231,6 +260,11 @@ int main() {
         std::printf("RSS serving 256 devices: %ld KiB (peak %ld KiB; anonymous %ld KiB, "
                     "file-backed %ld KiB) (goal <= 16384)\n",
                     rss, hwm, status_kb(pid, "RssAnon:"), status_kb(pid, "RssFile:"));
+        std::printf("  threads: %ld; largest mappings (KiB):", status_kb(pid, "Threads:"));
+        auto maps = rss_by_mapping(pid);
+        for (size_t i = 0; i < maps.size() && i < 12; ++i)
+            std::printf(" %s %ld;", maps[i].second.c_str(), maps[i].first);
+        std::printf("\n");
         good = good && rss <= 16384;
         long l0 = lines(w.env.work + "/plugin.log"), s0 = switches(pid), c0 = cpu_ticks(pid);
         std::this_thread::sleep_for(10s);

@@ -131,13 +131,15 @@ struct PluginEnv {
     bool activated() const { return fs::exists(work + "/activated"); }
 
     // The test build of vfiod on the fake kernel, enforce mode, on SCENARIO; its tree's root.
+    // `ready` bounds the coldplug binds: 256 of them take 40 s on a loaded machine (journal fsyncs).
     std::string start_fake_vfiod(Proc* vfiod, const std::string& scenario,
-                                 const std::string& config) const {
+                                 const std::string& config,
+                                 std::chrono::seconds ready = 20s) const {
         *vfiod = Proc({VFIOD_FAKE_KERNEL, "--root", scenario, "--config", config, "--verbose"},
                       work + "/vfiod.log");
         // "ready" comes once the coldplug binds have ended (the bus is served before).
         if (!eventually([&] { return slurp(work + "/vfiod.log").find(" ready: ") != std::string::npos; },
-                        20s))
+                        ready))
             return "";
         std::string log = slurp(work + "/vfiod.log");
         auto at = log.find("root=") + 5;
