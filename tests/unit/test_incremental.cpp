@@ -322,3 +322,46 @@ TEST_F(IncrementalTest, ServiceFedOnlyEventsPublishesWhatAFreshStartWould) {
 
 }  // namespace
 }  // namespace vfiod::test
+
+namespace vfiod::test {
+namespace {
+
+// A broken host: events for functions that never existed, a function whose attributes stop
+// making sense, junk in a group's member list. The incremental reader says what a full read says
+// (the odd function is left out, its group still lists it) and warns like it.
+TEST(IncrementalHostileTest, OddEventsAndOddFilesReadLikeAFullRead) {
+    FakeTree t;
+    t.enable_iommu();
+    t.add_function(FakeTree::pci("0000:01:00.0", "8086", "10d3", "020000", "e1000e", 5));
+    t.add_function(FakeTree::pci("0000:01:00.1", "8086", "10d3", "020000", "e1000e", 5));
+    HostFs fs(t.root());
+    Topology topo = read_topology(fs, nullptr);
+
+    t.write_file(t.devpath("0000:01:00.1") + "/vendor", "zz\n");
+    t.write_file("sys/kernel/iommu_groups/5/devices/not-an-address", "");
+    std::vector<std::string> warnings;
+    auto groups = refresh_topology(
+        fs, &topo, {*PciAddress::parse("0000:01:00.1"), *PciAddress::parse("0000:09:1f.7")},
+        &warnings);
+    EXPECT_EQ(groups, std::set<unsigned>{5});
+    EXPECT_EQ(topo, read_topology(fs, nullptr));
+    EXPECT_FALSE(topo.find(*PciAddress::parse("0000:01:00.1")));
+    EXPECT_EQ(topo.groups.at(5).size(), 2u);
+    std::string all;
+    for (const auto& w : warnings)
+        all += w + "\n";
+    EXPECT_NE(all.find("0000:01:00.1"), std::string::npos) << all;
+    EXPECT_NE(all.find("not-an-address"), std::string::npos) << all;
+
+    // The whole group goes: the group itself is gone too.
+    t.remove_function("0000:01:00.0");
+    t.remove_function("0000:01:00.1");
+    t.remove("sys/kernel/iommu_groups/5");
+    refresh_topology(fs, &topo, {*PciAddress::parse("0000:01:00.0")}, nullptr);
+    EXPECT_EQ(topo, read_topology(fs, nullptr));
+    EXPECT_TRUE(topo.groups.empty());
+    EXPECT_TRUE(topo.functions.empty());
+}
+
+}  // namespace
+}  // namespace vfiod::test
