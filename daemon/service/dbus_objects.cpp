@@ -24,6 +24,7 @@ const char* error_name(OpResult::Code c) {
     case OpResult::Code::NotAllowlisted: return "org.vfiod1.Error.NotAllowlisted";
     case OpResult::Code::Refused: return "org.vfiod1.Error.Refused";
     case OpResult::Code::Failed: return "org.vfiod1.Error.Failed";
+    case OpResult::Code::Busy: return "org.freedesktop.DBus.Error.LimitsExceeded";
     }
     return "org.vfiod1.Error.Failed";
 }

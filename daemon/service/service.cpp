@@ -792,6 +792,10 @@ void Service::reload_async(Reply reply) {
         return;
     }
     // Waits for the operations in flight; requests that come meanwhile wait for it.
+    if (reloads_.size() >= kMaxWaiting)
+        return reply(OpResult::error(
+            OpResult::Code::Busy, std::to_string(reloads_.size()) +
+                                      " reloads already wait for the operations in flight"));
     reloads_.push_back(std::move(reply));
 }
 
@@ -809,6 +813,10 @@ void Service::submit(Request r) {
         return;
     }
     if (!reloads_.empty()) {
+        if (held_.size() >= kMaxWaiting)
+            return r.reply(OpResult::error(
+                OpResult::Code::Busy, std::to_string(held_.size()) +
+                                          " requests already wait for a reload; try again later"));
         held_.push_back(std::move(r));
         return;
     }
@@ -825,6 +833,11 @@ void Service::submit(Request r) {
         r.reply(release ? this->release(r.address) : bind(r.address));
         return;
     }
+    if (auto q = queues_.find(*g); q != queues_.end() && q->second.size() >= kMaxWaiting)
+        return r.reply(OpResult::error(
+            OpResult::Code::Busy, "group " + std::to_string(*g) + " already has " +
+                                      std::to_string(q->second.size()) +
+                                      " operations waiting; try again when they end"));
     enqueue(*g, std::move(r));
 }
 

@@ -33,7 +33,8 @@ struct ServiceOptions {
 
 // The outcome of an operator request, in the closed set of D-Bus errors (DESIGN §6).
 struct OpResult {
-    enum class Code { Ok, InvalidArgs, NotFound, NotAllowlisted, Refused, Failed };
+    // Busy: too many requests already wait (org.freedesktop.DBus.Error.LimitsExceeded).
+    enum class Code { Ok, InvalidArgs, NotFound, NotAllowlisted, Refused, Failed, Busy };
     Code code = Code::Ok;
     std::string message;  // for Refused it starts with the reason code
 
@@ -183,6 +184,9 @@ private:
     std::function<void(const Inventory&)> on_change_;
 
     Workers* workers_ = nullptr;
+    // Operator requests a group's queue or a waiting reload holds at most; more are answered Busy,
+    // so callers queuing behind a hung write cannot grow vfiod without bound.
+    static constexpr std::size_t kMaxWaiting = 32;
     std::map<unsigned, std::deque<Request>> queues_;  // per group; the front one is running
     std::map<unsigned, std::set<PciAddress>> running_;  // functions being written, per group
     std::map<unsigned, std::set<PciAddress>> deferred_events_;

@@ -256,6 +256,59 @@ TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
     kernel.unblock();
 }
 
+// Callers queuing behind a hung write: the group's queue holds 32 requests, the front one
+// running; the rest are answered LimitsExceeded at once and nothing else changes. Once the write
+// returns, every accepted request is answered.
+TEST_F(AsyncTest, AGroupsQueueIsBoundedWhileItsWriteHangs) {
+    set_write_timeout(30);
+    Daemon d(kernel);
+    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(call("Release", {kGpu}).error.empty());
+    kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
+    auto hung = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
+    ASSERT_TRUE(hangs_now()) << "the GPU's driver_override write did not start";
+
+    constexpr int kCallers = 40;
+    std::vector<std::future<Reply>> more;
+    for (int i = 0; i < kCallers; ++i)
+        more.push_back(std::async(std::launch::async, [] { return call("Bind", {kGpu}); }));
+    // 31 wait behind the hung Bind; the other 9 are refused without waiting for it.
+    int busy = 0;
+    auto take_answered = [&] {
+        for (auto it = more.begin(); it != more.end();) {
+            if (it->wait_for(0s) != std::future_status::ready) {
+                ++it;
+                continue;
+            }
+            Reply r = it->get();
+            EXPECT_EQ(r.error, "org.freedesktop.DBus.Error.LimitsExceeded") << r.message;
+            EXPECT_NE(r.message.find("group 13 already has 32 operations waiting"),
+                      std::string::npos) << r.message;
+            ++busy;
+            it = more.erase(it);
+        }
+    };
+    for (auto end = Clock::now() + 15s; busy < kCallers - 31 && Clock::now() < end;) {
+        std::this_thread::sleep_for(10ms);
+        take_answered();
+    }
+    std::this_thread::sleep_for(500ms);  // a tenth refusal would have come by now
+    take_answered();
+    EXPECT_EQ(busy, kCallers - 31);
+    EXPECT_EQ(more.size(), 31u);
+    EXPECT_EQ(group_state(15), "bound") << "another group was touched";
+
+    kernel.unblock();
+    Reply first = hung.get();
+    EXPECT_TRUE(first.error.empty()) << first.error << ": " << first.message;
+    for (auto& f : more) {
+        Reply r = f.get();
+        EXPECT_TRUE(r.error.empty()) << r.error << ": " << r.message;
+    }
+    EXPECT_EQ(group_state(13), "bound");
+    EXPECT_EQ(driver_of(kGpu), "vfio-pci");
+}
+
 // ---- the daemon's own writes (coldplug, hot-plug, drift, early-override clean-up) ----
 
 constexpr const char* kGpuOverride = "sys/bus/pci/devices/0000:01:00.0/driver_override";
