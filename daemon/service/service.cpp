@@ -290,7 +290,7 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
         Request r;
         r.kind = Request::Kind::Decide;
         r.from_events = from_events;
-        enqueue(g, std::move(r));
+        enqueue(g, std::move(r), true);
     }
     // Published drivers must be what the kernel now says, not what the plan started from.
     if (wrote_) {
@@ -841,11 +841,11 @@ void Service::submit(Request r) {
     enqueue(*g, std::move(r));
 }
 
-void Service::enqueue(unsigned g, Request r) {
+void Service::enqueue(unsigned g, Request r, bool caller_publishes) {
     auto& q = queues_[g];
     q.push_back(std::move(r));
     if (q.size() == 1)
-        start_next(g);
+        start_next(g, caller_publishes);
 }
 
 Service::Prepared Service::prepare(const Request& r, unsigned g) {
@@ -864,10 +864,21 @@ Service::Prepared Service::prepare(const Request& r, unsigned g) {
     return p;
 }
 
-void Service::start_next(unsigned g) {
+void Service::start_next(unsigned g, bool caller_publishes) {
+    // A decision settled without writes changes only status_: published here (a refused Bind's
+    // follow-up decision, one deferred behind an operation), or by the caller.
+    bool settled = false;
+    auto publish_settled = [&] {
+        if (settled && !caller_publishes)
+            guarded("publishing", [&] {
+                publish();
+                return OpResult{};
+            });
+    };
     for (;;) {
         auto it = queues_.find(g);
         if (it == queues_.end() || it->second.empty()) {
+            publish_settled();
             queues_.erase(g);
             group_idle(g);
             return;
@@ -886,6 +897,7 @@ void Service::start_next(unsigned g) {
         if (!failed.ok())
             p.done = failed;
         if (p.done) {
+            settled = settled || r.kind == Request::Kind::Decide;
             Reply reply = std::move(r.reply);
             it->second.pop_front();
             if (reply)
@@ -898,6 +910,7 @@ void Service::start_next(unsigned g) {
             fenced.insert(d.address);
         fenced.insert(p.functions.begin(), p.functions.end());
         refresh_fences();
+        publish_settled();
         auto prepared = std::make_shared<Prepared>(std::move(p));
         auto outcome = std::make_shared<GroupOutcome>();
         bool started = workers_ && workers_->run(

@@ -137,8 +137,10 @@ private:
     GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
     OpResult complete(const Prepared& p, const GroupOutcome& o);
     void submit(Request r);
-    void enqueue(unsigned group, Request r);
-    void start_next(unsigned group);
+    // caller_publishes: the caller publishes once all its groups are decided (decide()); else a
+    // group decision settled here without writes is published before start_next returns.
+    void enqueue(unsigned group, Request r, bool caller_publishes = false);
+    void start_next(unsigned group, bool caller_publishes = false);
     void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
     void group_idle(unsigned group);
     void refresh_fences();
