@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 
 namespace vfiod {
 
@@ -234,22 +235,30 @@ std::optional<std::string> HostFs::link_name(std::string_view rel) const {
     return std::string(parts.back());
 }
 
+namespace {
+
+// A directory stream that owns `fd` (from open_fd) and closes with it; null when fd < 0 or
+// fdopendir fails (then fd is closed here).
+using Dir = std::unique_ptr<DIR, int (*)(DIR*)>;
+Dir dir_stream(int fd) {
+    DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (!dir && fd >= 0)
+        ::close(fd);
+    return Dir(dir, ::closedir);
+}
+
+}  // namespace
+
 std::vector<std::string> HostFs::list(std::string_view rel) const {
     std::vector<std::string> names;
-    int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
+    Dir dir = dir_stream(open_fd(rel, O_RDONLY | O_DIRECTORY));
+    if (!dir)
         return names;
-    DIR* dir = ::fdopendir(fd);
-    if (!dir) {
-        ::close(fd);
-        return names;
-    }
-    while (const dirent* e = ::readdir(dir)) {
+    while (const dirent* e = ::readdir(dir.get())) {
         std::string_view name = e->d_name;
         if (name != "." && name != "..")
             names.emplace_back(name);
     }
-    ::closedir(dir);
     std::sort(names.begin(), names.end());
     return names;
 }
@@ -383,16 +392,11 @@ int HostFs::probe_exclusive(std::string_view rel) const {
 
 std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view stat_prefix) const {
     std::vector<Link> out;
-    int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
+    Dir dir = dir_stream(open_fd(rel, O_RDONLY | O_DIRECTORY));
+    if (!dir)
         return out;
-    DIR* dir = ::fdopendir(fd);
-    if (!dir) {
-        ::close(fd);
-        return out;
-    }
-    const int dfd = ::dirfd(dir);
-    while (const dirent* e = ::readdir(dir)) {
+    const int dfd = ::dirfd(dir.get());
+    while (const dirent* e = ::readdir(dir.get())) {
         if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
             continue;
         char buf[4096];
@@ -406,7 +410,6 @@ std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view s
             l.char_device = std::make_pair(major(st.st_rdev), minor(st.st_rdev));
         out.push_back(std::move(l));
     }
-    ::closedir(dir);
     std::sort(out.begin(), out.end(), [](const Link& a, const Link& b) { return a.name < b.name; });
     return out;
 }
