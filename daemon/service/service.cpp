@@ -354,11 +354,6 @@ Service::Prepared Service::prepare_decide(unsigned id, bool from_events) {
     }
     if (mode() == Mode::Observe)
         return settle({planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}});
-    // Exclusive claims are checked only now, just before writing: the probe is a claim.
-    GroupPlan checked = gp;
-    if (refuse_if_claimed(fs_, &checked))
-        return settle({GroupState::Refused, checked.reason, join(checked.details, "; "),
-                       checked.blockers});
     // Consumers see `pending` while the writes run.
     set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
     publish();
@@ -666,14 +661,6 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
                                           std::to_string(id) + " stays pending"));
     spdlog::info("group {}: Bind requested for {}", id, addr->str());
     reasserted_.erase(id);
-    // Exclusive claims are checked only now, just before writing: the probe is itself a claim.
-    GroupPlan checked = *gp;
-    if (refuse_if_claimed(fs_, &checked)) {
-        set_status(id, {GroupState::Refused, checked.reason, join(checked.details, "; "),
-                        checked.blockers});
-        publish();
-        return answer(refusal(checked));
-    }
     if (gp->action == Action::Bound) {
         executor_->clear_released(id);  // the operator takes the group back; nothing to write
         set_status(id, {GroupState::Bound, Reason::None, "", {}});
@@ -738,7 +725,14 @@ GroupOutcome Service::run_writes(const Prepared& p) {
     }
     if (!p.cleanup.empty())
         return {};  // `after` says what to publish
-    return p.releasing ? executor_->release(p.plan) : executor_->apply(p.plan, p.trigger);
+    if (p.releasing)
+        return executor_->release(p.plan);
+    // Exclusive claims are probed here, off the loop and just before the first write, since the
+    // probe is itself a claim for an instant (DESIGN §4). A claimed disk makes the plan a
+    // refusal, which the executor reports without writing.
+    GroupPlan checked = p.plan;
+    refuse_if_claimed(fs_, &checked);
+    return executor_->apply(checked, p.trigger);
 }
 
 OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
@@ -761,9 +755,17 @@ OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
     GroupState want = p.releasing ? GroupState::Released : GroupState::Bound;
     if (st.state == want)
         return {};
-    return OpResult::error(
-        st.state == GroupState::Refused ? OpResult::Code::Refused : OpResult::Code::Failed,
-        std::string(to_string(st.reason)) + ": " + st.message);
+    if (st.state == GroupState::Refused) {  // a claim found on the worker, said as refusal() does
+        GroupPlan refused;
+        refused.group = p.group;
+        refused.reason = st.reason;
+        refused.blockers = st.blockers;
+        if (!st.message.empty())
+            refused.details.push_back(st.message);
+        return refusal(refused);
+    }
+    return OpResult::error(OpResult::Code::Failed,
+                           std::string(to_string(st.reason)) + ": " + st.message);
 }
 
 OpResult Service::bind(std::string_view address) {

@@ -3,12 +3,19 @@
 // re-asserted exactly once, early overrides cleared on refused groups, and reloads.
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <thread>
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "scenarios.hpp"
 #include "service/service.hpp"
+#include "service/workers.hpp"
 
 namespace vfiod::test {
 namespace {
@@ -197,6 +204,100 @@ TEST_F(ServiceTest, OperatorErrorsUseTheClosedSetOfCodes) {
     EXPECT_EQ(r.code, OpResult::Code::Refused);
     EXPECT_EQ(r.message.rfind("in-use-storage:", 0), 0u) << r.message;
     EXPECT_EQ(s.release("0000:00:1f.6").code, OpResult::Code::NotAllowlisted);
+}
+
+// The kernel's answer to the O_EXCL probe of nvme1n1 (EBUSY while `claimed`), and for each
+// probe the thread that made it and how many writes had been made by then.
+class ClaimingKernel : public FakeKernel {
+public:
+    using FakeKernel::FakeKernel;
+    int probe_exclusive(std::string_view rel) const override {
+        std::lock_guard lock(m_);
+        probes_.push_back({std::string(rel), std::this_thread::get_id(), writes().size()});
+        return claimed && rel == "proc/1/root/dev/nvme1n1" ? EBUSY : 0;
+    }
+    struct Probe {
+        std::string rel;
+        std::thread::id thread;
+        size_t writes_before;
+    };
+    std::vector<Probe> probes() const {
+        std::lock_guard lock(m_);
+        return probes_;
+    }
+    std::atomic<bool> claimed{true};
+
+private:
+    mutable std::mutex m_;
+    mutable std::vector<Probe> probes_;
+};
+
+// Runs the loop's side of the workers until `done`, for at most 10 s.
+void run_until(Workers& w, const bool& done) {
+    for (int i = 0; i < 1000 && !done; ++i) {
+        pollfd p{w.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) > 0)
+            w.dispatch();
+    }
+}
+
+// Issue 11: the O_EXCL probe is itself a claim, so it runs only just before a bind writes, and
+// off the loop: on the worker that writes, for the daemon's own decisions and for Bind alike.
+TEST(ServiceClaims, AClaimedDiskIsProbedOnTheWorkerJustBeforeTheWritesAndRefused) {
+    FakeTree tree;
+    build_gpu_host(tree);
+    const std::string disk = tree.devpath("0000:07:00.0") + "/nvme/nvme1/block/nvme1n1";
+    tree.add_function(FakeTree::pci("0000:07:00.0", "1b36", "0010", "010802", "nvme", 22));
+    tree.add_block("0000:07:00.0", "nvme/nvme1", "nvme1n1", 259, 10);
+    tree.write_file(disk + "/uevent", "MAJOR=259\nMINOR=10\nDEVNAME=nvme1n1\nDEVTYPE=disk\n");
+    tree.write_file("run/udev/data/b259:10", "E:ID_FS_TYPE=zfs_member\n");
+    tree.write_file("etc/vfiod/vfiod.toml", "[[device]]\nselector = \"1b36:0010\"\n");
+    ClaimingKernel kernel(tree);
+
+    // Coldplug: decided, probed, refused; nothing written.
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    ASSERT_EQ(state_of(s, 22), GroupState::Refused);
+    const auto& g = s.inventory().groups.at(22);
+    EXPECT_EQ(g.reason, Reason::InUseStorage);
+    EXPECT_EQ(g.blockers, std::vector<PciAddress>{addr("0000:07:00.0")});
+    EXPECT_EQ(kernel.writes().size(), 0u);
+    ASSERT_FALSE(kernel.probes().empty());
+    EXPECT_EQ(kernel.probes().back().rel, "proc/1/root/dev/nvme1n1");
+
+    // Bind with workers: the probe runs on the worker, the loop only hears the refusal.
+    Workers w;
+    s.set_workers(&w);
+    size_t probed = kernel.probes().size();
+    bool done = false;
+    OpResult r;
+    s.bind_async("0000:07:00.0", [&](const OpResult& res) { r = res, done = true; });
+    run_until(w, done);
+    ASSERT_TRUE(done);
+    EXPECT_EQ(r.code, OpResult::Code::Refused);
+    EXPECT_EQ(r.message.rfind("in-use-storage: group 22, blocked by 0000:07:00.0: 0000:07:00.0: "
+                              "nvme1n1 is claimed by the kernel (udev sees zfs_member on it)", 0),
+              0u) << r.message;
+    EXPECT_EQ(kernel.writes().size(), 0u);
+    EXPECT_EQ(state_of(s, 22), GroupState::Refused);
+    auto probes = kernel.probes();
+    ASSERT_EQ(probes.size(), probed + 1);
+    EXPECT_NE(probes.back().thread, std::this_thread::get_id());
+
+    // The claim ends: the next Bind probes once more, right before its first write, and binds.
+    kernel.claimed = false;
+    done = false;
+    s.bind_async("0000:07:00.0", [&](const OpResult& res) { r = res, done = true; });
+    run_until(w, done);
+    ASSERT_TRUE(done);
+    EXPECT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(driver_of(kernel, "0000:07:00.0"), "vfio-pci");
+    probes = kernel.probes();
+    ASSERT_EQ(probes.size(), probed + 2);
+    EXPECT_NE(probes.back().thread, std::this_thread::get_id());
+    EXPECT_EQ(probes.back().writes_before, 0u);
+    EXPECT_GT(kernel.writes().size(), 0u);
+    EXPECT_EQ(state_of(s, 22), GroupState::Bound);
 }
 
 }  // namespace
