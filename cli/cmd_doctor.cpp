@@ -102,9 +102,10 @@ void print_finding(const Finding& f) {
                     "it\n");
 }
 
-void print_text(const Diagnosis& dx, bool allowlist) {
+void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
     for (const auto& c : dx.checks)
         std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
+    std::printf("%s\n", scope);
     if (dx.findings.empty() && allowlist)
         std::printf("\nNo PCI function on this host matches the allowlist.\n");
     for (const auto& f : dx.findings)
@@ -131,7 +132,7 @@ int run_doctor(const Args& args) {
     if (args.json)
         print_json(dx);
     else
-        print_text(dx, !config->devices.empty());
+        print_text(dx, !config->devices.empty(), host_use_scope(fs));
     return dx.healthy ? kExitOk : kExitFailed;
 }
 

@@ -13,7 +13,8 @@ namespace {
 
 using client::DaemonView;
 
-int print(const DaemonView& view, bool json) {
+// scope: what the offline reading checked of the host's use (host_use_scope); null for the daemon's.
+int print(const DaemonView& view, bool json, const char* scope = nullptr) {
     if (json) {
         JsonWriter w;
         w.begin_object();
@@ -30,8 +31,8 @@ int print(const DaemonView& view, bool json) {
         std::printf("vfiod %s, mode %s, IOMMU %s\n", view.version.c_str(), view.mode.c_str(),
                     view.iommu ? "enabled" : "DISABLED");
     else
-        std::printf("offline view (no daemon asked), IOMMU %s\n",
-                    view.iommu ? "enabled" : "DISABLED");
+        std::printf("offline view (no daemon asked), IOMMU %s\n%s\n",
+                    view.iommu ? "enabled" : "DISABLED", scope ? scope : "");
     if (view.groups.empty())
         std::printf("\nNo IOMMU group holds an allowlisted device.\n");
     for (const auto& g : view.groups)
@@ -49,7 +50,7 @@ int offline(const Args& args) {
     view.iommu = plan.iommu;
     for (const auto& g : plan.groups)
         view.groups.push_back({g, to_string(planned_state(g.action)), {}, {}});  // what vfiod would publish
-    return print(view, args.json);
+    return print(view, args.json, host_use_scope(fs));
 }
 
 }  // namespace

@@ -49,9 +49,14 @@ check_contains "check-config summarises" "3 device entries" "$out"
 run "doctor" 1 doctor --root "$ROOT"
 check_contains "doctor says what KubeVirt counts" "nvidia.com/GH100_H100_PCIE               0 now, 1 once" "$out"
 check_contains "doctor gives a fix for the routed NIC" "fix: the host uses a network interface" "$out"
+check_contains "doctor says in one line what a tree cannot show" \
+    "addresses, other network namespaces and exclusive claims are live-host only and were not checked" "$out"
 run "doctor --json" 1 doctor --root "$ROOT" --json
 check "doctor --json" "False 4" "$(json 'print(d["healthy"], len(d["devices"]))')"
 
+run "status --offline" 0 status --offline --root "$ROOT"
+check_contains "status --offline says in one line what a tree cannot show" \
+    "addresses, other network namespaces and exclusive claims are live-host only and were not checked" "$out"
 run "status --offline --json" 0 status --offline --root "$ROOT" --json
 check "status --offline states" "pending refused pending refused" \
     "$(json 'print(" ".join(g["state"] for g in d["groups"]))')"
