@@ -34,6 +34,12 @@ forbid client 'exec/|service/' 'may include core and io only'
 forbid cli 'service/' 'is a client of the daemon, not part of it'
 forbid device-plugin 'exec/|service/' 'may use the client, core, io, logging and the loop only' \
     'service/logging\.hpp|service/loop\.hpp'
+# A quoted include is found next to the including file first, so "../service/x.hpp" from exec
+# would reach the service layer without naming it: every include names its header from the
+# include root (daemon/) or its own directory, never through "..".
+for d in daemon/core daemon/io daemon/exec daemon/service client cli device-plugin; do
+    forbid "$d" '[^">]*\.\.' 'names a header through "..", which the rules above cannot see'
+done
 # Every layer directory must still exist, or the rule would pass by checking nothing.
 for d in daemon/core daemon/io daemon/exec daemon/service client cli; do
     ls "$d"/*.cpp >/dev/null 2>&1 || { echo "layering.sh: no sources in $d"; bad=1; }
