@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/pci_paths.hpp"
+#include "core/state.hpp"
 #include "core/strings.hpp"
 
 namespace vfiod::plugin {
@@ -24,7 +26,7 @@ Snapshot make_snapshot(const client::DaemonView& view,
         if (!g.plan.group)
             continue;
         unsigned id = *g.plan.group;
-        bool usable = g.state == "bound" && vfio_exists(id);
+        bool usable = g.state == to_string(GroupState::Bound) && vfio_exists(id);
         auto& functions = s.group_functions[id];
         for (const auto& d : g.plan.devices) {
             if (d.role == Role::Bridge)
@@ -160,7 +162,7 @@ bool allocate(const Snapshot& snap, const std::string& resource,
                 // Linux 6.1 already lists vfio-dev/vfio<M> in sysfs but has no character
                 // device for it (iommufd cdevs came in 6.6): only a node that exists counts.
                 for (const auto& name :
-                     host.list("sys/bus/pci/devices/" + fn.str() + "/vfio-dev"))
+                     host.list(pci_paths::device(fn, "vfio-dev")))
                     if (name.rfind("vfio", 0) == 0 && host.exists("dev/vfio/devices/" + name))
                         cdevs.push_back({"/dev/vfio/devices/" + name});
             }

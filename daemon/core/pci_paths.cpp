@@ -10,6 +10,12 @@ std::string device(const PciAddress& a, std::string_view leaf) {
 
 std::string driver(std::string_view name) { return std::string(kDrivers) + "/" + std::string(name); }
 
+std::string override_file(const PciAddress& a) { return device(a, kOverride); }
+
+std::string driver_link(const PciAddress& a) { return device(a, "driver"); }
+
+std::string unbind_file(const PciAddress& a) { return device(a, "driver/unbind"); }
+
 std::string override_value(std::string_view shown) {
     return shown == "(null)" ? std::string() : std::string(shown);
 }

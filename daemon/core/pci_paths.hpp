@@ -21,6 +21,13 @@ std::string device(const PciAddress& a, std::string_view leaf);
 // sys/bus/pci/drivers/<name>: present while the driver is loaded.
 std::string driver(std::string_view name);
 
+// A function's driver_override attribute: its leaf under device(a), and the whole path.
+inline constexpr const char* kOverride = "driver_override";
+std::string override_file(const PciAddress& a);
+// The link to the function's driver (absent when none), and that driver's unbind file.
+std::string driver_link(const PciAddress& a);
+std::string unbind_file(const PciAddress& a);
+
 // driver_override as the kernel shows it ("(null)" when unset) to what vfiod means ("").
 std::string override_value(std::string_view shown);
 // What to write to driver_override to leave it as `wanted`: the kernel clears it on a lone "\n".

@@ -187,9 +187,9 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
     if (fn.driver == target)
         return w;
     if (fn.driver_override != target)
-        w.push_back({Write::Kind::Override, pci_paths::device(fn.address, "driver_override"), target});
+        w.push_back({Write::Kind::Override, pci_paths::override_file(fn.address), target});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, pci_paths::device(fn.address, "driver/unbind"), fn.address.str()});
+        w.push_back({Write::Kind::Unbind, pci_paths::unbind_file(fn.address), fn.address.str()});
     w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
     return w;
 }
@@ -197,10 +197,10 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
 std::vector<Write> release_writes(const PciFunction& fn) {
     std::vector<Write> w;
     if (!fn.driver_override.empty())
-        w.push_back({Write::Kind::Override, pci_paths::device(fn.address, "driver_override"),
+        w.push_back({Write::Kind::Override, pci_paths::override_file(fn.address),
                      pci_paths::override_write("")});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, pci_paths::device(fn.address, "driver/unbind"), fn.address.str()});
+        w.push_back({Write::Kind::Unbind, pci_paths::unbind_file(fn.address), fn.address.str()});
     w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
     return w;
 }

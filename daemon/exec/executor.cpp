@@ -141,11 +141,11 @@ std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan)
 namespace {
 
 std::string read_override(const HostFs& fs, const PciAddress& a) {
-    return pci_paths::override_value(fs.read(device(a, "driver_override")).value_or(""));
+    return pci_paths::override_value(fs.read(pci_paths::override_file(a)).value_or(""));
 }
 
 std::string read_driver(const HostFs& fs, const PciAddress& a) {
-    return fs.link_name(device(a, "driver")).value_or("");
+    return fs.link_name(pci_paths::driver_link(a)).value_or("");
 }
 
 // A driver name read from the host, for a message: quoted and printable.
@@ -191,11 +191,11 @@ bool Executor::converge(const PciAddress& fn, const Home& home, std::string* not
     // Stop at the first failed step: with the wrong override a probe could attach the wrong
     // driver, and after a blocked write every later one would block on the device lock too.
     if (read_override(fs_, fn) != home.override_ &&
-        !step(device(fn, "driver_override"), pci_paths::override_write(home.override_),
+        !step(pci_paths::override_file(fn), pci_paths::override_write(home.override_),
               "driver_override"))
         return false;
     std::string cur = read_driver(fs_, fn);
-    if (!cur.empty() && !home.satisfied_by(cur) && !step(device(fn, "driver/unbind"), fn.str(), "unbind"))
+    if (!cur.empty() && !home.satisfied_by(cur) && !step(pci_paths::unbind_file(fn), fn.str(), "unbind"))
         return false;
     bool wants_a_driver = !home.driver || !home.driver->empty();
     if (read_driver(fs_, fn).empty() && wants_a_driver &&

@@ -64,7 +64,7 @@ public:
         fn_.subsystem_vendor = static_cast<uint16_t>(sub_vendor.value_or(0));
         fn_.subsystem_device = static_cast<uint16_t>(sub_device.value_or(0));
 
-        if (auto o = attr("driver_override", false))
+        if (auto o = attr(pci_paths::kOverride, false))
             fn_.driver_override = pci_paths::override_value(*o);
         if (auto n = integer("numa_node"))
             fn_.numa_node = static_cast<int>(std::clamp(*n, -1L, static_cast<long>(INT_MAX)));
