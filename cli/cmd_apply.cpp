@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "core/json.hpp"
+#include "core/plan_json.hpp"
 #include "core/pci_paths.hpp"
 #include "dbus_client.hpp"
 #include "exec/executor.hpp"
@@ -62,17 +63,10 @@ void write_json(const std::vector<Result>& results) {
     j.begin_object().key("groups").begin_array();
     for (const auto& r : results) {
         const GroupOutcome& o = r.outcome;
-        j.begin_object().key("group");
-        if (o.group)
-            j.value(static_cast<int64_t>(*o.group));
-        else
-            j.null();
+        j.begin_object();
+        write_group_key(j, o.group);
         j.key("state").value(to_string(o.state));
-        j.key("reason");
-        if (o.reason == Reason::None)
-            j.null();
-        else
-            j.value(to_string(o.reason));
+        write_reason_key(j, o.reason);
         j.key("blockers").begin_array();
         for (const auto& b : o.blockers)
             j.value(b.str());

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "core/json.hpp"
+#include "core/plan_json.hpp"
 #include "core/strings.hpp"
 #include "doctor.hpp"
 #include "host_plan.hpp"
@@ -34,16 +35,11 @@ void print_json(const Diagnosis& dx) {
     for (const auto& f : dx.findings) {
         w.begin_object();
         w.key("address").value(f.d->address.str());
-        w.key("group");
-        if (f.g->group)
-            w.value(static_cast<int64_t>(*f.g->group));
-        else
-            w.null();
+        write_group_key(w, f.g->group);
         w.key("driver");
         optional_value(w, !f.d->driver.empty(), f.d->driver);
         w.key("action").value(to_string(f.g->action));
-        w.key("reason");
-        optional_value(w, f.g->reason != Reason::None, to_string(f.g->reason));
+        write_reason_key(w, f.g->reason);
         w.key("resource_name");
         optional_value(w, f.d->resource_name.has_value(), f.d->resource_name.value_or(""));
         w.key("kubevirt_counts").value(f.fn && kubevirt_counts(*f.fn));

@@ -27,22 +27,30 @@ void optional_string(JsonWriter& w, const std::optional<std::string>& s) {
 
 }  // namespace
 
-void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
-    w.begin_object();
+void write_group_key(JsonWriter& w, const std::optional<unsigned>& group) {
     w.key("group");
-    if (g.group)
-        w.value(static_cast<int64_t>(*g.group));
+    if (group)
+        w.value(static_cast<int64_t>(*group));
     else
         w.null();
+}
+
+void write_reason_key(JsonWriter& w, Reason r) {
+    w.key("reason");
+    if (r == Reason::None)
+        w.null();
+    else
+        w.value(to_string(r));
+}
+
+void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
+    w.begin_object();
+    write_group_key(w, g.group);
     if (state)
         w.key("state").value(*state);
     else
         w.key("action").value(to_string(g.action));
-    w.key("reason");
-    if (g.reason == Reason::None)
-        w.null();
-    else
-        w.value(to_string(g.reason));
+    write_reason_key(w, g.reason);
     w.key("blockers").begin_array();
     for (const auto& b : g.blockers)
         w.value(b.str());

@@ -17,6 +17,11 @@ std::string plan_to_json(const Plan& plan, bool pretty = true);
 void write_group_json(JsonWriter& w, const GroupPlan& g,
                       const std::optional<std::string>& state = std::nullopt);
 
+// The "group" and "reason" members every group-shaped object carries (plan, status, apply,
+// doctor): null for a function without an IOMMU group, null for Reason::None.
+void write_group_key(JsonWriter& w, const std::optional<unsigned>& group);
+void write_reason_key(JsonWriter& w, Reason r);
+
 std::string hex4(uint16_t v);    // "10de"
 std::string hex6(uint32_t v);    // "030200"
 
