@@ -200,5 +200,13 @@ int main(int argc, char** argv) {
             return log;
         return std::optional(log ? std::min(*log, ready_by) : ready_by);
     };
-    return vfiod::run_event_loop(*bus, service, monitor.get(), hooks);
+    try {
+        return vfiod::run_event_loop(*bus, service, monitor.get(), hooks);
+    } catch (const std::exception& e) {
+        // Every entry into the service is guarded and marks its groups failed; this is the last
+        // resort for what is not (std::bad_alloc between two entries): exit like a lost bus, so
+        // systemd restarts vfiod, rather than std::terminate.
+        spdlog::critical("event loop: {}; exiting", e.what());
+        return 1;
+    }
 }
