@@ -62,19 +62,20 @@ GroupPlan no_iommu_entry(const PciFunction& fn, const DeviceEntry& entry, bool i
     return g;
 }
 
-GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& config, unsigned n,
-                     const std::map<PciAddress, const DeviceEntry*>& allowlisted) {
-    GroupPlan g;
-    g.group = n;
-    std::vector<const PciFunction*> members;  // readable members, bridges included
-    std::vector<PciAddress> unreadable;
+// The group's members as planned devices, each with its role and target (bridges stay with the
+// host and get none). Returns the readable members, bridges included; the addresses the reader
+// had to skip go to *unreadable.
+std::vector<const PciFunction*> place_members(
+    GroupPlan& g, const Topology& topo, unsigned n,
+    const std::map<PciAddress, const DeviceEntry*>& allowlisted,
+    std::vector<PciAddress>* unreadable) {
+    std::vector<const PciFunction*> members;
     for (const PciAddress& a : topo.groups.at(n)) {
         if (const PciFunction* fn = topo.find(a))
             members.push_back(fn);
         else
-            unreadable.push_back(a);
+            unreadable->push_back(a);
     }
-    std::vector<const PciFunction*> endpoints;  // what would move: everything but bridges
     for (const PciFunction* fn : members) {
         PlannedDevice d = describe(*fn);
         if (fn->is_bridge()) {
@@ -88,11 +89,20 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
             d.role = Role::Companion;
             d.target = kVfioPci;
         }
-        if (!fn->is_bridge())
-            endpoints.push_back(fn);
         g.devices.push_back(std::move(d));
     }
+    return members;
+}
 
+// The DESIGN §4 refusal rules, in precedence order: the first that any member trips is the
+// group's reason. Protection applies to every member; the rest only to what would move.
+bool refuse_by_rules(GroupPlan& g, const std::vector<const PciFunction*>& members,
+                     const HostUse& use, const Config& config,
+                     const std::map<PciAddress, const DeviceEntry*>& allowlisted) {
+    std::vector<const PciFunction*> endpoints;  // what would move: everything but bridges
+    for (const PciFunction* fn : members)
+        if (!fn->is_bridge())
+            endpoints.push_back(fn);
     auto none = std::vector<std::string>{};
     auto lines = [&](const std::map<PciAddress, std::vector<std::string>>& m) {
         return [&m, none](const PciFunction& fn) {
@@ -100,39 +110,49 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
             return v ? *v : none;
         };
     };
-    bool refused =
-        refuse_if(g, Reason::Protected, members,
-                  [&](const PciFunction& fn) {
-                      return protected_by(config, fn)
-                                 ? std::vector<std::string>{"matches a [[protect]] entry"}
-                                 : none;
-                  }) ||
-        refuse_if(g, Reason::InUseStorage, endpoints, lines(use.storage)) ||
-        refuse_if(g, Reason::InUseNetwork, endpoints, lines(use.network)) ||
-        refuse_if(g, Reason::InUseDevice, endpoints, lines(use.device)) ||
-        refuse_if(g, Reason::SriovPf, endpoints,
-                  [&](const PciFunction& fn) {
-                      return fn.sriov_numvfs > 0
-                                 ? std::vector<std::string>{"SR-IOV PF with " +
-                                                            std::to_string(fn.sriov_numvfs) +
-                                                            " VFs enabled; unbinding it would "
-                                                            "destroy them"}
-                                 : none;
-                  }) ||
-        refuse_if(g, Reason::BootVga, endpoints,
-                  [&](const PciFunction& fn) {
-                      return fn.boot_vga && !config.allow_boot_vga
-                                 ? std::vector<std::string>{"is the boot VGA device "
-                                                            "(allow_boot_vga = false)"}
-                                 : none;
-                  }) ||
-        refuse_if(g, Reason::Companion, endpoints, [&](const PciFunction& fn) {
-            return config.companions == CompanionPolicy::Refuse && !allowlisted.count(fn.address)
-                       ? std::vector<std::string>{"is not allowlisted and shares the group "
-                                                  "(companions = \"refuse\")"}
-                       : none;
-        });
-    if (!refused && !unreadable.empty()) {
+    return refuse_if(g, Reason::Protected, members,
+                     [&](const PciFunction& fn) {
+                         return protected_by(config, fn)
+                                    ? std::vector<std::string>{"matches a [[protect]] entry"}
+                                    : none;
+                     }) ||
+           refuse_if(g, Reason::InUseStorage, endpoints, lines(use.storage)) ||
+           refuse_if(g, Reason::InUseNetwork, endpoints, lines(use.network)) ||
+           refuse_if(g, Reason::InUseDevice, endpoints, lines(use.device)) ||
+           refuse_if(g, Reason::SriovPf, endpoints,
+                     [&](const PciFunction& fn) {
+                         return fn.sriov_numvfs > 0
+                                    ? std::vector<std::string>{"SR-IOV PF with " +
+                                                               std::to_string(fn.sriov_numvfs) +
+                                                               " VFs enabled; unbinding it would "
+                                                               "destroy them"}
+                                    : none;
+                     }) ||
+           refuse_if(g, Reason::BootVga, endpoints,
+                     [&](const PciFunction& fn) {
+                         return fn.boot_vga && !config.allow_boot_vga
+                                    ? std::vector<std::string>{"is the boot VGA device "
+                                                               "(allow_boot_vga = false)"}
+                                    : none;
+                     }) ||
+           refuse_if(g, Reason::Companion, endpoints, [&](const PciFunction& fn) {
+               return config.companions == CompanionPolicy::Refuse &&
+                              !allowlisted.count(fn.address)
+                          ? std::vector<std::string>{"is not allowlisted and shares the group "
+                                                     "(companions = \"refuse\")"}
+                          : none;
+           });
+}
+
+GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& config, unsigned n,
+                     const std::map<PciAddress, const DeviceEntry*>& allowlisted) {
+    GroupPlan g;
+    g.group = n;
+    std::vector<PciAddress> unreadable;
+    auto members = place_members(g, topo, n, allowlisted, &unreadable);
+    if (refuse_by_rules(g, members, use, config, allowlisted))
+        return g;
+    if (!unreadable.empty()) {
         // A member vfiod cannot read might be anything; binding around it would leave the group
         // partial, so it blocks like a companion that may not move.
         g.action = Action::Refuse;
@@ -141,11 +161,8 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
             g.blockers.push_back(a);
             g.details.push_back(a.str() + ": shares the group but could not be read");
         }
-        refused = true;
-    }
-    if (refused)
         return g;
-
+    }
     g.action = Action::Bound;
     for (PlannedDevice& d : g.devices) {
         if (!d.target)
