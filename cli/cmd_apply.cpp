@@ -78,20 +78,50 @@ void write_json(const std::vector<Result>& results) {
     std::fputs(j.str().c_str(), stdout);
 }
 
-}  // namespace
-
-int run_apply(const Args& args) {
-    if (args.root == "/" && ::geteuid() != 0) {
+// Why apply may not run on the live host (an exit status, after saying so), or nullopt.
+std::optional<int> live_host_refusal(const Args& args) {
+    if (args.root != "/")
+        return std::nullopt;
+    if (::geteuid() != 0) {
         std::fprintf(stderr, "vfioctl: apply rebinds drivers on this host and must run as root "
                              "(to try it on a test tree, use --root DIR)\n");
         return kExitDenied;
     }
     // Two writers on one group would race each other's journal and verification.
-    if (args.root == "/" && client::daemon_running()) {
+    if (client::daemon_running()) {
         std::fprintf(stderr, "vfioctl: vfiod is running and manages these groups: use 'vfioctl "
                              "bind ADDR' (or 'systemctl stop vfiod' first); nothing was done\n");
         return kExitFailed;
     }
+    return std::nullopt;
+}
+
+void write_text(const std::vector<Result>& results, bool nothing_planned) {
+    for (const auto& r : results) {
+        const GroupOutcome& o = r.outcome;
+        if (r.plan) {
+            std::printf("%s", render_group(*r.plan, false, to_string(o.state)).c_str());
+        } else {
+            std::printf("journal: group %s: %s\n", o.group ? std::to_string(*o.group).c_str() : "?",
+                        to_string(o.state));
+        }
+        if (o.reason != Reason::None && o.state != Outcome::Refused)
+            std::printf("  reason: %s\n", to_string(o.reason));
+        if (!o.message.empty() && o.state != Outcome::Refused)
+            std::printf("  %s\n", o.message.c_str());
+        if (o.state == Outcome::Stuck)
+            std::printf("  A kernel write is blocked; see README \"When a group is stuck\".\n");
+        std::printf("\n");
+    }
+    if (nothing_planned)
+        std::printf("Nothing to do: no PCI function on this host matches the allowlist.\n");
+}
+
+}  // namespace
+
+int run_apply(const Args& args) {
+    if (auto refused = live_host_refusal(args))
+        return *refused;
     std::optional<Config> checked = checked_config(args, "nothing was done");
     if (!checked)
         return kExitUsage;
@@ -129,29 +159,10 @@ int run_apply(const Args& args) {
         results.push_back({&g, std::move(o)});
     }
 
-    if (args.json) {
+    if (args.json)
         write_json(results);
-    } else {
-        for (const auto& r : results) {
-            const GroupOutcome& o = r.outcome;
-            if (r.plan) {
-                std::printf("%s", render_group(*r.plan, false, to_string(o.state)).c_str());
-            } else {
-                std::printf("journal: group %s: %s\n",
-                            o.group ? std::to_string(*o.group).c_str() : "?",
-                            to_string(o.state));
-            }
-            if (o.reason != Reason::None && o.state != Outcome::Refused)
-                std::printf("  reason: %s\n", to_string(o.reason));
-            if (!o.message.empty() && o.state != Outcome::Refused)
-                std::printf("  %s\n", o.message.c_str());
-            if (o.state == Outcome::Stuck)
-                std::printf("  A kernel write is blocked; see README \"When a group is stuck\".\n");
-            std::printf("\n");
-        }
-        if (plan.groups.empty())
-            std::printf("Nothing to do: no PCI function on this host matches the allowlist.\n");
-    }
+    else
+        write_text(results, plan.groups.empty());
     return all_bound ? kExitOk : kExitFailed;
 }
 
