@@ -1,0 +1,35 @@
+#!/bin/sh
+# layering.sh must be able to fail: on a copy of the layered sources it passes as they are, then
+# fails on each kind of wrong include, named by file and line (a rule that cannot fail checks
+# nothing). Usage: layering_selftest.sh SOURCE_ROOT LAYERING_SH
+root=${1:?usage: layering_selftest.sh SOURCE_ROOT LAYERING_SH}
+check=${2:?usage: layering_selftest.sh SOURCE_ROOT LAYERING_SH}
+tmp=$(mktemp -d) || exit 2
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+copy() {
+    rm -rf "$tmp/src" && mkdir -p "$tmp/src/daemon" || exit 2
+    for d in daemon/core daemon/io daemon/exec daemon/service client cli device-plugin; do
+        cp -r "$root/$d" "$tmp/src/$d" || exit 2
+    done
+}
+# expect_violation FILE INCLUDE: with INCLUDE added to FILE, layering.sh fails and names FILE:2.
+expect_violation() {
+    copy
+    sed -i "1a $2" "$tmp/src/$1"
+    if out=$(sh "$check" "$tmp/src" 2>&1); then
+        echo "FAIL: layering.sh passed with $2 in $1"; fail=1
+    elif ! printf '%s\n' "$out" | grep -qF "$1:2:"; then
+        echo "FAIL: layering.sh failed but did not name $1:2: $out"; fail=1
+    else
+        echo "ok: $1 with $2 is refused"
+    fi
+}
+copy
+sh "$check" "$tmp/src" >/dev/null || { echo "FAIL: layering.sh fails on the tree as it is"; fail=1; }
+expect_violation cli/text.cpp '#include "service/service.hpp"'
+expect_violation daemon/core/state.cpp '#include <spdlog/spdlog.h>'
+expect_violation daemon/exec/journal.cpp '#include "../service/logging.hpp"'
+expect_violation daemon/io/host_fs.cpp '#  include "core/../exec/journal.hpp"'
+expect_violation device-plugin/model.cpp '#include "service/service.hpp"'
+exit "$fail"
