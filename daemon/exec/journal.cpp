@@ -240,7 +240,10 @@ std::string Journal::entry_path(unsigned group) const {
 }
 
 std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
-    auto text = fs_.read(entry_path(group));
+    std::string refused;
+    auto text = fs_.read(entry_path(group), 65536, &refused);
+    if (!refused.empty())
+        fail(err, entry_path(group) + ": " + refused);
     if (!text)
         return std::nullopt;
     std::string why;
@@ -283,7 +286,12 @@ int Journal::store(const JournalEntry& entry) {
         return err;
     const std::string final_path = fs_.path(entry_path(entry.group));
     const std::string tmp_path = final_path + ".tmp";
-    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // Whatever is at the temp name goes first, and O_EXCL opens only the file created here: a
+    // FIFO left there would block open(O_WRONLY) forever, on the operation's thread, holding the
+    // group's queue and, at SIGTERM, the daemon's exit.
+    if (::unlink(tmp_path.c_str()) != 0 && errno != ENOENT)
+        return errno;
+    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return errno;
     int err = write_all(fd, serialize(entry));

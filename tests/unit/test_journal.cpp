@@ -2,7 +2,13 @@
 // files are reported instead of trusted.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "exec/journal.hpp"
 #include "fake_tree.hpp"
@@ -132,4 +138,34 @@ TEST(JournalStore, ReportsAnUnwritableDirectory) {
     HostFs fs(tree.root());
     Journal j(fs);
     EXPECT_NE(j.store(sample()), 0);
+}
+
+// Issue 10, row 4 on the journal: a FIFO at the temp name blocked store()'s open(O_WRONLY)
+// forever, on the operation's thread: the group stayed `pending`, every later request on it
+// timed out, and SIGTERM waited for that thread. One at an entry's name was read as no entry.
+TEST(JournalStore, AFifoInTheDirectoryBlocksNothingAndIsNamed) {
+    FakeTree tree;
+    tree.write_file("run/vfiod/keep", "");
+    const std::string tmp = tree.root() + "/run/vfiod/group-13.tmp";
+    ASSERT_EQ(::mkfifo(tmp.c_str(), 0644), 0);
+    HostFs fs(tree.root());
+    Journal j(fs);
+    auto stored = std::async(std::launch::async, [&] { return j.store(sample()); });
+    if (stored.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+        int unblock = ::open(tmp.c_str(), O_RDONLY | O_NONBLOCK);  // lets the blocked open go on
+        stored.wait();
+        ::close(unblock);
+        FAIL() << "store() blocked on the FIFO at group-13.tmp";
+    }
+    EXPECT_EQ(stored.get(), 0);
+    EXPECT_EQ(j.load(13)->functions.size(), 2u);
+    EXPECT_FALSE(std::filesystem::exists(tmp));
+
+    ASSERT_EQ(::mkfifo((tree.root() + "/run/vfiod/group-4").c_str(), 0644), 0);
+    std::string err;
+    EXPECT_FALSE(j.load(4, &err));
+    EXPECT_EQ(err, "run/vfiod/group-4: a FIFO, not a regular file");
+    std::vector<std::string> errors;
+    EXPECT_EQ(j.load_all(&errors).size(), 1u);
+    EXPECT_EQ(errors, std::vector<std::string>{"run/vfiod/group-4: a FIFO, not a regular file"});
 }
