@@ -123,8 +123,7 @@ bool Service::start() {
 
 void Service::reread() {
     snapshot_ = read_snapshot(*view_);
-    for (const auto& w : snapshot_.warnings)
-        spdlog::debug("{}", w);
+    log_host_warnings(snapshot_.warnings, true);
     claimants_.clear();
     for (const auto& [a, fn] : snapshot_.topology.functions)
         if (fn.iommu_group)
@@ -134,6 +133,19 @@ void Service::reread() {
         if (gp.group)
             plans_.emplace(*gp.group, std::move(gp));
     publish_all_ = true;
+}
+
+void Service::log_host_warnings(const std::vector<std::string>& warnings, bool whole_host) {
+    // The readers bound their own output (BoundedWarnings), so a whole-host read brings a few
+    // dozen at most; a burst's partial read only adds to what is known.
+    std::set<std::string> seen(warnings.begin(), warnings.end());
+    for (const auto& w : warnings)
+        if (!host_warned_.count(w))
+            spdlog::warn("{}", w);
+    if (whole_host)
+        host_warned_ = std::move(seen);
+    else if (host_warned_.size() < 1024)
+        host_warned_.merge(seen);
 }
 
 // What changed with `touched`, and nothing else: those functions, their groups' members, the
@@ -167,8 +179,7 @@ std::set<unsigned> Service::refresh(std::set<PciAddress> touched) {
             claimants_.erase(g);
     }
     merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only), only);
-    for (const auto& w : warnings)
-        spdlog::debug("{}", w);
+    log_host_warnings(warnings, false);
     static const std::set<PciAddress> kNone;
     for (unsigned g : groups) {
         auto c = claimants_.find(g);

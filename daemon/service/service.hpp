@@ -147,6 +147,9 @@ private:
 
     void reread();
     std::set<unsigned> refresh(std::set<PciAddress> touched);
+    // What a read of the host found odd (a FIFO for an attribute, junk names), logged as a
+    // warning the first time it is seen, not again while it stays: a re-read does not repeat it.
+    void log_host_warnings(const std::vector<std::string>& warnings, bool whole_host);
     std::set<PciAddress> members(const std::set<unsigned>& groups) const;
     std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> group_view(unsigned id) const;
     void decide(const std::set<unsigned>& groups, bool from_events);
@@ -177,6 +180,7 @@ private:
     bool publish_all_ = true;     // everything may have (start-up, Reload)
     std::map<unsigned, Status> status_;
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
+    std::set<std::string> host_warned_;  // host warnings logged and still seen
     bool wrote_ = false;             // the host changed under us: re-read before publishing
     bool published_ = true;          // inventory_ reached on_change_ without an exception
     std::set<unsigned> deciding_;    // groups the current entry has started to decide

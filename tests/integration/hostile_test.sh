@@ -135,6 +135,11 @@ kill -HUP "$VFIOD_PID"
 sleep 1
 check "vfiod answers after a SIGHUP with a FIFO vendor" 'b true' \
     "$(gprop /org/vfiod1 $MANAGER IommuEnabled)"
+# The daemon says it too, at warning level (it was only a debug line), once while it lasts.
+kill -HUP "$VFIOD_PID"
+sleep 1
+check "vfiod warns once about the FIFO vendor over two re-reads" 1 \
+    "$(grep -c 'warning skipping PCI function 0000:01:00.1: vendor is a FIFO, not a regular file' "$WORK/vfiod.log")"
 rm "$R/proc/net/route"
 mkfifo "$R/proc/net/route"
 out=$(timeout 20 "$VFIOCTL" plan --root "$R" --config "$CONFIG" 2>&1); rc=$?
@@ -145,6 +150,8 @@ kill -HUP "$VFIOD_PID"
 sleep 1
 check "vfiod answers after a SIGHUP with a FIFO route table" 'b true' \
     "$(gprop /org/vfiod1 $MANAGER IommuEnabled)"
+check_contains "vfiod warns about the FIFO route table" \
+    "warning not reading proc/net/route: it is a FIFO, not a regular file" "$(cat "$WORK/vfiod.log")"
 kill -TERM "$VFIOD_PID"
 for _ in $(seq 50); do alive || break; sleep 0.1; done
 if alive; then fail "SIGTERM ends vfiod within 5 s"; else pass "SIGTERM ends vfiod within 5 s"; VFIOD_PID=; fi
