@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,6 +147,61 @@ TEST_F(EventLoopTest, PublishingThatThrowsNeverEndsTheDaemon) {
     kill(getpid(), SIGTERM);
     loop.join();
     EXPECT_EQ(rc, 0) << "SIGTERM is a clean stop";
+}
+
+// Issue 10 on the incremental path (a udev burst re-reads only the functions it names, through
+// other code than a full read): a host driver whose name is not UTF-8 and holds an escape is bound
+// to the GPU, then the audio function's vendor becomes a FIFO. The name reaches the bus through
+// PropertiesChanged as U+FFFD (sd-bus refuses invalid UTF-8, which once ended the daemon), the
+// FIFO is refused rather than waited on, and the loop keeps answering throughout.
+TEST_F(EventLoopTest, HostileNamesAndFilesOnTheIncrementalPath) {
+    ASSERT_TRUE(bus_.up()) << "dbus-daemon did not start";
+    block_signals();
+    auto conn = sdbus::createSessionBusConnectionWithAddress(bus_.address());
+    Service service(kernel_, {.config_file = std::nullopt, .force_observe = true});
+    Authorizer auth(*conn);
+    CallLog call_log;
+    DbusObjects objects(*conn, service, auth, call_log);
+    service.set_on_change([&](const Inventory& inv) { objects.publish(inv); });
+    ASSERT_TRUE(service.start());
+    objects.publish(service.inventory());
+    conn->requestName("org.vfiod1");
+    ScriptedEvents events;
+    int rc = -1;
+    std::thread loop([&] { rc = run_event_loop(*conn, service, &events); });
+    client_ = sdbus::createSessionBusConnectionWithAddress(bus_.address());
+    auto driver_property = [&](const char* bdf) -> std::string {
+        try {
+            auto proxy = sdbus::createProxy(*client_, "org.vfiod1",
+                                            device_object_path(*PciAddress::parse(bdf)));
+            return proxy->getProperty("Driver").onInterface("org.vfiod1.Device").get<std::string>();
+        } catch (const sdbus::Error& e) {
+            return "error: " + e.getMessage();
+        }
+    };
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "pending"; })) << group_state(13);
+
+    const std::string evil = "evil\xff\x1b[2J";
+    tree_.bind(kGpu, evil);
+    events.send("unbind", kGpu);
+    events.send("bind", kGpu);
+    const std::string published = "evil\xef\xbf\xbd\x1b[2J";
+    EXPECT_TRUE(eventually([&] { return driver_property(kGpu) == published; }))
+        << driver_property(kGpu);
+    EXPECT_TRUE(answers_plan());
+
+    const char* audio = "0000:01:00.1";
+    const std::string vendor = tree_.root() + "/" + tree_.devpath(audio) + "/vendor";
+    std::filesystem::remove(vendor);
+    ASSERT_EQ(::mkfifo(vendor.c_str(), 0644), 0);
+    events.send("change", audio);
+    EXPECT_TRUE(eventually([&] { return group_state(13) == "refused"; })) << group_state(13);
+    EXPECT_EQ(group_reason(13), "companion");
+    EXPECT_TRUE(answers_plan());
+
+    kill(getpid(), SIGTERM);
+    loop.join();
+    EXPECT_EQ(rc, 0);
 }
 
 }  // namespace
