@@ -8,8 +8,9 @@
 // - exec/journal writes run/vfiod with open/fsync/rename on path() (vfiod's own files, not kernel
 //   attributes: they need atomic replacement, which a single attribute write cannot give; its
 //   reads do go through this layer);
-// - io/host_use asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
-//   nothing here could fake it, and a tree has no live addresses to report).
+// - io/host_tables asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
+//   nothing here could fake it, and a tree has no live addresses to report), and on the live host
+//   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
 #pragma once
 
 #include <optional>

@@ -1,15 +1,12 @@
 #include "io/host_use.hpp"
 
-#include <ifaddrs.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <deque>
 #include <map>
 #include <set>
 
 #include "core/strings.hpp"
 #include "io/device_use.hpp"
+#include "io/host_tables.hpp"
 #include "io/netns_use.hpp"
 #include "io/proc_fds.hpp"
 #include "io/proc_parsers.hpp"
@@ -28,24 +25,10 @@ std::optional<PciAddress> nearest_function(std::string_view devpath) {
 
 namespace {
 
-// Mount tables on container hosts run to megabytes; reading them short would miss mounts.
-constexpr size_t kProcMax = 64u << 20;
-
 // Names and paths from the host are bytes: a mount point (octal escapes already decoded), a
 // netdev or block device name may hold a newline or an escape sequence. Findings are messages
 // that end up in the journal, the text plan and D-Bus errors, so they quote the host this way.
 std::string shown(std::string_view s) { return printable(s, 256); }
-
-// A host file the findings depend on; anything there that is not a regular file is refused by
-// the access layer and said here, since what it would have told is then unknown.
-std::optional<std::string> read_host_file(const HostFs& fs, const std::string& rel,
-                                          std::vector<std::string>* warnings) {
-    std::string refused;
-    auto text = fs.read(rel, kProcMax, &refused);
-    if (!refused.empty() && warnings)
-        warnings->push_back("not reading " + shown(rel) + ": it is " + refused);
-    return text;
-}
 
 // An NVMe namespace under native multipath lives in the virtual subsystem directory, away from
 // any PCI device; the controllers that serve it are the nvme<N> links beside it.
@@ -74,38 +57,6 @@ std::set<PciAddress> owners(const HostFs& fs, std::string_view devpath) {
     if (auto a = nearest_function(devpath))
         return {*a};
     return multipath_controllers(fs, devpath);
-}
-
-struct MountTables {
-    std::map<std::pair<unsigned, unsigned>, std::string> by_devnum;  // first mount point
-    std::map<std::string, std::string> by_source;
-    std::set<std::string> swaps;
-};
-
-// PID 1's table, not our own: the unit runs in a private mount namespace (PrivateMounts=,
-// ProtectSystem=) that only shows the host's mounts while propagation works, and a host whose /
-// is not shared would leave an unmounted disk listed and a new mount unseen. A captured tree
-// without proc/1 falls back to the reader's own table (DESIGN §2).
-std::optional<std::string> host_table(const HostFs& fs, const std::string& pid1_file,
-                                      const std::string& fallback,
-                                      std::vector<std::string>* warnings) {
-    if (auto text = read_host_file(fs, pid1_file, warnings))
-        return text;
-    return read_host_file(fs, fallback, warnings);
-}
-
-MountTables read_mount_tables(const HostFs& fs, std::vector<std::string>* warnings) {
-    MountTables t;
-    if (auto text = host_table(fs, "proc/1/mountinfo", "proc/self/mountinfo", warnings))
-        for (auto& m : parse_mountinfo(*text))
-            t.by_devnum.emplace(std::make_pair(m.major, m.minor), std::move(m.mount_point));
-    if (auto text = host_table(fs, "proc/1/mounts", "proc/mounts", warnings))
-        for (auto& m : parse_mounts(*text))
-            t.by_source.emplace(std::move(m.source), std::move(m.mount_point));
-    if (auto text = read_host_file(fs, "proc/swaps", warnings))
-        for (auto& s : parse_swaps(*text))
-            t.swaps.insert(std::move(s));
-    return t;
 }
 
 std::vector<std::string> block_findings(const HostFs& fs, const std::string& name,
@@ -147,8 +98,8 @@ using Wanted = const std::set<PciAddress>*;
 bool wanted(Wanted only, const PciAddress& a) { return !only || only->count(a); }
 
 void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings,
-                  Wanted only) {
-    MountTables mounts = read_mount_tables(fs, warnings);
+                  Wanted only, HostTables& tables) {
+    const MountTables& mounts = tables.mounts(fs, warnings);
     BoundedWarnings odd(warnings, "block device warnings");
     for (const auto& name : fs.list("sys/class/block")) {
         auto dir = fs.resolve("sys/class/block/" + name);
@@ -163,27 +114,6 @@ void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
             for (const auto& line : lines)
                 use->storage[owner].push_back(line);
     }
-}
-
-// Interfaces with an IPv4 or a global IPv6 address, from the running kernel.
-std::set<std::string> live_addressed_ifaces() {
-    std::set<std::string> out;
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) != 0)
-        return out;
-    for (ifaddrs* a = list; a; a = a->ifa_next) {
-        if (!a->ifa_addr || !a->ifa_name)
-            continue;
-        if (a->ifa_addr->sa_family == AF_INET) {
-            out.insert(a->ifa_name);
-        } else if (a->ifa_addr->sa_family == AF_INET6) {
-            auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
-            if (!IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr))
-                out.insert(a->ifa_name);
-        }
-    }
-    freeifaddrs(list);
-    return out;
 }
 
 // name itself first, then every device stacked above it (bridge, bond, VLAN, macvlan, …).
@@ -207,24 +137,16 @@ std::vector<std::string> stack_above(const HostFs& fs, const std::string& name) 
     return order;
 }
 
-void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warnings,
-                  Wanted only) {
-    std::set<std::string> routed;
-    if (auto text = read_host_file(fs, "proc/net/route", warnings))
-        routed = parse_route_ifaces(*text);
-    if (auto text = read_host_file(fs, "proc/net/ipv6_route", warnings))
-        routed.merge(parse_ipv6_route_ifaces(*text));
-    // Addresses are only meaningful for the kernel we run on, never for a captured tree.
-    std::set<std::string> addressed;
-    if (fs.live())
-        addressed = live_addressed_ifaces();
-
-    for (const auto& name : fs.list("sys/class/net")) {
-        auto dir = fs.resolve("sys/class/net/" + name);
-        if (!dir)
-            continue;
-        auto owner = nearest_function(*dir);
-        if (!owner || !wanted(only, *owner))
+void find_network(const HostFs& fs, const Topology& topo, HostUse* use,
+                  std::vector<std::string>* warnings, Wanted only, HostTables& tables) {
+    std::vector<std::pair<PciAddress, std::string>> nics;
+    if (only)
+        for (const auto& [addr, fn] : topo.functions)
+            if ((fn.class_code >> 16) == 0x02 && !fn.devpath.empty())
+                nics.emplace_back(addr, fn.devpath);
+    const NetTables& net = tables.network(fs, warnings, nics);
+    for (const auto& [name, owner] : net.netdevs) {
+        if (!wanted(only, owner))
             continue;
         std::vector<std::string> lines;
         const std::string shown_name = shown(name);
@@ -232,13 +154,13 @@ void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
             lines.push_back(shown_name + " is enslaved to " + shown(*master));
         for (const auto& dev : stack_above(fs, name)) {
             std::string via = dev == name ? "" : " (via " + shown(dev) + ")";
-            if (routed.count(dev))
+            if (net.routed.count(dev))
                 lines.push_back(shown_name + " carries a route" + via);
-            if (addressed.count(dev))
+            if (net.addressed.count(dev))
                 lines.push_back(shown_name + " has an address" + via);
         }
         for (auto& line : lines)
-            use->network[*owner].push_back(std::move(line));
+            use->network[owner].push_back(std::move(line));
     }
 }
 
@@ -248,16 +170,33 @@ void find_network(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
 // is still one the host may depend on.
 namespace {
 
+// Whether the proc/*/fd walk can find anything for these functions: one of them owns a device
+// node, or is on a vfio driver, or its group has a vfio node (a VM holding it). Otherwise the walk,
+// whose cost grows with the host's processes and open files, is left out.
+bool fds_matter(const HostFs& fs, const Topology& topo, const std::vector<DeviceNode>& nodes) {
+    if (!nodes.empty())
+        return true;
+    for (const auto& [addr, fn] : topo.functions)
+        if (fn.driver.find("vfio") != std::string::npos)
+            return true;
+    for (const auto& [g, members] : topo.groups)
+        if (fs.exists("dev/vfio/" + std::to_string(g)))
+            return true;
+    return false;
+}
+
 HostUse read_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings,
-                 Wanted only) {
+                 Wanted only, HostTables& tables) {
     HostUse use;
-    find_storage(fs, &use, warnings, only);
-    find_network(fs, &use, warnings, only);
+    find_storage(fs, &use, warnings, only, tables);
+    find_network(fs, topo, &use, warnings, only, tables);
     find_netns_use(fs, topo, &use);
-    // One walk of proc/*/fd serves both readers.
-    auto open = scan_open_nodes(fs);
     auto nodes = read_device_nodes(fs);
     std::erase_if(nodes, [&](const DeviceNode& n) { return !wanted(only, n.owner); });
+    if (only && !fds_matter(fs, topo, nodes))
+        return use;
+    // One walk of proc/*/fd serves both readers.
+    auto open = scan_open_nodes(fs);
     find_device_use(fs, nodes, open, &use);
     read_vfio_use(fs, topo, open, &use);
     return use;
@@ -267,11 +206,12 @@ HostUse read_use(const HostFs& fs, const Topology& topo, std::vector<std::string
 
 HostUse read_host_use(const HostFs& fs, const Topology& topo,
                       std::vector<std::string>* warnings) {
-    return read_use(fs, topo, warnings, nullptr);
+    HostTables fresh;
+    return read_use(fs, topo, warnings, nullptr, fresh);
 }
 
 HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings,
-                      const std::set<PciAddress>& only) {
+                      const std::set<PciAddress>& only, HostTables* tables) {
     // The per-function readers walk the topology they are given: give them only these functions
     // and the groups they fill (a vfio group node open marks each member).
     Topology sub;
@@ -285,7 +225,8 @@ HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::s
         }
     for (auto& [g, members] : sub.groups)
         std::erase_if(members, [&](const PciAddress& a) { return !only.count(a); });
-    return read_use(fs, sub, warnings, &only);
+    HostTables fresh;
+    return read_use(fs, sub, warnings, &only, tables ? *tables : fresh);
 }
 
 void merge_host_use(HostUse* into, HostUse fresh, const std::set<PciAddress>& only) {

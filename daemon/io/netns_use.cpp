@@ -28,17 +28,6 @@ bool network_driver(const std::string& driver) {
            driver.find("uio") == std::string::npos;
 }
 
-// Netdev glue directories of a function: <fn>/net and, for virtio-net, <fn>/virtio<N>/net.
-std::vector<std::string> net_dirs(const HostFs& fs, const std::string& devpath) {
-    std::vector<std::string> out;
-    if (fs.exists(devpath + "/net"))
-        out.push_back(devpath + "/net");
-    for (const auto& e : fs.list(devpath))
-        if (e.rfind("virtio", 0) == 0 && fs.exists(devpath + "/" + e + "/net"))
-            out.push_back(devpath + "/" + e + "/net");
-    return out;
-}
-
 std::string describe(const HostFs& fs, const Netns& ns) {
     std::string who = ns.pid.empty() ? "" : process_name(fs, ns.pid);
     if (!ns.names.empty())
@@ -58,6 +47,16 @@ std::string interface_in(const HostFs& fs, const Netns& ns, const PciAddress& fn
 }
 
 }  // namespace
+
+std::vector<std::string> net_dirs(const HostFs& fs, const std::string& devpath) {
+    std::vector<std::string> out;
+    if (fs.exists(devpath + "/net"))
+        out.push_back(devpath + "/net");
+    for (const auto& e : fs.list(devpath))
+        if (e.rfind("virtio", 0) == 0 && fs.exists(devpath + "/" + e + "/net"))
+            out.push_back(devpath + "/" + e + "/net");
+    return out;
+}
 
 std::vector<Netns> list_netns(const HostFs& fs) {
     std::map<unsigned long, Netns> by_inode;

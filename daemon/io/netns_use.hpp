@@ -19,6 +19,9 @@
 
 namespace vfiod {
 
+// A function's netdev directories: <devpath>/net and, for virtio-net, <devpath>/virtio<N>/net.
+std::vector<std::string> net_dirs(const HostFs& fs, const std::string& devpath);
+
 // A network namespace other than the host's (PID 1's), as the host shows it.
 struct Netns {
     unsigned long inode = 0;

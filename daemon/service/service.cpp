@@ -72,7 +72,14 @@ Service::Service(HostFs& fs, ServiceOptions options)
     : fs_(fs),
       view_(std::make_unique<FencedHostFs>(fs)),
       options_(std::move(options)),
-      journal_(std::make_unique<Journal>(fs_)) {}
+      journal_(std::make_unique<Journal>(fs_)) {
+    if (fs.live()) {
+        std::vector<std::string> notes;
+        set_table_watch(watch_kernel_tables(&notes));
+        for (const auto& n : notes)
+            spdlog::info("{}", n);
+    }
+}
 
 Service::~Service() = default;
 
@@ -178,7 +185,7 @@ std::set<unsigned> Service::refresh(std::set<PciAddress> touched) {
         if (c.empty())
             claimants_.erase(g);
     }
-    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only), only);
+    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only, &tables_), only);
     log_host_warnings(warnings, false);
     static const std::set<PciAddress> kNone;
     for (unsigned g : groups) {

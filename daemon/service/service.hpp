@@ -17,6 +17,7 @@
 #include "exec/executor.hpp"
 #include "io/snapshot.hpp"
 #include "io/host_fs.hpp"
+#include "io/host_tables.hpp"
 #include "service/inventory.hpp"
 
 namespace vfiod {
@@ -76,6 +77,11 @@ public:
     // synchronously. Set the workers before start(): the coldplug binds use them too.
     using Reply = std::function<void(const OpResult&)>;
     void set_workers(Workers* workers) { workers_ = workers; }
+    // What says that the host's mount table, swaps, routes or links changed, so events re-read
+    // them only then. The live host watches the kernel (watch_kernel_tables()); a tree has
+    // nothing to watch and re-reads them on every event. Tests replace it before start().
+    void set_table_watch(std::unique_ptr<TableWatch> watch) { tables_ = HostTables(std::move(watch)); }
+    const HostTables& tables() const { return tables_; }
     void bind_async(std::string address, Reply reply);
     void release_async(std::string address, Reply reply);
     void reload_async(Reply reply);
@@ -174,6 +180,7 @@ private:
     // Start-up and Reload read everything; an event, an operation and its outcome re-read only
     // the groups concerned (refresh), so their cost does not grow with the host.
     Snapshot snapshot_;
+    HostTables tables_;
     std::map<unsigned, GroupPlan> plans_;
     std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
     std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
