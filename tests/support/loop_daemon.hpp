@@ -25,8 +25,8 @@ namespace vfiod::test {
 // Call block_signals() before the first thread: SIGTERM must reach only the loop's signalfd.
 class Daemon {
 public:
-    explicit Daemon(HostFs& fs, PciEventSource* events = nullptr)
-        : service_(fs, {}), events_(events) {
+    explicit Daemon(HostFs& fs, PciEventSource* events = nullptr, ServiceOptions options = {})
+        : service_(fs, std::move(options)), events_(events) {
         bus_ = sdbus::createSystemBusConnection();
         auth_ = std::make_unique<Authorizer>(*bus_);
         objects_ = std::make_unique<DbusObjects>(*bus_, service_, *auth_, log_);
