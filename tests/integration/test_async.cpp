@@ -5,7 +5,8 @@
 // write_timeout; same-group requests wait their turn; a Reload waits for the operation in flight.
 // The daemon's own writes take the same path: a coldplug bind, a hot-plugged group's bind, a
 // drift re-assertion and the early-override clean-up that hang delay nothing else, and complete
-// once the write returns.
+// once the write returns. A Bind refused for a reason no PCI event announced publishes that
+// reason before its reply.
 // Run by async_test.sh, which starts the private dbus-daemon (DBUS_SYSTEM_BUS_ADDRESS).
 #include <gtest/gtest.h>
 
@@ -83,6 +84,16 @@ std::string group_state(unsigned group) {
     auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1/group/" + std::to_string(group));
     try {
         return proxy->getProperty("State").onInterface("org.vfiod1.Group").get<std::string>();
+    } catch (const sdbus::Error& e) {
+        return e.getName();
+    }
+}
+
+std::string group_reason(unsigned group) {
+    auto conn = sdbus::createSystemBusConnection();
+    auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1/group/" + std::to_string(group));
+    try {
+        return proxy->getProperty("Reason").onInterface("org.vfiod1.Group").get<std::string>();
     } catch (const sdbus::Error& e) {
         return e.getName();
     }
@@ -423,6 +434,35 @@ TEST_F(AsyncTest, ARestartWhileADaemonBindHangsEndsConsistent) {
     EXPECT_EQ(driver_of("0000:01:00.1"), "vfio-pci");
     std::string journal = slurp(tree.root() + "/run/vfiod/group-13");
     EXPECT_NE(journal.find("done"), std::string::npos) << journal;
+}
+
+// What vm-daemon-host-truth's gpu-refused-device caught: the NIC's interface is in another
+// network namespace (sysfs shows its net/ empty) and a process holds its PTP clock open, so the
+// group is refused in-use-network. The interface comes back, which is no PCI event; a Bind is
+// then refused in-use-device, and the group's published Reason must say so by the time the
+// caller has its answer, not wait for some later event.
+TEST_F(AsyncTest, ARefusedBindPublishesItsNewReasonBeforeItsReply) {
+    const std::string nic = tree.devpath(kNic);
+    tree.add_char_device(kNic, "ptp/ptp0", "ptp0", 246, 0);
+    tree.hold_open(4242, "ptp4l", 5, "/dev/ptp0");
+    tree.remove(nic + "/net/enp3s0");
+    tree.remove("sys/class/net/enp3s0");
+    auto d = settled_daemon();
+    ASSERT_TRUE(d);
+    ASSERT_EQ(group_state(15), "refused");
+    ASSERT_EQ(group_reason(15), "in-use-network");
+
+    tree.add_netdev(kNic, "enp3s0");
+    Reply r = call("Bind", {kNic});
+    EXPECT_EQ(r.error, "org.vfiod1.Error.Refused");
+    EXPECT_EQ(r.message.rfind("in-use-device", 0), 0u) << r.message;
+    EXPECT_EQ(group_reason(15), "in-use-device");
+    EXPECT_EQ(group_state(15), "refused");
+    EXPECT_EQ(driver_of(kNic), "igb");
+    // Again with nothing changed: the same answer, the same published reason.
+    r = call("Bind", {kNic});
+    EXPECT_EQ(r.message.rfind("in-use-device", 0), 0u) << r.message;
+    EXPECT_EQ(group_reason(15), "in-use-device");
 }
 
 }  // namespace
