@@ -145,7 +145,10 @@ int main(int argc, char** argv) {
     vfiod::Authorizer auth(*bus);
     vfiod::CallLog call_log;
     vfiod::DbusObjects objects(*bus, service, auth, call_log);
-    service.set_on_change([&objects](const vfiod::Inventory& inv) { objects.publish(inv); });
+    service.set_on_change([&objects](const vfiod::Inventory& inv,
+                                     const vfiod::InventoryChange& change) {
+        objects.publish(inv, change);
+    });
     // Every write runs here, off the loop: Bind, Release, and the daemon's own binds from
     // coldplug on. Declared after the service, so it waits for its jobs before the service goes.
     vfiod::Workers workers;
@@ -155,7 +158,6 @@ int main(int argc, char** argv) {
             spdlog::critical("refusing to start with a bad configuration");
             return 2;  // the unit's RestartPreventExitStatus: retrying cannot fix a config
         }
-        objects.publish(service.inventory());
     } catch (const std::exception& e) {
         // Publishing the first inventory found no bus: exit like a lost bus, never abort.
         spdlog::critical("starting: {}", e.what());

@@ -47,14 +47,14 @@ public:
     }
     ~ManagerObject() { unregisterAdaptor(); }
 
-    void update(const Inventory& inv) {
+    void update(std::string mode, bool iommu) {
         std::vector<std::string> changed;
-        if (inv.mode != mode_)
+        if (mode != mode_)
             changed.push_back("Mode");
-        if (inv.iommu != iommu_)
+        if (iommu != iommu_)
             changed.push_back("IommuEnabled");
-        mode_ = inv.mode;
-        iommu_ = inv.iommu;
+        mode_ = std::move(mode);
+        iommu_ = iommu;
         if (!changed.empty() && registered_)
             getObject().emitPropertiesChangedSignal(Manager_adaptor::INTERFACE_NAME, changed);
         registered_ = true;
@@ -255,29 +255,39 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
 
 DbusObjects::~DbusObjects() = default;
 
-void DbusObjects::publish(const Inventory& raw) {
+void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
     // The one way onto the bus: the objects below only ever hold publishable strings. A signal
-    // that still cannot be sent throws to the event loop's guard, which marks what it could not
-    // publish as failed.
-    const Inventory inv = publishable(raw);
-    manager_->update(inv);
+    // that still cannot be sent throws to Service::publish, which marks what it could not
+    // publish as failed and sends it again. Only what changed is looked at.
+    if (change.manager)
+        manager_->update(utf8_safe(inv.mode), inv.iommu);
     // Devices go before their group and come after it, so a device's Group path always names
     // an exported object.
-    std::erase_if(devices_, [&](const auto& kv) { return !inv.devices.count(kv.first); });
-    std::erase_if(groups_, [&](const auto& kv) { return !inv.groups.count(kv.first); });
-    for (const auto& [id, g] : inv.groups) {
+    for (const auto& a : change.devices)
+        if (!inv.devices.count(a))
+            devices_.erase(a);
+    for (unsigned id : change.groups)
+        if (!inv.groups.count(id))
+            groups_.erase(id);
+    for (unsigned id : change.groups) {
+        auto g = inv.groups.find(id);
+        if (g == inv.groups.end())
+            continue;
         auto it = groups_.find(id);
         if (it == groups_.end())
-            groups_.emplace(id, std::make_unique<GroupObject>(connection_, g));
+            groups_.emplace(id, std::make_unique<GroupObject>(connection_, g->second));
         else
-            it->second->update(g);
+            it->second->update(g->second);
     }
-    for (const auto& [addr, d] : inv.devices) {
-        auto it = devices_.find(addr);
+    for (const auto& a : change.devices) {
+        auto d = inv.devices.find(a);
+        if (d == inv.devices.end())
+            continue;
+        auto it = devices_.find(a);
         if (it == devices_.end())
-            devices_.emplace(addr, std::make_unique<DeviceObject>(connection_, d));
+            devices_.emplace(a, std::make_unique<DeviceObject>(connection_, publishable(d->second)));
         else
-            it->second->update(d);
+            it->second->update(publishable(d->second));
     }
 }
 

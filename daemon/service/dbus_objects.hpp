@@ -29,9 +29,11 @@ public:
     DbusObjects(const DbusObjects&) = delete;
     DbusObjects& operator=(const DbusObjects&) = delete;
 
-    // Brings the exported objects in line with `inv`: InterfacesAdded for new groups/functions,
-    // InterfacesRemoved for gone ones, PropertiesChanged naming only the properties that changed.
-    void publish(const Inventory& inv);
+    // Brings the objects `change` names in line with `inv` (the service's on_change): an
+    // InterfacesAdded for each new group or function, InterfacesRemoved for each gone one,
+    // PropertiesChanged naming only the properties that changed. Objects it does not name are
+    // not looked at.
+    void publish(const Inventory& inv, const InventoryChange& change);
 
 private:
     sdbus::IConnection& connection_;

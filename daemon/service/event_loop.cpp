@@ -83,6 +83,9 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* ev
                 service.handle_events(batch);
             });
         });
+    // What each dispatch decided goes on the bus before the next message is read, and before
+    // the replies it held: Bind, Release, udev bursts, worker completions, Reload alike.
+    loop.after_each([&] { service.publish(); });
     if (hooks.after_dispatch)
         loop.after_dispatch(hooks.after_dispatch);
     if (hooks.next_deadline)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,27 @@ struct Inventory {
     bool operator==(const Inventory&) const = default;
 };
 
+// What one publication changed: the D-Bus layer touches these objects and no others, so a change
+// costs the same on a host of four groups or four thousand.
+struct InventoryChange {
+    bool manager = false;          // Mode or IommuEnabled may differ
+    std::set<unsigned> groups;     // groups added, changed or gone
+    std::set<PciAddress> devices;  // functions added, changed or gone
+
+    bool empty() const { return !manager && groups.empty() && devices.empty(); }
+    void merge(InventoryChange&& other) {
+        manager = manager || other.manager;
+        groups.merge(other.groups);
+        devices.merge(other.devices);
+    }
+};
+
 // inv as it may go on the bus: every string valid UTF-8 (invalid bytes become U+FFFD). The host
 // names things with bytes, not text (a driver directory "evil\xff", a journal entry recording
 // it), and sd-bus refuses to send a string that is not UTF-8; the D-Bus layer publishes only
 // what passed through here.
 Inventory publishable(Inventory inv);
+DeviceInfo publishable(DeviceInfo d);
 
 // D-Bus object paths (DESIGN §6).
 std::string group_object_path(unsigned id);

@@ -125,8 +125,10 @@ std::shared_ptr<Mailbox> Loop::mailbox() {
         mailbox_ = std::make_shared<Mailbox>();
         watch(mailbox_->fd(), [this] {
             for (auto& work : mailbox_->take())
-                if (!exit_code_)
+                if (!exit_code_) {
                     work();
+                    settle();
+                }
         });
     }
     return mailbox_;
@@ -152,7 +154,13 @@ void Loop::run_due_timers() {
         auto handler = std::move(due->second.second);
         timers_.erase(due);
         handler();
+        settle();
     }
+}
+
+void Loop::settle() {
+    for (auto& f : after_each_)
+        f();
 }
 
 int Loop::run() {
@@ -167,8 +175,8 @@ int Loop::run() {
         watchdog.ping_if_due();
         sdbus::IConnection::PollData bus_poll;
         try {
-            while (bus_.processPendingRequest()) {
-            }
+            while (bus_.processPendingRequest())
+                settle();
             for (auto& f : after_dispatch_)
                 f();
             // Messages read while the handlers above called out are queued inside the
@@ -196,14 +204,17 @@ int Loop::run() {
             signalfd_siginfo si;
             while (!exit_code_ &&
                    read(sig.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si))
-                if (on_signal_)
+                if (on_signal_) {
                     on_signal_(static_cast<int>(si.ssi_signo));
+                    settle();
+                }
         }
         // Only the fds polled this turn; a handler may add a watch, so it runs from a copy.
         for (size_t i = 2; i < fds.size() && !exit_code_; ++i)
             if (fds[i].revents & POLLIN) {
                 auto handler = watches_[i - 2].second;
                 handler();
+                settle();
             }
         run_due_timers();
     }

@@ -75,6 +75,11 @@ public:
     void after_dispatch(std::function<void()> handler) {
         after_dispatch_.push_back(std::move(handler));
     }
+    // Runs after every single dispatch: each bus message, signal, fd handler, timer and
+    // mailbox item. What a handler changed is made visible here (vfiod publishes the groups it
+    // touched and then sends the replies it held), before the loop reads the next message: a
+    // caller that has its answer and asks again sees what the answer did. It must not throw.
+    void after_each(std::function<void()> handler) { after_each_.push_back(std::move(handler)); }
     // Asked before every sleep: a time the loop must wake up at (the end of a log window).
     void wake_by(std::function<std::optional<Clock::time_point>()> deadline) {
         deadlines_.push_back(std::move(deadline));
@@ -90,6 +95,7 @@ public:
 private:
     std::optional<Clock::time_point> next_wakeup() const;
     void run_due_timers();
+    void settle();
 
     sdbus::IConnection& bus_;
     sigset_t signals_;
@@ -98,6 +104,7 @@ private:
     std::map<TimerId, std::pair<Clock::time_point, std::function<void()>>> timers_;
     TimerId next_timer_ = 1;
     std::vector<std::function<void()>> after_dispatch_;
+    std::vector<std::function<void()>> after_each_;
     std::vector<std::function<std::optional<Clock::time_point>()>> deadlines_;
     std::optional<int> exit_code_;
     std::shared_ptr<Mailbox> mailbox_;

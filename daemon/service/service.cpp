@@ -124,7 +124,7 @@ bool Service::start() {
             spdlog::warn("the IOMMU is disabled: {} allowlisted function(s) cannot be passed "
                          "through", plan.groups.size());
     }
-    publish();
+    publish_changes();
     return true;
 }
 
@@ -223,7 +223,7 @@ template <typename F>
 OpResult Service::guarded(const char* what, F&& entry) {
     // Entries nest (a udev burst decides groups, each one an operation of its own): an inner
     // one that fails answers for the groups it decided; one that succeeds hands them to the
-    // outer one, which still has to publish them.
+    // outer one. What they set is published once the dispatch ends (publish()).
     std::set<unsigned> outer = std::exchange(deciding_, {});
     try {
         OpResult r = entry();
@@ -236,11 +236,6 @@ OpResult Service::guarded(const char* what, F&& entry) {
             if (group_plan(g))  // not one the entry found gone
                 set_status(g, {GroupState::Failed, Reason::None, "internal error: " + why, {}});
         deciding_ = std::move(outer);
-        try {
-            publish();
-        } catch (const std::exception& again) {
-            spdlog::error("publishing after {}: {}", what, again.what());
-        }
         return OpResult::error(OpResult::Code::Failed, why);
     }
 }
@@ -282,7 +277,6 @@ void Service::apply_events(const std::set<PciAddress>& touched) {
             deferred_events_[g].merge(members({g}));
     }
     decide(groups, true);
-    publish();
 }
 
 bool Service::busy(unsigned group) const { return queues_.count(group) != 0; }
@@ -308,12 +302,7 @@ void Service::decide(const std::set<unsigned>& groups, bool from_events) {
         Request r;
         r.kind = Request::Kind::Decide;
         r.from_events = from_events;
-        enqueue(g, std::move(r), true);
-    }
-    // Published drivers must be what the kernel now says, not what the plan started from.
-    if (wrote_) {
-        refresh(members(groups));
-        wrote_ = false;
+        enqueue(g, std::move(r));
     }
 }
 
@@ -374,7 +363,6 @@ Service::Prepared Service::prepare_decide(unsigned id, bool from_events) {
         return settle({planned_state(gp.action), Reason::None, "would bind " + describe_devices(gp), {}});
     // Consumers see `pending` while the writes run.
     set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
-    publish();
     p.plan = gp;
     return p;
 }
@@ -512,8 +500,32 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Service::group_view
 }
 
 void Service::publish() {
-    // Only the groups that may have changed are rebuilt (each costs a journal read): an event
-    // about one group costs the same on a host of four groups or four thousand.
+    try {
+        publish_changes();
+    } catch (const std::exception& e) {
+        // What the consumers were told is unknown: the groups being published are marked
+        // failed, and everything not acknowledged goes again.
+        spdlog::error("publishing: {}; the groups it was publishing are marked failed", e.what());
+        for (unsigned g : unsent_.groups)
+            if (group_plan(g) && status_.count(g))
+                set_status(g, {GroupState::Failed, Reason::None,
+                               std::string("internal error: publishing: ") + e.what(), {}});
+        try {
+            publish_changes();
+        } catch (const std::exception& again) {
+            spdlog::error("publishing again: {}", again.what());
+        }
+    }
+    std::vector<std::pair<Reply, OpResult>> replies;
+    replies.swap(replies_);
+    for (auto& [reply, r] : replies)
+        reply(r);
+}
+
+void Service::publish_changes() {
+    // Only the groups that may have changed are rebuilt (each costs a journal read), and only
+    // they go to the consumers: an event about one group costs the same on a host of four
+    // groups or four thousand.
     std::set<unsigned> groups;
     if (publish_all_) {
         for (const auto& [g, gp] : plans_)
@@ -523,12 +535,12 @@ void Service::publish() {
     } else {
         groups = dirty_;
     }
-    bool changed = false;
+    InventoryChange change;
     std::string m = to_string(mode());
     if (inventory_.mode != m || inventory_.iommu != snapshot_.topology.iommu_enabled) {
         inventory_.mode = std::move(m);
         inventory_.iommu = snapshot_.topology.iommu_enabled;
-        changed = true;
+        change.manager = true;
     }
     for (unsigned g : groups) {
         auto view = group_view(g);
@@ -541,29 +553,33 @@ void Service::publish() {
             continue;
         if (old == inventory_.groups.end() && !view)
             continue;
-        changed = true;
+        change.groups.insert(g);
         if (old != inventory_.groups.end()) {
-            for (const auto& a : old->second.devices)
+            for (const auto& a : old->second.devices) {
+                change.devices.insert(a);
                 if (auto d = inventory_.devices.find(a);
                     d != inventory_.devices.end() && d->second.group == g)
                     inventory_.devices.erase(d);
+            }
             inventory_.groups.erase(old);
         }
         if (!view)
             continue;
         inventory_.groups.emplace(g, std::move(view->first));
-        for (auto& d : view->second)
+        for (auto& d : view->second) {
+            change.devices.insert(d.address);
             inventory_.devices.insert_or_assign(d.address, std::move(d));
+        }
     }
     dirty_.clear();
     publish_all_ = false;
-    if (!changed && published_)
+    // Until on_change_ returns, consumers may hold a partial view: kept, and sent again.
+    unsent_.merge(std::move(change));
+    if (unsent_.empty())
         return;
-    // Until on_change_ returns, consumers may hold a partial view: the next publish sends again.
-    published_ = false;
     if (on_change_)
-        on_change_(inventory_);
-    published_ = true;
+        on_change_(inventory_, unsent_);
+    unsent_ = {};
 }
 
 std::string Service::plan_json() const {
@@ -602,7 +618,6 @@ OpResult Service::apply_reload() {
     spdlog::info("configuration reloaded: {} device entries, {} protect entries, mode {}",
                  config_.devices.size(), config_.protects.size(), to_string(mode()));
     decide(groups, false);
-    publish();
     return {};
 }
 
@@ -669,7 +684,6 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
             decide.kind = Request::Kind::Decide;
             enqueue(*gp->group, std::move(decide));
         }
-        publish();
         return answer(refused);
     }
     unsigned id = *gp->group;
@@ -682,12 +696,10 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
     if (gp->action == Action::Bound) {
         executor_->clear_released(id);  // the operator takes the group back; nothing to write
         set_status(id, {GroupState::Bound, Reason::None, "", {}});
-        publish();
         return answer({});
     }
     // Consumers see `pending` while the writes run.
     set_status(id, {planned_state(gp->action), Reason::None, "binding " + describe_devices(*gp), {}});
-    publish();
     Prepared p;
     p.group = id;
     p.plan = *gp;
@@ -758,7 +770,6 @@ OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
         if (!o.message.empty())  // empty: the entry was finished already
             log_interrupted(o);
         reread();
-        publish();
         return {};
     }
     Status st = p.after ? *p.after : from_outcome(o);
@@ -767,9 +778,7 @@ OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
     for (const auto& d : p.plan.devices)
         written.insert(d.address);
     refresh(std::move(written));
-    wrote_ = false;
     set_status(p.group, st);
-    publish();
     GroupState want = p.releasing ? GroupState::Released : GroupState::Bound;
     if (st.state == want)
         return {};
@@ -807,15 +816,14 @@ void Service::release_async(std::string address, Reply reply) {
 }
 
 void Service::reload_async(Reply reply) {
-    if (!workers_ || queues_.empty()) {
-        reply(reload());
-        return;
-    }
+    if (!workers_ || queues_.empty())
+        return answer(std::move(reply), reload());
     // Waits for the operations in flight; requests that come meanwhile wait for it.
     if (reloads_.size() >= kMaxWaiting)
-        return reply(OpResult::error(
-            OpResult::Code::Busy, std::to_string(reloads_.size()) +
-                                      " reloads already wait for the operations in flight"));
+        return answer(std::move(reply),
+                      OpResult::error(OpResult::Code::Busy,
+                                      std::to_string(reloads_.size()) +
+                                          " reloads already wait for the operations in flight"));
     reloads_.push_back(std::move(reply));
 }
 
@@ -828,15 +836,14 @@ void Service::when_idle(std::function<void()> cb) {
 
 void Service::submit(Request r) {
     bool release = r.kind == Request::Kind::Release;
-    if (!workers_) {
-        r.reply(release ? this->release(r.address) : bind(r.address));
-        return;
-    }
+    if (!workers_)
+        return answer(std::move(r.reply), release ? this->release(r.address) : bind(r.address));
     if (!reloads_.empty()) {
         if (held_.size() >= kMaxWaiting)
-            return r.reply(OpResult::error(
-                OpResult::Code::Busy, std::to_string(held_.size()) +
-                                          " requests already wait for a reload; try again later"));
+            return answer(std::move(r.reply),
+                          OpResult::error(OpResult::Code::Busy,
+                                          std::to_string(held_.size()) +
+                                              " requests already wait for a reload; try again later"));
         held_.push_back(std::move(r));
         return;
     }
@@ -850,22 +857,27 @@ void Service::submit(Request r) {
     if (!g) {
         // No group: answered from the plan (InvalidArgs, NotFound, NotAllowlisted, no-iommu),
         // without a write.
-        r.reply(release ? this->release(r.address) : bind(r.address));
-        return;
+        return answer(std::move(r.reply), release ? this->release(r.address) : bind(r.address));
     }
     if (auto q = queues_.find(*g); q != queues_.end() && q->second.size() >= kMaxWaiting)
-        return r.reply(OpResult::error(
-            OpResult::Code::Busy, "group " + std::to_string(*g) + " already has " +
-                                      std::to_string(q->second.size()) +
-                                      " operations waiting; try again when they end"));
+        return answer(std::move(r.reply),
+                      OpResult::error(OpResult::Code::Busy,
+                                      "group " + std::to_string(*g) + " already has " +
+                                          std::to_string(q->second.size()) +
+                                          " operations waiting; try again when they end"));
     enqueue(*g, std::move(r));
 }
 
-void Service::enqueue(unsigned g, Request r, bool caller_publishes) {
+void Service::enqueue(unsigned g, Request r) {
     auto& q = queues_[g];
     q.push_back(std::move(r));
     if (q.size() == 1)
-        start_next(g, caller_publishes);
+        start_next(g);
+}
+
+void Service::answer(Reply reply, OpResult r) {
+    if (reply)
+        replies_.emplace_back(std::move(reply), std::move(r));
 }
 
 Service::Prepared Service::prepare(const Request& r, unsigned g) {
@@ -884,21 +896,10 @@ Service::Prepared Service::prepare(const Request& r, unsigned g) {
     return p;
 }
 
-void Service::start_next(unsigned g, bool caller_publishes) {
-    // A decision settled without writes changes only status_: published here (a refused Bind's
-    // follow-up decision, one deferred behind an operation), or by the caller.
-    bool settled = false;
-    auto publish_settled = [&] {
-        if (settled && !caller_publishes)
-            guarded("publishing", [&] {
-                publish();
-                return OpResult{};
-            });
-    };
+void Service::start_next(unsigned g) {
     for (;;) {
         auto it = queues_.find(g);
         if (it == queues_.end() || it->second.empty()) {
-            publish_settled();
             queues_.erase(g);
             group_idle(g);
             return;
@@ -917,11 +918,9 @@ void Service::start_next(unsigned g, bool caller_publishes) {
         if (!failed.ok())
             p.done = failed;
         if (p.done) {
-            settled = settled || r.kind == Request::Kind::Decide;
             Reply reply = std::move(r.reply);
             it->second.pop_front();
-            if (reply)
-                reply(*p.done);
+            answer(std::move(reply), *p.done);
             continue;
         }
         // From here until the outcome, the loop reads nothing of these functions.
@@ -930,7 +929,6 @@ void Service::start_next(unsigned g, bool caller_publishes) {
             fenced.insert(d.address);
         fenced.insert(p.functions.begin(), p.functions.end());
         refresh_fences();
-        publish_settled();
         auto prepared = std::make_shared<Prepared>(std::move(p));
         auto outcome = std::make_shared<GroupOutcome>();
         bool started = workers_ && workers_->run(
@@ -956,8 +954,7 @@ void Service::finish(unsigned g, const Prepared& p, const GroupOutcome& o) {
     if (it != queues_.end() && !it->second.empty()) {
         Reply reply = std::move(it->second.front().reply);
         it->second.pop_front();
-        if (reply)
-            reply(res);
+        answer(std::move(reply), res);
     }
     start_next(g);
 }
@@ -975,7 +972,7 @@ void Service::group_idle(unsigned g) {
         std::vector<Reply> reloads;
         reloads.swap(reloads_);
         for (auto& reply : reloads)
-            reply(reload());
+            answer(std::move(reply), reload());
         std::deque<Request> held;
         held.swap(held_);
         for (auto& r : held)

@@ -50,9 +50,18 @@ public:
     Service(const Service&) = delete;
     Service& operator=(const Service&) = delete;
 
-    // Loads the config and runs the coldplug pass over every group. False when the config is bad
-    // (errors logged with FILE:LINE:COLUMN): the daemon then refuses to start.
+    // Loads the config, runs the coldplug pass over every group and publishes the result (the
+    // loop does not run yet; an exception publishing it reaches the caller). False when the
+    // config is bad (errors logged with FILE:LINE:COLUMN): the daemon then refuses to start.
     bool start();
+
+    // Publishes what the entries since the last call changed, only the groups concerned (their
+    // objects and their functions'), then sends the replies held for it: a caller never has its
+    // answer before the bus shows what the operation did. The event loop calls it after every
+    // dispatch (run_event_loop); whoever drives the service without a loop (tests, benchmarks)
+    // calls it after each entry. Never throws: a failure to publish is logged, the groups it was
+    // publishing are published `failed`, and the next call sends everything again.
+    void publish();
 
     // The event loop's entries (a udev burst, SIGHUP) never throw, like D-Bus method calls: an
     // exception from below (publishing on a bus that went away, std::bad_alloc) is logged, the
@@ -95,9 +104,11 @@ public:
     const Inventory& inventory() const { return inventory_; }
     Mode mode() const;
 
-    // Called after every change of the inventory, including the `pending` step before a bind
-    // executes, so consumers see each transition.
-    void set_on_change(std::function<void(const Inventory&)> cb) { on_change_ = std::move(cb); }
+    // Called by publish() when the inventory changed, with what changed: the first time with
+    // everything. A bind's `pending` step is published before its writes end (they run on a
+    // worker, after the dispatch that decided them), so consumers see each transition.
+    using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
+    void set_on_change(OnChange cb) { on_change_ = std::move(cb); }
 
     // One group's published state and why.
     struct Status {
@@ -143,10 +154,10 @@ private:
     GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
     OpResult complete(const Prepared& p, const GroupOutcome& o);
     void submit(Request r);
-    // caller_publishes: the caller publishes once all its groups are decided (decide()); else a
-    // group decision settled here without writes is published before start_next returns.
-    void enqueue(unsigned group, Request r, bool caller_publishes = false);
-    void start_next(unsigned group, bool caller_publishes = false);
+    void enqueue(unsigned group, Request r);
+    void start_next(unsigned group);
+    // Sends `reply` once what this dispatch changed is published (publish()).
+    void answer(Reply reply, OpResult r);
     void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
     void group_idle(unsigned group);
     void refresh_fences();
@@ -166,7 +177,7 @@ private:
     OpResult refusal(const GroupPlan& gp) const;
     void set_status(unsigned group, Status s);
     void forget_group(unsigned group);
-    void publish();
+    void publish_changes();
     const GroupPlan* group_plan(unsigned group) const;
     std::optional<unsigned> group_of(const PciAddress& a) const;
     std::set<unsigned> groups_whose_entries_changed(const Config& before, const Config& after) const;
@@ -185,16 +196,18 @@ private:
     std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
     std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
     bool publish_all_ = true;     // everything may have (start-up, Reload)
+    // What on_change_ has not been told yet: everything at first, and what a publication that
+    // threw did not get across.
+    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}};
+    std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
     std::map<unsigned, Status> status_;
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
     std::set<std::string> host_warned_;  // host warnings logged and still seen
-    bool wrote_ = false;             // the host changed under us: re-read before publishing
-    bool published_ = true;          // inventory_ reached on_change_ without an exception
     std::set<unsigned> deciding_;    // groups the current entry has started to decide
     std::unique_ptr<Journal> journal_;
     std::unique_ptr<Executor> executor_;
     Inventory inventory_;
-    std::function<void(const Inventory&)> on_change_;
+    OnChange on_change_;
 
     Workers* workers_ = nullptr;
     // Operator requests a group's queue or a waiting reload holds at most; more are answered Busy,

@@ -1,8 +1,8 @@
 // The daemon never aborts on a runtime error: the real event loop, the real D-Bus objects on a
 // private dbus-daemon and the service on the fake kernel, with publishing made to throw once
-// during a udev burst and once during a SIGHUP reload. Each time the groups being decided are
-// published `failed`, the loop keeps answering on the bus, and the next event or reload brings
-// the true state back; SIGTERM still ends it cleanly.
+// during a udev burst and once during a SIGHUP reload. Each time the groups being published are
+// published `failed`, the loop keeps answering on the bus, and the operation's own end or the
+// next reload brings the true state back; SIGTERM still ends it cleanly.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -33,6 +33,7 @@
 #include "service/event_loop.hpp"
 #include "service/service.hpp"
 #include "service/udev_monitor.hpp"
+#include "service/workers.hpp"
 
 namespace vfiod::test {
 namespace {
@@ -96,35 +97,51 @@ TEST_F(EventLoopTest, PublishingThatThrowsNeverEndsTheDaemon) {
     DbusObjects objects(*conn, service, auth, call_log);
     std::atomic<int> throws_left{0};
     std::atomic<int> thrown{0};
-    service.set_on_change([&](const Inventory& inv) {
+    service.set_on_change([&](const Inventory& inv, const InventoryChange& change) {
         if (throws_left.fetch_sub(1) > 0) {
             ++thrown;
             throw sdbus::Error("org.freedesktop.DBus.Error.NoMemory", "injected publish failure");
         }
-        objects.publish(inv);
+        objects.publish(inv, change);
     });
+    Workers workers;  // as vfiod runs: writes off the loop
+    service.set_workers(&workers);
     ASSERT_TRUE(service.start());
-    objects.publish(service.inventory());
     conn->requestName("org.vfiod1");
     ScriptedEvents events;
+    LoopHooks hooks;
+    hooks.work_fd = workers.fd();
+    hooks.work_ready = [&] { workers.dispatch(); };
     int rc = -1;
-    std::thread loop([&] { rc = run_event_loop(*conn, service, &events); });
+    std::thread loop([&] { rc = run_event_loop(*conn, service, &events, hooks); });
     client_ = sdbus::createSessionBusConnectionWithAddress(bus_.address());
 
+    // The coldplug binds end before anything is made to throw.
     EXPECT_TRUE(eventually([&] { return group_state(13) == "bound"; })) << group_state(13);
+    EXPECT_TRUE(eventually([&] { return group_state(15) == "bound"; })) << group_state(15);
 
-    // A udev burst: someone binds nvidia back; publishing the `pending` step throws.
+    // A udev burst: someone gives the GPU back to nvidia (override cleared, unbound, probed);
+    // publishing the re-assertion's `pending` step throws. Its first write hangs meanwhile, so
+    // what was published can be seen.
+    const std::string dev = std::string("sys/bus/pci/devices/") + kGpu;
+    ASSERT_EQ(kernel_.write(dev + "/driver_override", "\n"), 0);
+    ASSERT_EQ(kernel_.write(dev + "/driver/unbind", kGpu), 0);
+    ASSERT_EQ(kernel_.write("sys/bus/pci/drivers_probe", kGpu), 0);
+    ASSERT_EQ(driver_of(kGpu), "nvidia");
     throws_left = 1;
-    tree_.unbind(kGpu);
-    tree_.bind(kGpu, "nvidia");
+    kernel_.block_path(dev + "/driver_override");
     events.send("unbind", kGpu);
     events.send("bind", kGpu);
     EXPECT_TRUE(eventually([&] { return group_state(13) == "failed"; })) << group_state(13);
     EXPECT_EQ(thrown, 1);
     EXPECT_EQ(group_reason(13), "");
     EXPECT_TRUE(answers_plan());
-    // The next event decides the group again: bound, as the kernel now says.
-    events.send("change", kGpu);
+    EXPECT_TRUE(eventually([&] { return kernel_.blocked_now() == 1; }))
+        << "the re-assertion's write did not start";
+    EXPECT_EQ(group_state(13), "failed");
+
+    // The operation goes on: once its write returns, the group is published as it ends.
+    kernel_.unblock();
     EXPECT_TRUE(eventually([&] { return group_state(13) == "bound"; })) << group_state(13);
     EXPECT_EQ(driver_of(kGpu), "vfio-pci");
 

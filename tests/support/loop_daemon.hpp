@@ -30,13 +30,14 @@ public:
         bus_ = sdbus::createSystemBusConnection();
         auth_ = std::make_unique<Authorizer>(*bus_);
         objects_ = std::make_unique<DbusObjects>(*bus_, service_, *auth_, log_);
-        service_.set_on_change([this](const Inventory& inv) { objects_->publish(inv); });
+        service_.set_on_change([this](const Inventory& inv, const InventoryChange& change) {
+            objects_->publish(inv, change);
+        });
         service_.set_workers(&workers_);
     }
     bool start() {
         if (!service_.start())
             return false;
-        objects_->publish(service_.inventory());
         bus_->requestName("org.vfiod1");
         service_.when_idle([this] { ready_ = true; });  // main.cpp's READY=1
         hooks_.work_fd = workers_.fd();

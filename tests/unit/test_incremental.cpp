@@ -506,6 +506,7 @@ TEST_F(IncrementalTest, ServiceFedOnlyEventsPublishesWhatAFreshStartWould) {
     for (unsigned i = 0; i < kSteps; ++i) {
         std::string what = "nothing";
         s.handle_events(m.step(&what));
+        s.publish();
         Service fresh(fs, {});
         ASSERT_TRUE(fresh.start());
         ASSERT_EQ(s.inventory(), fresh.inventory()) << "step " << i << ": " << what;

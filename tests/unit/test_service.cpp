@@ -1,6 +1,7 @@
 // The service layer (event → re-read → plan → execute → publish) on the fake kernel: enforce
 // coldplug, observe mode writing nothing, sticky release across events and restarts, drift
-// re-asserted exactly once, early overrides cleared on refused groups, and reloads.
+// re-asserted exactly once, early overrides cleared on refused groups, and reloads. The test is
+// the event loop here: it publishes after each entry, as run_event_loop does after each dispatch.
 #include <gtest/gtest.h>
 
 #include <poll.h>
@@ -67,7 +68,9 @@ TEST_F(ServiceTest, ObserveModeWritesNothingAndShowsPending) {
     EXPECT_EQ(s.inventory().mode, "observe");
     EXPECT_EQ(writes(), 0u);
     EXPECT_EQ(s.bind("0000:01:00.0").code, OpResult::Code::Failed);
+    s.publish();
     s.handle_events({addr("0000:01:00.0")});
+    s.publish();
     EXPECT_EQ(writes(), 0u);
 }
 
@@ -76,6 +79,7 @@ TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
         Service s(kernel, {});
         ASSERT_TRUE(s.start());
         ASSERT_TRUE(s.release("0000:01:00.1").ok());
+        s.publish();
         EXPECT_EQ(state_of(s, 13), GroupState::Released);
         EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
         EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "snd_hda_intel");
@@ -83,6 +87,7 @@ TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
         // The unbind/bind uevents the release itself caused must not undo it.
         size_t before = writes();
         s.handle_events({addr("0000:01:00.0"), addr("0000:01:00.1")});
+        s.publish();
         EXPECT_EQ(state_of(s, 13), GroupState::Released);
         EXPECT_EQ(writes(), before);
     }
@@ -94,6 +99,7 @@ TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
     EXPECT_EQ(writes(), before);
     // Bind is the operator taking it back.
     ASSERT_TRUE(restarted.bind("0000:01:00.0").ok());
+    restarted.publish();
     EXPECT_EQ(state_of(restarted, 13), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
 }
@@ -107,18 +113,21 @@ TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
     };
     steal();
     s.handle_events({addr("0000:01:00.0")});
+    s.publish();
     EXPECT_EQ(state_of(s, 13), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
 
     steal();
     size_t before = writes();
     s.handle_events({addr("0000:01:00.0")});
+    s.publish();
     EXPECT_EQ(state_of(s, 13), GroupState::Failed);
     EXPECT_EQ(s.inventory().groups.at(13).reason, Reason::Drift);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
     EXPECT_EQ(writes(), before) << "no fight: the second drift writes nothing";
     // An operator's Bind takes it back.
     ASSERT_TRUE(s.bind("0000:01:00.0").ok());
+    s.publish();
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
 }
 
@@ -135,11 +144,13 @@ TEST_F(ServiceTest, HotplugBindsTheNewGroupOnly) {
     tree.add_function(gpu);
     kernel.set_native_driver("0000:05:00.0", "nvidia");
     s.handle_events({addr("0000:05:00.0")});
+    s.publish();
     EXPECT_EQ(state_of(s, 20), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:05:00.0"), "vfio-pci");
 
     tree.remove_function("0000:05:00.0");
     s.handle_events({addr("0000:05:00.0")});
+    s.publish();
     EXPECT_EQ(s.inventory().groups.count(20), 0u);
     EXPECT_EQ(s.inventory().devices.count(addr("0000:05:00.0")), 0u);
 }
@@ -171,6 +182,7 @@ TEST_F(ServiceTest, BadReloadKeepsTheRunningConfig) {
     Inventory before = s.inventory();
     tree.write_file("etc/vfiod/vfiod.toml", "[daemon]\nmode = \"sometimes\"\n");
     OpResult r = s.reload();
+    s.publish();
     EXPECT_EQ(r.code, OpResult::Code::Failed);
     EXPECT_NE(r.message.find("vfiod.toml:2:"), std::string::npos) << r.message;
     EXPECT_EQ(s.inventory(), before);
@@ -181,13 +193,16 @@ TEST_F(ServiceTest, ReloadThatChangesAReleasedGroupsEntriesClearsTheMark) {
     Service s(kernel, {});
     ASSERT_TRUE(s.start());
     ASSERT_TRUE(s.release("0000:01:00.0").ok());
+    s.publish();
     // The same config again touches nothing: still released.
     ASSERT_TRUE(s.reload().ok());
+    s.publish();
     EXPECT_EQ(state_of(s, 13), GroupState::Released);
     // A new resource name for the GPU's entry is a change that touches the group.
     tree.write_file("etc/vfiod/vfiod.toml",
                     "[[device]]\nselector = \"10de:2331\"\nresource_name = \"nvidia.com/H100\"\n");
     ASSERT_TRUE(s.reload().ok());
+    s.publish();
     EXPECT_EQ(state_of(s, 13), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
     EXPECT_EQ(s.inventory().devices.at(addr("0000:01:00.0")).resource_name, "nvidia.com/H100");
