@@ -247,12 +247,16 @@ private:
     mutable std::vector<Probe> probes_;
 };
 
-// Runs the loop's side of the workers until `done`, for at most 10 s.
-void run_until(Workers& w, const bool& done) {
+// Runs the loop's side of the workers until `done`, for at most 10 s: each dispatch, then the
+// publication (and the replies it holds) after it.
+void run_until(Service& s, Workers& w, const bool& done) {
+    s.publish();
     for (int i = 0; i < 1000 && !done; ++i) {
         pollfd p{w.fd(), POLLIN, 0};
-        if (::poll(&p, 1, 10) > 0)
+        if (::poll(&p, 1, 10) > 0) {
             w.dispatch();
+            s.publish();
+        }
     }
 }
 
@@ -287,7 +291,7 @@ TEST(ServiceClaims, AClaimedDiskIsProbedOnTheWorkerJustBeforeTheWritesAndRefused
     bool done = false;
     OpResult r;
     s.bind_async("0000:07:00.0", [&](const OpResult& res) { r = res, done = true; });
-    run_until(w, done);
+    run_until(s, w, done);
     ASSERT_TRUE(done);
     EXPECT_EQ(r.code, OpResult::Code::Refused);
     EXPECT_EQ(r.message.rfind("in-use-storage: group 22, blocked by 0000:07:00.0: 0000:07:00.0: "
@@ -303,7 +307,7 @@ TEST(ServiceClaims, AClaimedDiskIsProbedOnTheWorkerJustBeforeTheWritesAndRefused
     kernel.claimed = false;
     done = false;
     s.bind_async("0000:07:00.0", [&](const OpResult& res) { r = res, done = true; });
-    run_until(w, done);
+    run_until(s, w, done);
     ASSERT_TRUE(done);
     EXPECT_TRUE(r.ok()) << r.message;
     EXPECT_EQ(driver_of(kernel, "0000:07:00.0"), "vfio-pci");
