@@ -3,9 +3,14 @@
 // mode. For each host size (default 64 1024 4096 functions):
 //   burst1   one VF changed (a bind/unbind uevent): handle_events({vf})
 //   burst255 255 VFs created on the spare PF (echo 255 > sriov_numvfs): handle_events(all 255)
+//   publish1   with a bus (DBUS_SYSTEM_BUS_ADDRESS): Service::publish after one VF's driver
+//              changed, through the real D-Bus objects: one PropertiesChanged
+//   publishall the same objects all looked at once (DbusObjects::publish naming everything):
+//              what every change cost when publishing compared the whole inventory
 // CPU time of the calling thread (steadier than wall time on a loaded machine) and wall time,
 // medians. Prints one "name size cpu_ms wall_ms runs" line per measurement. --smoke: one run
 // each, and only correctness is judged: the burst's groups appear and disappear as they should.
+#include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
 #include <time.h>
 
@@ -14,12 +19,16 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
 #include "io/host_fs.hpp"
+#include "service/authorization.hpp"
+#include "service/call_log.hpp"
+#include "service/dbus_objects.hpp"
 #include "service/service.hpp"
 
 using namespace vfiod;
@@ -70,6 +79,19 @@ void bench_size(unsigned size, bool smoke) {
     t.write_file("etc/vfiod/vfiod.toml", f.config);
     HostFs fs(t.root());
     Service s(fs, {.config_file = std::nullopt, .force_observe = true});
+    // With a bus, publishing goes through vfiod's own D-Bus objects.
+    std::unique_ptr<sdbus::IConnection> bus;
+    std::unique_ptr<Authorizer> auth;
+    CallLog log;
+    std::unique_ptr<DbusObjects> objects;
+    if (std::getenv("DBUS_SYSTEM_BUS_ADDRESS")) {
+        bus = sdbus::createSystemBusConnection();
+        auth = std::make_unique<Authorizer>(*bus);
+        objects = std::make_unique<DbusObjects>(*bus, s, *auth, log);
+        s.set_on_change([&](const Inventory& inv, const InventoryChange& change) {
+            objects->publish(inv, change);
+        });
+    }
     check(s.start(), "service start");
     const size_t groups = s.inventory().groups.size();
     check(groups == f.vfs + f.gpus, "published " + std::to_string(groups) + " groups, expected " +
@@ -84,6 +106,32 @@ void bench_size(unsigned size, bool smoke) {
         s.publish();
     });
     check(s.inventory().groups.size() == groups, "a 1-function burst changed the group count");
+
+    if (objects) {
+        // The VF loses its driver, then gets it back: each time one device's Driver changes.
+        bool unbound = false;
+        const std::string vf_bdf = vf.str();
+        measure(
+            "publish1", f.functions, runs1,
+            [&] {
+                if (unbound)
+                    t.bind(vf_bdf, "iavf");
+                else
+                    t.unbind(vf_bdf);
+                unbound = !unbound;
+                s.handle_events({vf});
+            },
+            [&] { s.publish(); });
+        check(s.inventory().devices.at(vf).driver == (unbound ? "" : "iavf"),
+              "the VF's driver change was not published");
+        InventoryChange all{.manager = true, .groups = {}, .devices = {}};
+        for (const auto& [g, gi] : s.inventory().groups)
+            all.groups.insert(g);
+        for (const auto& [a, d] : s.inventory().devices)
+            all.devices.insert(a);
+        measure("publishall", f.functions, runs1, [] {},
+                [&] { objects->publish(s.inventory(), all); });
+    }
 
     // 255 VFs appear on the spare PF; undone (untimed) before the next run.
     const auto vfs = bench::vf_addresses(f.spare_pf, 255);
