@@ -66,7 +66,11 @@ std::vector<std::string> block_findings(const HostFs& fs, const std::string& nam
     const std::string dev_node = "/dev/" + name;
     const std::string shown_name = shown(name);
     bool mounted = false;
-    if (auto dev = fs.read(dir + "/dev")) {
+    std::string refused;
+    auto dev = fs.read(dir + "/dev", 4096, &refused);
+    if (!refused.empty())
+        warnings.add("block device " + shown_name + ": dev is " + refused);
+    if (dev) {
         auto devnum = parse_devnum(*dev);
         if (!devnum)
             warnings.add("block device " + shown_name + ": dev does not hold MAJOR:MINOR");

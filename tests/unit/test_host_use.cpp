@@ -301,6 +301,21 @@ TEST(HostileHost, NetdevAndBlockNamesAreShownEscaped) {
     EXPECT_THAT(use.storage[A("0000:00:17.0")], ElementsAre("sd\\x1ba is held by dm\\x0a0"));
 }
 
+// Row 4 on a block device's dev: refused, and said (it was silently read as absent); the mount is
+// still found by the device's name.
+TEST(HostileHost, FifoBlockDevAttributeIsNamed) {
+    FakeTree t;
+    nvme_root(t);
+    t.write_file("proc/mounts", "/dev/nvme0n1p1 /boot vfat rw 0 0\n");
+    const std::string dev = t.root() + "/" + *HostFs(t.root()).resolve("sys/class/block/nvme0n1p1") + "/dev";
+    std::filesystem::remove(dev);
+    ASSERT_EQ(::mkfifo(dev.c_str(), 0644), 0);
+    std::vector<std::string> warnings;
+    HostUse use = scan(t, &warnings);
+    EXPECT_THAT(warnings, ElementsAre("block device nvme0n1p1: dev is a FIFO, not a regular file"));
+    EXPECT_THAT(use.storage[A("0000:01:00.0")], ElementsAre("nvme0n1p1 is mounted on /boot"));
+}
+
 // Row 4: a FIFO in place of a proc file hung open() forever. Refused with a warning; what it would
 // have told is unknown, and the rest of the scan goes on.
 TEST(HostileHost, FifoProcFilesAreRefusedWithAWarning) {
