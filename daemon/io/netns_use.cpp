@@ -89,6 +89,8 @@ void find_netns_use(const HostFs& fs, const Topology& topo, HostUse* use) {
     for (const auto& [addr, fn] : topo.functions) {
         if ((fn.class_code >> 16) != 0x02 || !network_driver(fn.driver) || fn.devpath.empty())
             continue;
+        if (!fs.list(fn.devpath + "/net").empty())
+            continue;  // the common case, seen with one listing: no need to look for virtio<N>
         auto dirs = net_dirs(fs, fn.devpath);
         bool visible = false;
         for (const auto& d : dirs)

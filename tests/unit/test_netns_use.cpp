@@ -115,3 +115,21 @@ TEST(Netns, OnlyNetworkDriversWithAnEmptyNetDirectoryInATree) {
     EXPECT_EQ(use.network.size(), 1u);
     EXPECT_EQ(use.network.count(A("0000:05:00.0")), 1u);
 }
+
+TEST(Netns, VirtioNetInterfacesLiveOneLevelDown) {
+    FakeTree t;
+    t.enable_iommu();
+    t.write_file("proc/1/comm", "systemd\n");
+    t.symlink("proc/1/ns/net", kHostNs);
+    // virtio-net's netdev sits under <fn>/virtio<N>/net: shown there, the function is not hidden.
+    t.add_function(FakeTree::pci("0000:00:06.0", "1af4", "1041", "020000", "virtio-pci", 6));
+    t.add_netdev("0000:00:06.0", "eth4", "virtio0");
+    // Moved away: virtio1/net is left empty.
+    t.add_function(FakeTree::pci("0000:00:07.0", "1af4", "1041", "020000", "virtio-pci", 7));
+    std::filesystem::create_directories(t.root() + "/" + t.devpath("0000:00:07.0") +
+                                        "/virtio1/net");
+    HostUse use = scan(t);
+    EXPECT_EQ(use.network.count(A("0000:00:06.0")), 0u);
+    EXPECT_THAT(use.network[A("0000:00:07.0")],
+                ElementsAre("its interface (virtio-pci) is in another network namespace"));
+}
