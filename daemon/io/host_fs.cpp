@@ -373,7 +373,7 @@ std::optional<std::pair<unsigned, unsigned>> HostFs::char_device(std::string_vie
 std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
     Fd f(open_fd(rel, O_PATH));
     struct stat st;
-    if (f.get() < 0 || ::fstat(f.get(), &st) != 0)
+    if (f.get() < 0 || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode))
         return std::nullopt;
     return static_cast<unsigned long>(st.st_ino);
 }
@@ -381,6 +381,13 @@ std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
 int HostFs::probe_exclusive(std::string_view rel) const {
     if (!live() || !valid_rel(rel))
         return EOPNOTSUPP;
+    // Looked at before it is opened: opening a node of another kind can act (a tty hangs up, a
+    // watchdog arms). The fstat after the open catches a node swapped in between.
+    struct stat before;
+    if (::stat(path(rel).c_str(), &before) != 0)
+        return errno;
+    if (!S_ISBLK(before.st_mode))
+        return ENOTBLK;
     int fd = ::open(path(rel).c_str(), O_RDONLY | O_EXCL | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return errno;

@@ -68,13 +68,15 @@ public:
     // live host only: a tree's links name the real host's nodes, never the tree's.
     virtual std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const;
 
-    // The inode number of what rel leads to (links followed); nullopt when it is missing. A
-    // network namespace's identity: /run/netns/<name> is a bind mount of its nsfs inode.
+    // The inode number of the regular file rel leads to (links followed); nullopt when it is
+    // missing or something else (a FIFO, a directory). A network namespace's identity:
+    // /run/netns/<name> is a bind mount of its nsfs inode, which stats as a regular file.
     virtual std::optional<unsigned long> inode(std::string_view rel) const;
 
     // Opens the block device node rel O_RDONLY|O_EXCL|O_NONBLOCK and closes it at once: 0 when
     // nobody holds it exclusively, EBUSY when the kernel does, another errno when it cannot
-    // tell. Read-only, so closing it sends no change event; EOPNOTSUPP in a tree.
+    // tell; ENOTBLK, without opening it, when rel is not a block device. Read-only, so closing
+    // it sends no change event; EOPNOTSUPP in a tree.
     virtual int probe_exclusive(std::string_view rel) const;
 
     // The symlinks of directory rel, read through one open of it: a walk of every

@@ -3,6 +3,9 @@
 #include "io/claims.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <set>
@@ -121,4 +124,66 @@ TEST(Claims, ATreeIsNeverProbed) {
     EXPECT_EQ(fs.probe_exclusive("proc/1/root/dev/nvme0n1"), EOPNOTSUPP);
     GroupPlan g = bind_plan(fs);
     EXPECT_FALSE(refuse_if_claimed(fs, &g));
+}
+
+// A broken or hostile udev database: what it says is quoted, bounded and never trusted to block.
+TEST(Claims, OddUdevDataIsQuotedBoundedOrIgnored) {
+    FakeTree t;
+    nvme_host(t);
+    ClaimingSysfs fs(t.root(), {"proc/1/root/dev/nvme0n1"});
+    // An escape sequence and a newline-free flood: printable and cut short.
+    t.write_file("run/udev/data/b259:0", "E:ID_FS_TYPE=\x1b[2Jzfs" + std::string(5000, 'x') + "\n");
+    GroupPlan g = bind_plan(fs);
+    ASSERT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.details.at(0).find('\x1b'), std::string::npos) << g.details.at(0);
+    EXPECT_NE(g.details.at(0).find("(udev sees \\x1b[2Jzfsxxx"), std::string::npos) << g.details.at(0);
+    EXPECT_LT(g.details.at(0).size(), 200u);
+    // The key in the middle of a line, or empty, names nothing.
+    for (const char* data : {"S:x E:ID_FS_TYPE=zfs_member\n", "E:ID_FS_TYPE=\n", ""}) {
+        t.write_file("run/udev/data/b259:0", data);
+        GroupPlan again = bind_plan(fs);
+        ASSERT_TRUE(refuse_if_claimed(fs, &again));
+        EXPECT_EQ(again.details.at(0), "0000:02:00.0: nvme0n1 is claimed by the kernel (ZFS, "
+                                       "btrfs, LVM, bcache, multipath…)") << data;
+    }
+    // A FIFO where the file should be would block a reader: it is not read.
+    t.remove("run/udev/data/b259:0");
+    ASSERT_EQ(::mkfifo((t.root() + "/run/udev/data/b259:0").c_str(), 0600), 0);
+    GroupPlan fifo = bind_plan(fs);
+    ASSERT_TRUE(refuse_if_claimed(fs, &fifo));
+    EXPECT_EQ(fifo.details.at(0), "0000:02:00.0: nvme0n1 is claimed by the kernel (ZFS, btrfs, "
+                                  "LVM, bcache, multipath…)");
+}
+
+// A uevent whose DEVNAME leaves /dev, or a disk whose dev file is junk, is never probed.
+TEST(Claims, DevnamesOutsideDevAreNotProbed) {
+    FakeTree t;
+    nvme_host(t);
+    const std::string disk = t.devpath("0000:02:00.0") + "/nvme/nvme0/block/nvme0n1";
+    t.write_file(disk + "/uevent", "MAJOR=259\nMINOR=0\nDEVNAME=../../etc/shadow\n");
+    t.write_file(disk + "/nvme0n1p1/dev", "not a devnum\n");
+    ClaimingSysfs fs(t.root(), {});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_FALSE(refuse_if_claimed(fs, &g));
+    EXPECT_TRUE(fs.probed.empty()) << *fs.probed.begin();
+}
+
+// The probe opens only a block device: a node of another kind (a tty, a watchdog) can act on
+// being opened, so it is looked at first and left closed. Live root, read only: a FIFO in a
+// temporary directory, watched for opens.
+TEST(Claims, TheProbeNeverOpensAnythingButABlockDevice) {
+    char dir[] = "/tmp/vfiod-probe-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string fifo = std::string(dir) + "/node";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ASSERT_GE(in, 0);
+    ASSERT_GE(::inotify_add_watch(in, fifo.c_str(), IN_OPEN), 0);
+    HostFs live("/");
+    EXPECT_EQ(live.probe_exclusive(fifo.substr(1)), ENOTBLK);
+    char buf[4096];
+    EXPECT_EQ(::read(in, buf, sizeof buf), -1) << "the probe opened " << fifo;
+    ::close(in);
+    ::unlink(fifo.c_str());
+    ::rmdir(dir);
 }
