@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "fake_tree.hpp"
@@ -132,4 +133,35 @@ TEST(Netns, VirtioNetInterfacesLiveOneLevelDown) {
     EXPECT_EQ(use.network.count(A("0000:00:06.0")), 0u);
     EXPECT_THAT(use.network[A("0000:00:07.0")],
                 ElementsAre("its interface (virtio-pci) is in another network namespace"));
+}
+
+// A host whose /proc and /run/netns change under the scan, seen as the state the scan may meet:
+// a process gone between the listing and its ns link (no ns, no comm), links that are not a
+// network namespace's, a /run/netns entry that is a dangling link or a FIFO. Each is skipped;
+// the namespaces still there are named.
+TEST(Netns, VanishedProcessesAndJunkLinksAreSkipped) {
+    FakeTree t;
+    moved_nic(t);
+    unsigned long blue = named_netns(t, "blue");
+    t.symlink("run/netns/gone", "/run/netns/nothing-here");
+    ASSERT_EQ(::mkfifo((t.root() + "/run/netns/fifo").c_str(), 0600), 0);
+    t.write_file("proc/400/comm", "exited\n");                 // its ns/ already gone
+    t.symlink("proc/401/ns/net", "net:[4026532111]");           // its comm already gone
+    t.symlink("proc/402/ns/net", "mnt:[4026532112]");
+    t.symlink("proc/403/ns/net", "net:[12x]");
+    t.symlink("proc/404/ns/net", "net:[123456789012345678901234]");
+    t.symlink("proc/405/ns/net", "net:[]");
+    t.symlink("proc/self/ns/net", "net:[4026532113]");          // not a pid
+    auto spaces = list_netns(HostFs(t.root()));
+    std::vector<unsigned long> inodes;
+    for (const auto& ns : spaces)
+        inodes.push_back(ns.inode);
+    std::vector<unsigned long> want{blue, 4026532111ul};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(inodes, want);
+    HostUse use = scan(t);
+    ASSERT_EQ(use.network[A("0000:05:00.0")].size(), 1u);
+    EXPECT_NE(use.network[A("0000:05:00.0")][0].find("network namespace blue"), std::string::npos);
+    EXPECT_NE(use.network[A("0000:05:00.0")][0].find("pid 401 (?)"), std::string::npos)
+        << use.network[A("0000:05:00.0")][0];
 }
