@@ -159,3 +159,25 @@ TEST(ProcFds, LiveFdsCarryTheirDeviceNumber) {
     std::fclose(f);
     EXPECT_TRUE(found);
 }
+
+// Processes that exit during the scan leave what the scan may meet: an fd directory without its
+// comm, a pid directory without fds, an fd dir that is a file. And a process with 20,000 fds
+// open on the same node is one line. The holders still there are named.
+TEST(DeviceUse, ExitingProcessesAndFdFloodsAreHandled) {
+    FakeTree t;
+    gpu_host(t);
+    t.hold_open(700, "pipewire", 31, "/dev/snd/controlC1");
+    t.remove("proc/700/comm");               // exited after its fds were read
+    t.write_file("proc/701/comm", "gone\n");  // exited before: no fd directory
+    t.write_file("proc/702/fd", "not a directory\n");
+    t.symlink("proc/703/fd/0", "/dev/dri/nonexistent-node");
+    for (unsigned fd = 0; fd < 20000; ++fd)
+        t.symlink("proc/704/fd/" + std::to_string(fd), "/dev/dri/card0");
+    t.write_file("proc/704/comm", "leaky\n");
+    HostUse use = scan(t);
+    EXPECT_THAT(use.device[A("0000:01:00.1")],
+                ElementsAre("/dev/snd/controlC1 is open by pid 700 (?)"));
+    EXPECT_THAT(use.device[A("0000:01:00.0")],
+                ElementsAre("/dev/dri/card0 is open by pid 704 (leaky)"));
+    EXPECT_EQ(use.device.size(), 2u);
+}
