@@ -1,7 +1,10 @@
 // vfiod-bench-burst [--smoke] [SIZE...]: the daemon's cost per coalesced udev burst, driving the
 // service layer (Service::handle_events, as the event loop does) on the fleet tree in observe
 // mode. For each host size (default 64 1024 4096 functions):
-//   burst1   one VF changed (a bind/unbind uevent): handle_events({vf})
+//   burst1   one VF changed (a bind/unbind uevent): handle_events({vf}); the tree has no kernel
+//            to say what changed, so the host-wide tables are read on every burst (as --root)
+//   burst1q  the same on a service whose table watch says nothing changed (the live host between
+//            mount, swap, route and link changes: POLLPRI and rtnetlink silent)
 //   burst255 255 VFs created on the spare PF (echo 255 > sriov_numvfs): handle_events(all 255)
 //   publish1   with a bus (DBUS_SYSTEM_BUS_ADDRESS): Service::publish after one VF's driver
 //              changed, through the real D-Bus objects: one PropertiesChanged
@@ -26,6 +29,7 @@
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
 #include "io/host_fs.hpp"
+#include "io/host_tables.hpp"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
@@ -73,6 +77,13 @@ void measure(const char* name, unsigned size, int runs, const std::function<void
     std::fflush(stdout);
 }
 
+// The kernel's watch on a host whose tables did not change since the last burst.
+class QuietWatch : public TableWatch {
+public:
+    bool mounts_changed() override { return false; }
+    bool network_changed() override { return false; }
+};
+
 void bench_size(unsigned size, bool smoke) {
     test::FakeTree t;
     bench::FleetTree f = bench::build_fleet_tree(t, size);
@@ -106,6 +117,17 @@ void bench_size(unsigned size, bool smoke) {
         s.publish();
     });
     check(s.inventory().groups.size() == groups, "a 1-function burst changed the group count");
+    {
+        Service q(fs, {.config_file = std::nullopt, .force_observe = true});
+        q.set_table_watch(std::make_unique<QuietWatch>());
+        check(q.start(), "service start (watched tables)");
+        measure("burst1q", f.functions, runs1, [] {}, [&] {
+            q.handle_events({vf});
+            q.publish();
+        });
+        check(q.inventory() == s.inventory(), "watched tables: another inventory");
+        check(q.tables().mount_reads() == 1, "watched tables: the mount table read again");
+    }
 
     if (objects) {
         // The VF loses its driver, then gets it back: each time one device's Driver changes.

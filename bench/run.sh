@@ -120,6 +120,7 @@ burst_args=("${bursts[@]}")
 while read -r name size cpu wall n; do
     case $name in
     burst1) goal=5 label="burst: 1 function (CPU)" ;;
+    burst1q) goal=5 label="burst: 1 fn, tables kept (CPU)" ;;
     burst255) goal=100 label="burst: 255 new VFs (CPU)" ;;
     publish1) goal="" label="  of which publish, 1 device" ;;
     publishall) goal="" label="  publish naming every object" ;;
