@@ -43,6 +43,10 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kGpu = "0000:01:00.0";  // group 13, with its audio function
 constexpr const char* kNic = "0000:03:00.0";  // group 15
 constexpr int kWriteTimeout = 2;
+// While a write hangs (write_timeout 30 s), a call that waited for it would not answer before
+// the test unblocks it; one that does not wait answers in milliseconds, or in about a second on
+// a loaded two-core CI machine (journal fsyncs). The latency itself is bench/'s business.
+constexpr auto kAnswerLimit = std::chrono::milliseconds(2500);
 
 std::string slurp(const std::string& path) {
     std::ifstream f(path);
@@ -333,7 +337,7 @@ TEST_F(AsyncTest, AColdplugBindThatHangsDelaysNothingAndEndsBoundWhenTheWriteRet
     EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the hung coldplug write";
     ASSERT_TRUE(hangs_now()) << "the GPU's coldplug write did not start";
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << "the NIC's coldplug";
-    others_answer("coldplug write", 13, "pending", 500ms);
+    others_answer("coldplug write", 13, "pending", kAnswerLimit);
     EXPECT_FALSE(d.ready()) << "ready (READY=1) before the coldplug pass ended";
 
     ends_bound_once_unblocked(13, kGpu);
@@ -353,7 +357,7 @@ TEST_F(AsyncTest, AHotPluggedGroupWhoseBindHangsDelaysNothing) {
     events.send("add", hot.c_str());
     events.send("bind", hot.c_str());
     ASSERT_TRUE(hangs_now()) << "the hot-plugged function's bind did not start";
-    others_answer("hot-plug write", 17, "pending", 500ms);
+    others_answer("hot-plug write", 17, "pending", kAnswerLimit);
 
     ends_bound_once_unblocked(17, hot);
 }
@@ -373,7 +377,7 @@ TEST_F(AsyncTest, ADriftReassertionThatHangsDelaysNothing) {
     events.send("unbind", kGpu);
     events.send("bind", kGpu);
     ASSERT_TRUE(hangs_now()) << "the re-assertion did not start";
-    others_answer("drift re-assertion", 13, "pending", 500ms);
+    others_answer("drift re-assertion", 13, "pending", kAnswerLimit);
 
     ends_bound_once_unblocked(13, kGpu);
 }
@@ -391,7 +395,7 @@ TEST_F(AsyncTest, AnEarlyOverrideCleanUpThatHangsDelaysNothing) {
     ASSERT_TRUE(d.start());
     ASSERT_TRUE(hangs_now()) << "the clean-up did not start";
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; }));
-    others_answer("early-override clean-up", 16, "refused", 500ms);
+    others_answer("early-override clean-up", 16, "refused", kAnswerLimit);
 
     kernel.unblock();
     EXPECT_TRUE(eventually([&] { return driver_of(nic2) == "igb"; })) << driver_of(nic2);
@@ -420,10 +424,10 @@ TEST_F(AsyncTest, ARestartWhileADaemonBindHangsEndsConsistent) {
     EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the blocked function";
     // Finishing the last run's entry waits on the kernel, off the loop: the bus is served.
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << group_state(15);
-    EXPECT_LT(worst_read(15, "bound", 3), 500ms);
+    EXPECT_LT(worst_read(15, "bound", 3), kAnswerLimit);
     Reply released = call("Release", {kNic});
     EXPECT_TRUE(released.error.empty()) << released.message;
-    EXPECT_LT(released.took, 500ms);
+    EXPECT_LT(released.took, kAnswerLimit);
     EXPECT_FALSE(second.ready());
 
     // Once the write returns, the entry is rolled back and the group bound afresh.

@@ -115,7 +115,7 @@ TEST(Executor, RemovalOfASecondFunctionRollsBackTheFirst) {
 }
 
 TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
-    World w(World::kFull, 1000ms);  // generous: only the blocked write may time out
+    World w(World::kFull, 3000ms);  // only the blocked write may time out, even on a loaded CI machine
     const std::string audio_unbind = std::string("sys/bus/pci/devices/") + kAudio + "/driver/unbind";
     w.kernel->block_path(audio_unbind);
     // Planned first: once the write blocks, reading the audio function's attributes would block
@@ -129,7 +129,7 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
     EXPECT_EQ(out.reason, Reason::Stuck);
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{A(kAudio)});
     EXPECT_NE(out.message.find(audio_unbind), std::string::npos) << out.message;
-    EXPECT_LT(took, 5s);
+    EXPECT_LT(took, 8s);
     EXPECT_EQ(w.kernel->blocked_now(), 1u);
     // The GPU, already moved, went back; the blocked function was left alone.
     EXPECT_EQ(w.driver(kGpu), "nvidia");
@@ -156,7 +156,7 @@ TEST(Executor, ABlockedUnbindIsReportedStuckAndTheNextGroupProceeds) {
 }
 
 TEST(Executor, AWriteOutsideAPlanIsTimedAndRememberedAsStuck) {
-    World w(World::kFull, 300ms);
+    World w(World::kFull, 1000ms);  // the first, ordinary write must not time out under load
     const std::string override_path =
         std::string("sys/bus/pci/devices/") + kAudio + "/driver_override";
     EXPECT_EQ(w.exec->write(A(kAudio), override_path, "vfio-pci"), 0);
