@@ -518,8 +518,14 @@ void Service::publish() {
     }
     std::vector<std::pair<Reply, OpResult>> replies;
     replies.swap(replies_);
-    for (auto& [reply, r] : replies)
-        reply(r);
+    for (auto& [reply, r] : replies) {
+        // One reply that cannot be sent (a caller gone, no memory) costs the others nothing.
+        try {
+            reply(r);
+        } catch (const std::exception& e) {
+            spdlog::error("answering a request: {}", e.what());
+        }
+    }
 }
 
 void Service::publish_changes() {

@@ -247,6 +247,27 @@ private:
     mutable std::vector<Probe> probes_;
 };
 
+// Replies wait for the publication of what they did; one that throws while being sent costs the
+// others theirs, and publish() itself never throws.
+TEST_F(ServiceTest, RepliesGoOutAfterThePublicationEvenWhenOneThrows) {
+    Service s(kernel, {});
+    std::vector<std::string> seen;
+    s.set_on_change([&](const Inventory&, const InventoryChange&) { seen.push_back("published"); });
+    ASSERT_TRUE(s.start());
+    seen.clear();
+    s.release_async("0000:01:00.0", [&](const OpResult&) {
+        seen.push_back("first");
+        throw std::runtime_error("the caller's connection is gone");
+    });
+    s.release_async("0000:03:00.0",
+                    [&](const OpResult& r) { seen.push_back(r.ok() ? "second" : r.message); });
+    EXPECT_TRUE(seen.empty()) << "answered before publishing";
+    EXPECT_NO_THROW(s.publish());
+    EXPECT_EQ(seen, (std::vector<std::string>{"published", "first", "second"}));
+    EXPECT_EQ(state_of(s, 13), GroupState::Released);
+    EXPECT_EQ(state_of(s, 15), GroupState::Released);
+}
+
 // Runs the loop's side of the workers until `done`, for at most 10 s: each dispatch, then the
 // publication (and the replies it holds) after it.
 void run_until(Service& s, Workers& w, const bool& done) {
