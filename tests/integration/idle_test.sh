@@ -18,12 +18,7 @@ it_setup vfiod-idle
 start_private_bus "$POLICY"
 "$MKFIXTURE" gpu-host "$WORK/root" || { fail "fixture"; exit 1; }
 
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-NOTIFY=$WORK/notify.sock
-"$PY" "$LISTEN" "$NOTIFY" "$WORK/notify.log" &
-EXTRA_PIDS=$!
-for _ in $(seq 50); do [ -S "$NOTIFY" ] && break; sleep 0.1; done
+start_notify_listener "$LISTEN"
 
 # Voluntary context switches, summed over every thread of $VFIOD_PID.
 switches() { cat /proc/"$VFIOD_PID"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ { v += $2 } END { print v + 0 }'; }

@@ -72,3 +72,14 @@ CONF
     chmod 666 "$WORK/bus"
     export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$WORK/bus"
 }
+
+# start_notify_listener LISTENER: a stand-in for systemd's notify socket at $NOTIFY
+# ($WORK/notify.sock), logging each datagram to $WORK/notify.log; $PY is the python it runs on.
+start_notify_listener() {
+    PY=python3
+    [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+    NOTIFY=$WORK/notify.sock
+    "$PY" "$1" "$NOTIFY" "$WORK/notify.log" &
+    EXTRA_PIDS="$EXTRA_PIDS $!"
+    for _ in $(seq 50); do [ -S "$NOTIFY" ] && break; sleep 0.1; done
+}

@@ -18,12 +18,7 @@ it_setup vfiod-watchdog
 start_private_bus "$POLICY"
 "$MKFIXTURE" gpu-host "$WORK/root" || { fail "fixture"; exit 1; }
 
-PY=python3
-[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
-NOTIFY=$WORK/notify.sock
-"$PY" "$LISTEN" "$NOTIFY" "$WORK/notify.log" &
-EXTRA_PIDS=$!
-for _ in $(seq 50); do [ -S "$NOTIFY" ] && break; sleep 0.1; done
+start_notify_listener "$LISTEN"
 mark() {  # a line in the listener's log, on its clock
     "$PY" -c 'import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(sys.argv[2].encode(), sys.argv[1])' "$NOTIFY" "MARK $1"
 }
