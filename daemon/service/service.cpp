@@ -648,25 +648,37 @@ OpResult Service::refusal(const GroupPlan& gp) const {
     return OpResult::error(OpResult::Code::Refused, msg);
 }
 
-Service::Prepared Service::prepare_bind(std::string_view address) {
-    auto answer = [](OpResult r) {
-        Prepared p;
-        p.done = std::move(r);
-        return p;
-    };
+Service::Prepared Service::ended(OpResult r) {
+    Prepared p;
+    p.done = std::move(r);
+    return p;
+}
+
+const PciFunction* Service::requested_function(std::string_view address, OpResult* why) {
     std::string err;
     auto addr = PciAddress::parse(address, &err);
-    if (!addr)
-        return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
+    if (!addr) {
+        *why = OpResult::error(OpResult::Code::InvalidArgs, err);
+        return nullptr;
+    }
     refresh({*addr});  // decide on the host as it is now (the whole group), not as the last event left it
     const PciFunction* fn = snapshot_.topology.find(*addr);
     if (!fn)
-        return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
+        *why = OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str());
+    return fn;
+}
+
+Service::Prepared Service::prepare_bind(std::string_view address) {
+    OpResult why;
+    const PciFunction* fn = requested_function(address, &why);
+    if (!fn)
+        return ended(why);
+    const PciAddress addr = fn->address;
     const GroupPlan* gp = nullptr;
     std::optional<Plan> whole;  // only for a function outside any group: its no-iommu entry
     auto holds = [&](const GroupPlan& g) {
         return std::any_of(g.devices.begin(), g.devices.end(),
-                           [&](const PlannedDevice& d) { return d.address == *addr; });
+                           [&](const PlannedDevice& d) { return d.address == addr; });
     };
     if (fn->iommu_group)
         if (const GroupPlan* g = group_plan(*fn->iommu_group); g && holds(*g))
@@ -678,8 +690,8 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
                 gp = &g;
     }
     if (!gp)
-        return answer(OpResult::error(OpResult::Code::NotAllowlisted,
-                                      addr->str() + " matches no [[device]] entry, nor does any "
+        return ended(OpResult::error(OpResult::Code::NotAllowlisted,
+                                      addr.str() + " matches no [[device]] entry, nor does any "
                                                     "function of its IOMMU group"));
     if (gp->action == Action::Refuse) {
         OpResult refused = refusal(*gp);
@@ -690,19 +702,19 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
             decide.kind = Request::Kind::Decide;
             enqueue(*gp->group, std::move(decide));
         }
-        return answer(refused);
+        return ended(refused);
     }
     unsigned id = *gp->group;
     if (mode() == Mode::Observe)
-        return answer(OpResult::error(OpResult::Code::Failed,
+        return ended(OpResult::error(OpResult::Code::Failed,
                                       "vfiod runs in observe mode and writes nothing; group " +
                                           std::to_string(id) + " stays pending"));
-    spdlog::info("group {}: Bind requested for {}", id, addr->str());
+    spdlog::info("group {}: Bind requested for {}", id, addr.str());
     reasserted_.erase(id);
     if (gp->action == Action::Bound) {
         executor_->clear_released(id);  // the operator takes the group back; nothing to write
         set_status(id, {GroupState::Bound, Reason::None, "", {}});
-        return answer({});
+        return ended({});
     }
     // Consumers see `pending` while the writes run.
     set_status(id, {planned_state(gp->action), Reason::None, "binding " + describe_devices(*gp), {}});
@@ -714,32 +726,24 @@ Service::Prepared Service::prepare_bind(std::string_view address) {
 }
 
 Service::Prepared Service::prepare_release(std::string_view address) {
-    auto answer = [](OpResult r) {
-        Prepared p;
-        p.done = std::move(r);
-        return p;
-    };
-    std::string err;
-    auto addr = PciAddress::parse(address, &err);
-    if (!addr)
-        return answer(OpResult::error(OpResult::Code::InvalidArgs, err));
-    refresh({*addr});
-    const PciFunction* fn = snapshot_.topology.find(*addr);
+    OpResult why;
+    const PciFunction* fn = requested_function(address, &why);
     if (!fn)
-        return answer(OpResult::error(OpResult::Code::NotFound, "no PCI function " + addr->str()));
+        return ended(why);
+    const PciAddress addr = fn->address;
     if (!fn->iommu_group || !status_.count(*fn->iommu_group))
-        return answer(OpResult::error(OpResult::Code::NotAllowlisted,
-                                      addr->str() + " is not in a group vfiod manages"));
+        return ended(OpResult::error(OpResult::Code::NotAllowlisted,
+                                      addr.str() + " is not in a group vfiod manages"));
     unsigned id = *fn->iommu_group;
     if (mode() == Mode::Observe)
-        return answer(OpResult::error(OpResult::Code::Failed,
+        return ended(OpResult::error(OpResult::Code::Failed,
                                       "vfiod runs in observe mode and writes nothing"));
     GroupPlan rp = plan_release(snapshot_.topology, snapshot_.use, id, originals(id));
     if (rp.action == Action::Refuse) {
         spdlog::warn("group {}: Release refused: {}", id, join(rp.details, "; "));
-        return answer(refusal(rp));
+        return ended(refusal(rp));
     }
-    spdlog::info("group {}: Release requested for {}", id, addr->str());
+    spdlog::info("group {}: Release requested for {}", id, addr.str());
     Prepared p;
     p.group = id;
     p.plan = std::move(rp);
@@ -981,8 +985,16 @@ void Service::group_idle(unsigned g) {
             answer(std::move(reply), reload());
         std::deque<Request> held;
         held.swap(held_);
-        for (auto& r : held)
-            submit(std::move(r));
+        for (auto& r : held) {
+            // Guarded like the D-Bus call it came from: a throw answers this request Failed.
+            Reply reply = r.reply;
+            OpResult res = guarded("a request held for a reload", [&] {
+                submit(std::move(r));
+                return OpResult{};
+            });
+            if (!res.ok())
+                answer(std::move(reply), res);
+        }
     }
     if (!queues_.empty())
         return;

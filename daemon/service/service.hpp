@@ -148,6 +148,10 @@ private:
         bool from_events = false;  // Decide: a udev event, not coldplug or a reload
     };
     Prepared prepare(const Request& r, unsigned group);
+    static Prepared ended(OpResult r);  // a request answered without writes
+    // The function an operator's Bind or Release names, re-read now; nullptr, with the answer
+    // in *why, when the address is malformed or names no function.
+    const PciFunction* requested_function(std::string_view address, OpResult* why);
     Prepared prepare_bind(std::string_view address);
     Prepared prepare_release(std::string_view address);
     Prepared prepare_decide(unsigned group, bool from_events);
