@@ -64,8 +64,11 @@ std::string advice(Reason r, const PciAddress& a) {
         return "a [[protect]] entry covers the group; remove it if the host really does not need "
                "that device";
     case Reason::InUseStorage:
-        return "the host uses a disk on it: unmount it, swapoff, or remove the dm/md holder "
-               "first" + then;
+        return "the host uses a disk on it: unmount it and swapoff it; for a holder named "
+               "above, deactivate the LVM volume group (vgchange -an), stop the md array "
+               "(mdadm --stop), flush the multipath map (multipath -f) or close the dm-crypt "
+               "mapping; for an exclusive claim (bind reports it), export the ZFS pool (zpool "
+               "export) or stop the program holding it" + then;
     case Reason::InUseNetwork:
         return "the host uses a network interface on it: move its routes/addresses, take it "
                "out of its bond/bridge, or move it back from the network namespace named above "

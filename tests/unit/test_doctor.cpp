@@ -28,6 +28,10 @@ TEST(DoctorAdvice, EveryPlanningReasonHasAFixAndInUseOnesEndWithBind) {
     EXPECT_EQ(advice(Reason::Protected, A("0000:02:00.0")).find("vfioctl bind"),
               std::string::npos);
     EXPECT_NE(advice(Reason::NoIommu, A("0000:01:00.0")).find("intel_iommu=on"), std::string::npos);
+    // Storage is held in more ways than a mount: each claimant has its own way to let go.
+    for (const char* how : {"vgchange -an", "mdadm --stop", "multipath -f", "zpool export"})
+        EXPECT_NE(advice(Reason::InUseStorage, A("0000:01:00.0")).find(how), std::string::npos)
+            << how;
     // Execution outcomes are not doctor's: a plan never carries them.
     for (Reason r : {Reason::None, Reason::InUseVfio, Reason::VfioUnavailable, Reason::WriteFailed,
                      Reason::Stuck, Reason::Drift})
