@@ -318,13 +318,23 @@ private:
 // vfioctl and vfiod alike. No config needs more than three, so a key with more components than
 // this is refused before toml++ sees the document.
 constexpr unsigned kMaxKeyComponents = 64;
+// Inline tables and arrays recurse too, and the two multiply: toml++'s own limit of 256 levels,
+// each keyed with 64 components, needs 1-2 MB of stack. No config nests more than a few levels.
+constexpr unsigned kMaxBrackets = 16;
 
-// Where the first dotted key with more than kMaxKeyComponents components starts. A small lexer that knows just enough TOML — comments and the four string forms — to tell
-// the dots between key components from those inside strings and comments. It errs only towards
-// counting: floats ("1.5") and values give runs of two at most.
-std::optional<toml::source_position> find_deep_key(std::string_view t) {
+struct DeepSpot {
+    toml::source_position where;
+    std::string why;
+};
+
+// Where the first dotted key with more than kMaxKeyComponents components starts, or the bracket
+// that opens level kMaxBrackets + 1. A small lexer that knows just enough TOML — comments and
+// the four string forms — to tell the dots between key components and the brackets of tables
+// and arrays from those inside strings and comments. It errs only towards counting: floats
+// ("1.5") and values give runs of two at most.
+std::optional<DeepSpot> find_deep_key(std::string_view t) {
     toml::source_position pos{1, 1}, run_start{1, 1};
-    size_t i = 0, run = 0;
+    size_t i = 0, run = 0, brackets = 0;
     bool dot = false;  // the run ends in '.', waiting for its next component
     auto advance = [&](size_t n) {
         for (size_t end = std::min(t.size(), i + n); i < end; ++i) {
@@ -344,6 +354,10 @@ std::optional<toml::source_position> find_deep_key(std::string_view t) {
         }
         dot = false;
         return ++run > kMaxKeyComponents;
+    };
+    auto too_many_components = [&] {
+        return DeepSpot{run_start,
+                        "more than " + std::to_string(kMaxKeyComponents) + " dotted components"};
     };
     auto bare = [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -380,13 +394,18 @@ std::optional<toml::source_position> find_deep_key(std::string_view t) {
                 advance(1);
             advance(close.size());
             if (component(start))
-                return run_start;
+                return too_many_components();
         } else if (bare(c)) {
             while (i < t.size() && bare(t[i]))
                 advance(1);
             if (component(start))
-                return run_start;
+                return too_many_components();
         } else {
+            if ((c == '[' || c == '{') && ++brackets > kMaxBrackets)
+                return DeepSpot{start, "more than " + std::to_string(kMaxBrackets) +
+                                           " levels of nested tables and arrays"};
+            if ((c == ']' || c == '}') && brackets > 0)
+                --brackets;
             run = 0, dot = false;
             advance(1);
         }
@@ -400,9 +419,8 @@ std::optional<Fragment> parse_fragment(std::string_view text, const std::string&
     Checker checker(name);
     std::optional<Fragment> f;
     if (auto deep = find_deep_key(text)) {
-        checker.error(*deep, "key nested too deeply: more than " +
-                                    std::to_string(kMaxKeyComponents) +
-                                    " dotted components; refusing to parse the file");
+        checker.error(deep->where, "key nested too deeply: " + deep->why +
+                                       "; refusing to parse the file");
         checker.flush(errors);
         return std::nullopt;
     }

@@ -493,6 +493,35 @@ TEST(ConfigNesting, DeeplyDottedKeysAreRefusedWithTheirPosition) {
     EXPECT_TRUE(OneError(quoted + " = 1\n", "1:1", "key nested too deeply"));
 }
 
+// Inline tables and arrays recurse in toml++ as well, and multiply with dotted keys: 250 nested
+// inline tables, each keyed with 64 components (both under their own limits), needed 1-2 MB of
+// stack and killed vfioctl under `ulimit -s 1024`. Refused at the bracket that goes too deep.
+TEST(ConfigNesting, DeeplyNestedTablesAndArraysAreRefusedAtTheirBracket) {
+    std::string key = "a";
+    for (int i = 1; i < 64; ++i)
+        key += ".a";
+    std::string doc = "x = ";
+    for (int i = 0; i < 250; ++i)
+        doc += "{ " + key + " = ";
+    doc += "1" + std::string(250, '}') + "\n";
+    // The 17th brace: "x = " then 16 of "{ " + key + " = ".
+    const size_t col = 5 + 16 * (key.size() + 5);
+    EXPECT_TRUE(OneError(doc, "1:" + std::to_string(col),
+                         "key nested too deeply: more than 16 levels of nested tables and arrays"));
+    EXPECT_TRUE(OneError("x = " + std::string(50000, '[') + "\n", "1:21", "more than 16 levels"));
+    // Sixteen levels are not refused for depth (the key is merely unknown), and brackets that
+    // close again, or sit in strings and comments, do not add up.
+    EXPECT_TRUE(OneError("x = " + std::string(16, '[') + std::string(16, ']') + "\n", "1:1",
+                         "unknown key"));
+    std::string many;
+    for (int i = 0; i < 100; ++i)
+        many += "[[protect]]\nselector = \"10de:*\" # [[[[[[[[[[[[[[[[[[\nresource_name = \"{{{{{{{{{{{{{{{{{\"\n";
+    auto r = parse_config("[[device]]\nselector = \"8086:*\"\n" + many, "t.toml");
+    EXPECT_TRUE(std::none_of(r.errors.begin(), r.errors.end(), [](const std::string& e) {
+        return e.find("nested too deeply") != std::string::npos;
+    })) << joined(r.errors);
+}
+
 TEST(ConfigNesting, DotsInStringsAndCommentsAreNotKeys) {
     std::string dots;
     for (int i = 0; i < 1000; ++i)
