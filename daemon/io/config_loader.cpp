@@ -38,15 +38,49 @@ const char* type_name(toml::node_type t) {
     return "nothing";
 }
 
-bool valid_resource_name(std::string_view s) {
+bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// What the kubelet refuses in a device plugin's resource name, or "" when it takes it: an
+// extended resource name (Kubernetes IsExtendedResourceName). The quota name "requests.<name>"
+// must be a qualified name: the domain, prefixed with "requests.", a DNS-1123 subdomain of at most
+// 253 characters (lower case); the name at most 63 letters, digits, '-', '_', '.', starting and
+// ending with a letter or digit. kubernetes.io/ names are the cluster's own resources.
+std::string resource_name_problem(std::string_view s) {
     auto slash = s.find('/');
-    if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size() ||
-        s.find('/', slash + 1) != std::string_view::npos)
-        return false;
-    return std::all_of(s.begin(), s.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '.' || c == '_' || c == '-' || c == '/';
-    });
+    if (slash == std::string_view::npos || s.find('/', slash + 1) != std::string_view::npos)
+        return "expected exactly one '/' between domain and name";
+    std::string_view domain = s.substr(0, slash), name = s.substr(slash + 1);
+    if (domain.empty() || name.empty())
+        return "the domain and the name must not be empty";
+    if (domain.ends_with("kubernetes.io"))  // the kubelet: any name containing "kubernetes.io/"
+        return "the kubernetes.io domain is reserved for Kubernetes' own resources";
+    if (domain.starts_with("requests."))
+        return "a domain starting with \"requests.\" names a quota, not a resource";
+    constexpr size_t kQuotaPrefix = sizeof "requests." - 1;
+    if (domain.size() > 253 - kQuotaPrefix)
+        return "the domain has " + std::to_string(domain.size()) + " characters; at most " +
+               std::to_string(253 - kQuotaPrefix) + " (a DNS subdomain, after \"requests.\")";
+    bool label_start = true;
+    for (size_t i = 0; i < domain.size(); ++i) {
+        char c = domain[i];
+        bool lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        bool ends_label = i + 1 == domain.size() || domain[i + 1] == '.';
+        if (c == '.' ? label_start : !(lower || (c == '-' && !label_start && !ends_label)))
+            return "the domain must be a DNS subdomain: lower-case letters, digits, '-' and '.', "
+                   "each dot-separated part starting and ending with a letter or digit";
+        label_start = c == '.';
+    }
+    if (label_start)
+        return "the domain must not end with '.'";
+    if (name.size() > 63)
+        return "the name after '/' has " + std::to_string(name.size()) +
+               " characters; at most 63";
+    if (!alnum(name.front()) || !alnum(name.back()) ||
+        !std::all_of(name.begin(), name.end(),
+                     [](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; }))
+        return "the name after '/' must be letters, digits, '.', '_' and '-', starting and "
+               "ending with a letter or digit";
+    return "";
 }
 
 // The name is written to driver_override, so anything that is not a vfio driver (e.g. "nvidia")
@@ -261,12 +295,13 @@ private:
                 if (!expect("device", k, v, toml::node_type::string))
                     continue;
                 const auto& s = v.as_string()->get();
-                if (valid_resource_name(s))
+                if (auto why = resource_name_problem(s); why.empty())
                     e.resource_name = s;
                 else
                     error(v, "device.resource_name: invalid resource name " + in_quotes(s) +
-                                 "; expected domain/name of letters, digits, '.', '_', '-' "
-                                 "(e.g. nvidia.com/GH100_H100_PCIE)");
+                                 ": " + why +
+                                 " (Kubernetes extended resource names, e.g. "
+                                 "nvidia.com/GH100_H100_PCIE)");
             } else if (k == "driver") {
                 if (!expect("device", k, v, toml::node_type::string))
                     continue;

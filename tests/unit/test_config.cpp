@@ -263,6 +263,43 @@ TEST(ConfigValue, BadResourceNames) {
     }
 }
 
+// Names the kubelet refuses (Kubernetes extended resource names) fail at load time with the rule
+// they break, not later in the device plugin's log.
+TEST(ConfigValue, ResourceNamesFollowKubernetesRules) {
+    auto doc = [](const std::string& n) {
+        return "[[device]]\nselector = \"10de:2331\"\nresource_name = \"" + n + "\"\n";
+    };
+    const std::string name63(63, 'g'), domain244 = std::string(240, 'd') + ".com";
+    for (const std::string& n : std::vector<std::string>{
+             "nvidia.com/GH100_H100_PCIE", "intel.com/qat-4xxx", "x.y/z", "a-b.c9/Z.z_z-9",
+             "com/" + name63, domain244 + "/gpu", "example.com/1"})
+        EXPECT_EQ(Parsed(doc(n)).devices.at(0).resource_name, n);
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"nvidia.com/" + name63 + "g", "the name after '/' has 64 characters; at most 63"},
+        {"d" + domain244 + "/gpu", "the domain has 245 characters; at most 244"},
+        {"NVIDIA.com/gpu", "the domain must be a DNS subdomain"},
+        {"nv_idia.com/gpu", "the domain must be a DNS subdomain"},
+        {"-nvidia.com/gpu", "the domain must be a DNS subdomain"},
+        {"nvidia-.com/gpu", "the domain must be a DNS subdomain"},
+        {"nvidia..com/gpu", "the domain must be a DNS subdomain"},
+        {".nvidia.com/gpu", "the domain must be a DNS subdomain"},
+        {"nvidia.com./gpu", "the domain must not end with '.'"},
+        {"kubernetes.io/gpu", "reserved for Kubernetes"},
+        {"gpu.kubernetes.io/gpu", "reserved for Kubernetes"},
+        {"notkubernetes.io/gpu", "reserved for Kubernetes"},
+        {"requests.nvidia.com/gpu", "names a quota"},
+        {"nvidia.com/-gpu", "starting and ending with a letter or digit"},
+        {"nvidia.com/gpu_", "starting and ending with a letter or digit"},
+        {"nvidia.com/gp\\u00e9", "the name after '/' must be"},
+        {"nvidia.com", "exactly one '/'"},
+        {"/gpu", "must not be empty"},
+    };
+    for (const auto& [n, why] : bad)
+        EXPECT_TRUE(OneError(doc(n), "3:17", "invalid resource name")) << n;
+    for (const auto& [n, why] : bad)
+        EXPECT_TRUE(OneError(doc(n), "3:17", why)) << n;
+}
+
 TEST(ConfigValue, GoodResourceNames) {
     auto c = Parsed(device("selector", "\"10de:2331\"") +
                     "resource_name = \"nvidia.com/GH100_H100_PCIE\"\n" +
