@@ -25,7 +25,8 @@ packages=(
   polkitd
   # the Debian packages (debian/): dpkg-buildpackage, debhelper's meson build, lintian
   debhelper dpkg-dev fakeroot lintian
-  # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here
+  # the systemd guest runs this machine's own /usr over 9p: ip and mkfs.ext4 come from here;
+  # ip also makes the links, addresses and routes of the host-tables-live test
   iproute2 e2fsprogs
   # bench/run.sh --smoke (integration suite): the tools vfioctl plan is compared with
   driverctl pciutils
