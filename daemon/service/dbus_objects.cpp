@@ -1,15 +1,17 @@
 #include "service/dbus_objects.hpp"
 
+#include <algorithm>
+#include <charconv>
+
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
 
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
-#include "org.vfiod1.Device.adaptor.h"
-#include "org.vfiod1.Group.adaptor.h"
 #include "org.vfiod1.Manager.adaptor.h"
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
+#include "service/sd_bus_objects.hpp"
 #include "service/service.hpp"
 
 namespace vfiod {
@@ -59,6 +61,8 @@ public:
             getObject().emitPropertiesChangedSignal(Manager_adaptor::INTERFACE_NAME, changed);
         registered_ = true;
     }
+
+    sdbus::IObject& object() { return getObject(); }
 
 private:
     // Starts `work` once the caller is authorized; work calls its argument with the result,
@@ -146,112 +150,83 @@ private:
     bool registered_ = false;
 };
 
-class GroupObject final : public sdbus::AdaptorInterfaces<org::vfiod1::Group_adaptor> {
-public:
-    GroupObject(sdbus::IConnection& c, GroupInfo info)
-        : AdaptorInterfaces(c, group_object_path(info.id)), info_(std::move(info)) {
-        registerAdaptor();
-        getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
-    }
-    ~GroupObject() {
-        // Also runs on shutdown after the bus is gone; a destructor must not throw.
-        try {
-            getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
-        } catch (const sdbus::Error&) {
-        }
-        unregisterAdaptor();
-    }
+namespace {
 
-    void update(GroupInfo info) {
-        std::vector<std::string> changed;
-        if (info.state != info_.state)
-            changed.push_back("State");
-        if (info.reason != info_.reason)
-            changed.push_back("Reason");
-        if (info.blockers != info_.blockers)
-            changed.push_back("Blockers");
-        if (info.devices != info_.devices)
-            changed.push_back("Devices");
-        info_ = std::move(info);
-        if (!changed.empty())
-            getObject().emitPropertiesChangedSignal(INTERFACE_NAME, changed);
-    }
+// A property value, not a pointer: PropertiesChanged compares values.
+template <typename Enum>
+std::string text(Enum e) {
+    return to_string(e);
+}
 
-private:
-    uint32_t Id() override { return info_.id; }
-    std::string State() override { return to_string(info_.state); }
-    std::string Reason() override { return to_string(info_.reason); }
-    std::vector<std::string> Blockers() override { return strings(info_.blockers); }
-    std::string VfioPath() override { return "/dev/vfio/" + std::to_string(info_.id); }
-    std::vector<sdbus::ObjectPath> Devices() override {
+// The Group and Device interfaces, in the order and with the annotations of daemon/dbus/*.xml
+// (tests/integration/dbus_test.sh compares a live object's introspection with the XML).
+constexpr Property<GroupInfo> kGroupProperties[] = {
+    property<GroupInfo, [](const GroupInfo& g) { return uint32_t{g.id}; }>("Id", true),
+    property<GroupInfo, [](const GroupInfo& g) { return text(g.state); }>("State"),
+    property<GroupInfo, [](const GroupInfo& g) { return text(g.reason); }>("Reason"),
+    property<GroupInfo, [](const GroupInfo& g) { return strings(g.blockers); }>("Blockers"),
+    property<GroupInfo, [](const GroupInfo& g) {
+        return "/dev/vfio/" + std::to_string(g.id);
+    }>("VfioPath", true),
+    property<GroupInfo, [](const GroupInfo& g) {
         std::vector<sdbus::ObjectPath> out;
-        for (const auto& a : info_.devices)
+        for (const auto& a : g.devices)
             out.emplace_back(device_object_path(a));
         return out;
-    }
-
-    GroupInfo info_;
+    }>("Devices"),
 };
 
-class DeviceObject final : public sdbus::AdaptorInterfaces<org::vfiod1::Device_adaptor> {
-public:
-    DeviceObject(sdbus::IConnection& c, DeviceInfo info)
-        : AdaptorInterfaces(c, device_object_path(info.address)), info_(std::move(info)) {
-        registerAdaptor();
-        getObject().emitInterfacesAddedSignal({INTERFACE_NAME});
-    }
-    ~DeviceObject() {
-        // Also runs on shutdown after the bus is gone; a destructor must not throw.
-        try {
-            getObject().emitInterfacesRemovedSignal({INTERFACE_NAME});
-        } catch (const sdbus::Error&) {
-        }
-        unregisterAdaptor();
-    }
-
-    void update(DeviceInfo info) {
-        std::vector<std::string> changed;
-        auto note = [&](bool differs, const char* name) {
-            if (differs)
-                changed.push_back(name);
-        };
-        note(info.vendor != info_.vendor, "Vendor");
-        note(info.device != info_.device, "Device");
-        note(info.class_code != info_.class_code, "Class");
-        note(info.driver != info_.driver, "Driver");
-        note(info.target != info_.target, "Target");
-        note(info.original_driver != info_.original_driver, "OriginalDriver");
-        note(info.group != info_.group, "IommuGroup");
-        note(info.group != info_.group, "Group");
-        note(info.numa_node != info_.numa_node, "NumaNode");
-        note(info.resource_name != info_.resource_name, "ResourceName");
-        note(info.role != info_.role, "Role");
-        info_ = std::move(info);
-        if (!changed.empty())
-            getObject().emitPropertiesChangedSignal(INTERFACE_NAME, changed);
-    }
-
-private:
-    std::string Address() override { return info_.address.str(); }
-    std::string Vendor() override { return hex4(info_.vendor); }
-    std::string Device() override { return hex4(info_.device); }
-    std::string Class() override { return hex6(info_.class_code); }
-    std::string Driver() override { return info_.driver; }
-    std::string Target() override { return info_.target; }
-    std::string OriginalDriver() override { return info_.original_driver; }
-    uint32_t IommuGroup() override { return info_.group; }
-    int32_t NumaNode() override { return info_.numa_node; }
-    std::string ResourceName() override { return info_.resource_name; }
-    std::string Role() override { return to_string(info_.role); }
-    sdbus::ObjectPath Group() override { return group_object_path(info_.group); }
-
-    DeviceInfo info_;
+constexpr Property<DeviceInfo> kDeviceProperties[] = {
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.address.str(); }>("Address", true),
+    property<DeviceInfo, [](const DeviceInfo& d) { return hex4(d.vendor); }>("Vendor"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return hex4(d.device); }>("Device"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return hex6(d.class_code); }>("Class"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.driver; }>("Driver"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.target; }>("Target"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.original_driver; }>("OriginalDriver"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return uint32_t{d.group}; }>("IommuGroup"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return int32_t{d.numa_node}; }>("NumaNode"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.resource_name; }>("ResourceName"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return text(d.role); }>("Role"),
+    property<DeviceInfo, [](const DeviceInfo& d) {
+        return sdbus::ObjectPath(group_object_path(d.group));
+    }>("Group"),
 };
+
+// Where they live, and their keys <-> the last path element.
+const ObjectKind<unsigned, GroupInfo> kGroups{
+    "org.vfiod1.Group", "/org/vfiod1/group",
+    [](const unsigned& id) { return group_object_path(id); },
+    [](std::string_view e) -> std::optional<unsigned> {
+        unsigned id = 0;
+        auto [end, ec] = std::from_chars(e.data(), e.data() + e.size(), id);
+        return ec == std::errc() && end == e.data() + e.size() ? std::optional(id) : std::nullopt;
+    },
+    kGroupProperties};
+
+const ObjectKind<PciAddress, DeviceInfo> kDevices{
+    "org.vfiod1.Device", "/org/vfiod1/device",
+    [](const PciAddress& a) { return device_object_path(a); },
+    [](std::string_view e) -> std::optional<PciAddress> {
+        std::string text(e);  // DDDD_BB_SS_F -> DDDD:BB:SS.F
+        auto last = text.rfind('_');
+        if (last == std::string::npos)
+            return std::nullopt;
+        std::replace(text.begin(), text.end(), '_', ':');
+        text[last] = '.';
+        return PciAddress::parse(text);
+    },
+    kDeviceProperties};
+
+}  // namespace
 
 DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Authorizer& auth,
                          CallLog& log)
-    : connection_(connection),
-      manager_(std::make_unique<ManagerObject>(connection, service, auth, log)) {}
+    : manager_(std::make_unique<ManagerObject>(connection, service, auth, log)) {
+    sd_bus* bus = sd_bus_of(manager_->object());
+    groups_ = std::make_unique<ExportedSet<unsigned, GroupInfo>>(bus, kGroups);
+    devices_ = std::make_unique<ExportedSet<PciAddress, DeviceInfo>>(bus, kDevices);
+}
 
 DbusObjects::~DbusObjects() = default;
 
@@ -265,30 +240,16 @@ void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
     // an exported object.
     for (const auto& a : change.devices)
         if (!inv.devices.count(a))
-            devices_.erase(a);
+            devices_->erase(a);
     for (unsigned id : change.groups)
         if (!inv.groups.count(id))
-            groups_.erase(id);
-    for (unsigned id : change.groups) {
-        auto g = inv.groups.find(id);
-        if (g == inv.groups.end())
-            continue;
-        auto it = groups_.find(id);
-        if (it == groups_.end())
-            groups_.emplace(id, std::make_unique<GroupObject>(connection_, g->second));
-        else
-            it->second->update(g->second);
-    }
-    for (const auto& a : change.devices) {
-        auto d = inv.devices.find(a);
-        if (d == inv.devices.end())
-            continue;
-        auto it = devices_.find(a);
-        if (it == devices_.end())
-            devices_.emplace(a, std::make_unique<DeviceObject>(connection_, publishable(d->second)));
-        else
-            it->second->update(publishable(d->second));
-    }
+            groups_->erase(id);
+    for (unsigned id : change.groups)
+        if (auto g = inv.groups.find(id); g != inv.groups.end())
+            groups_->put(id, g->second);
+    for (const auto& a : change.devices)
+        if (auto d = inv.devices.find(a); d != inv.devices.end())
+            devices_->put(a, publishable(d->second));
 }
 
 }  // namespace vfiod

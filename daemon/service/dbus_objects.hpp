@@ -1,8 +1,9 @@
 // The D-Bus face of the service (DESIGN §6): the manager object with the object manager, and one
-// object per published group and function, kept in step with the service's Inventory.
+// object per published group and function, kept in step with the service's Inventory. The
+// manager is an sdbus-c++ object; groups and functions are served by one sd-bus vtable per
+// interface from the records published here (no per-object library state).
 #pragma once
 
-#include <map>
 #include <memory>
 
 #include "core/pci_address.hpp"
@@ -18,8 +19,8 @@ class Authorizer;
 class CallLog;
 class Service;
 class ManagerObject;
-class GroupObject;
-class DeviceObject;
+template <typename Key, typename Info>
+class ExportedSet;
 
 class DbusObjects {
 public:
@@ -36,10 +37,10 @@ public:
     void publish(const Inventory& inv, const InventoryChange& change);
 
 private:
-    sdbus::IConnection& connection_;
+    // Destroyed in reverse: the functions' InterfacesRemoved go before their groups'.
     std::unique_ptr<ManagerObject> manager_;
-    std::map<unsigned, std::unique_ptr<GroupObject>> groups_;
-    std::map<PciAddress, std::unique_ptr<DeviceObject>> devices_;
+    std::unique_ptr<ExportedSet<unsigned, GroupInfo>> groups_;
+    std::unique_ptr<ExportedSet<PciAddress, DeviceInfo>> devices_;
 };
 
 }  // namespace vfiod

@@ -1,12 +1,12 @@
 #!/bin/bash
 # Integration test of vfiod's D-Bus API on a private system bus (DESIGN §6): the real vfiod in
 # observe mode on a synthetic GPU host, busctl and vfioctl as clients.
-# Usage: dbus_test.sh VFIOD VFIOCTL MKFIXTURE POLICY_CONF
+# Usage: dbus_test.sh VFIOD VFIOCTL MKFIXTURE POLICY_CONF INTERFACES_DIR (daemon/dbus: the XML)
 # Exit 0 when every check passed, 1 otherwise, 77 (skip) when the tools are missing.
 set -u
 
-VFIOD=$1 VFIOCTL=$2 MKFIXTURE=$3 POLICY=$4
-for tool in dbus-daemon busctl dbus-monitor; do
+VFIOD=$1 VFIOCTL=$2 MKFIXTURE=$3 POLICY=$4 INTERFACES=$5
+for tool in dbus-daemon busctl dbus-monitor dbus-send python3; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 
@@ -45,6 +45,39 @@ call_error() {
         "org.vfiod1.Manager.$method" "$@" 2>&1 | sed -n 's/^Error \([^:]*\):.*/\1/p'
 }
 prop() { "${BUSCTL[@]}" get-property org.vfiod1 "$1" "$2" "$3" 2>&1; }
+# The error name of a Properties.Get of PATH INTERFACE PROPERTY ("" on success).
+get_error() {
+    dbus-send --bus="$DBUS_SYSTEM_BUS_ADDRESS" --print-reply --dest=org.vfiod1 "$1" \
+        org.freedesktop.DBus.Properties.Get string:"$2" string:"$3" 2>&1 |
+        sed -n 's/^Error \([^:]*\):.*/\1/p'
+}
+# Does the live object at PATH serve INTERFACE exactly as daemon/dbus/INTERFACE.xml declares it
+# (properties, types, access, annotations; methods and signals)? Prints the differences. The
+# Method.Async annotation tells sdbus-c++-xml2cpp what to generate and never reaches the bus.
+xml_differences() {
+    "${BUSCTL[@]}" --xml-interface introspect org.vfiod1 "$1" >"$WORK/live.xml" 2>&1
+    python3 - "$WORK/live.xml" "$INTERFACES/$2.xml" "$2" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+def members(path, name):
+    for iface in ET.parse(path).getroot().iter("interface"):
+        if iface.get("name") == name:
+            return {(m.tag, m.get("name")): (sorted(m.attrib.items()),
+                     sorted((a.tag, sorted(a.attrib.items())) for a in m
+                            if a.get("name") != "org.freedesktop.DBus.Method.Async"))
+                    for m in iface}
+    return None
+
+live, declared = members(sys.argv[1], sys.argv[3]), members(sys.argv[2], sys.argv[3])
+if live is None:
+    print("interface not served")
+elif live != declared:
+    for key in sorted(set(live) | set(declared)):
+        if live.get(key) != declared.get(key):
+            print(key, "live:", live.get(key), "xml:", declared.get(key))
+PY
+}
 GROUP=org.vfiod1.Group DEVICE=org.vfiod1.Device MANAGER=org.vfiod1.Manager
 
 # --- objects and properties for a multi-group host ---
@@ -84,6 +117,28 @@ check "audio function Group" 'o "/org/vfiod1/group/13"' "$(prop $D $DEVICE Group
 check "GPU ResourceName" 's "nvidia.com/GH100_H100_PCIE"' \
     "$(prop /org/vfiod1/device/0000_01_00_0 $DEVICE ResourceName)"
 check "GPU Role" 's "allowlisted"' "$(prop /org/vfiod1/device/0000_01_00_0 $DEVICE Role)"
+check "group 13 served as org.vfiod1.Group.xml declares" "" \
+    "$(xml_differences /org/vfiod1/group/13 $GROUP)"
+check "a function served as org.vfiod1.Device.xml declares" "" "$(xml_differences $D $DEVICE)"
+check "the manager served as org.vfiod1.Manager.xml declares" "" \
+    "$(xml_differences /org/vfiod1 $MANAGER)"
+# Only a published object's own spelling names it: anything else under the prefixes is unknown.
+for path in /org/vfiod1/device/bogus /org/vfiod1/device/0000_09_00_0 \
+            /org/vfiod1/device/0000_01_00_1/x /org/vfiod1/device/0000_01_00_01 \
+            /org/vfiod1/device/0000_01_00_A /org/vfiod1/device/0000_00_02_0; do
+    check "Get on $path is UnknownObject" org.freedesktop.DBus.Error.UnknownObject \
+        "$(get_error $path $DEVICE Driver)"
+done
+for path in /org/vfiod1/group/99 /org/vfiod1/group/013 /org/vfiod1/group/13/x \
+            /org/vfiod1/group/4294967296 /org/vfiod1/group/1; do
+    check "Get on $path is UnknownObject" org.freedesktop.DBus.Error.UnknownObject \
+        "$(get_error $path $GROUP State)"
+done
+check "a group's property on a function is UnknownProperty" \
+    org.freedesktop.DBus.Error.UnknownProperty "$(get_error $D $GROUP State)"
+out=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1/group/13 org.freedesktop.DBus.Properties Set \
+    ssv $GROUP State s bound 2>&1)
+check_contains "Set of a read-only property is refused" "not writable" "$out"
 objects=$("${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 org.freedesktop.DBus.ObjectManager \
     GetManagedObjects 2>&1)
 check_contains "ObjectManager lists group objects" '"/org/vfiod1/group/15"' "$objects"
@@ -187,6 +242,15 @@ TOML
         "path=/org/vfiod1/group/15; interface=org.freedesktop.DBus.Properties; member=PropertiesChanged" "$mon"
     check_contains "InterfacesRemoved for group 14" "member=InterfacesRemoved" "$mon"
     check_contains "InterfacesRemoved names group 14" 'object path "/org/vfiod1/group/14"' "$mon"
+    # A function leaves before its group: its InterfacesRemoved comes first.
+    order=$(grep -oE 'object path "/org/vfiod1/(group/14|device/0000_02_00_0)"' "$WORK/monitor.log" |
+        head -2 | tr '\n' ' ')
+    check "InterfacesRemoved: the function before its group" \
+        'object path "/org/vfiod1/device/0000_02_00_0" object path "/org/vfiod1/group/14" ' "$order"
+    check "Get on a removed function is UnknownObject" org.freedesktop.DBus.Error.UnknownObject \
+        "$(get_error /org/vfiod1/device/0000_02_00_0 $DEVICE Driver)"
+    check "Get on a removed group is UnknownObject" org.freedesktop.DBus.Error.UnknownObject \
+        "$(get_error /org/vfiod1/group/14 $GROUP State)"
 
     # A bad config is rejected with FILE:LINE:COLUMN and the previous one keeps running.
     cp "$CONFIG" "$WORK/good.toml"
