@@ -244,6 +244,52 @@ TEST(TopologyReader, ReadFunctionFollowsBindAndRemoval) {
     EXPECT_THAT(warnings, IsEmpty());  // gone is not odd
 }
 
+// A function removed while it is being read (hot-unplug, or a VF whose PF drops sriov_numvfs):
+// whichever attribute it vanishes after, it is gone, not odd. The reader may hold the function's
+// directory open meanwhile; the answer must be the same as for a removal before the read.
+class VanishingHost : public HostFs {
+public:
+    VanishingHost(FakeTree& t, std::string bdf, std::string after)
+        : HostFs(t.root()), tree_(t), bdf_(std::move(bdf)), after_(std::move(after)) {}
+    std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
+                                    std::string* why = nullptr) const override {
+        auto v = HostFs::read(rel, max_bytes, why);
+        if (!removed_ && rel.size() > after_.size() + 1 &&
+            rel.substr(rel.size() - after_.size() - 1) == "/" + after_) {
+            removed_ = true;
+            tree_.remove_function(bdf_);
+        }
+        return v;
+    }
+
+private:
+    FakeTree& tree_;
+    std::string bdf_, after_;
+    mutable bool removed_ = false;
+};
+
+TEST(TopologyReader, AFunctionRemovedMidReadIsGoneNotOdd) {
+    for (const char* bdf : {"0000:01:00.0", "0000:00:03.4"})
+        for (const char* after : {"vendor", "class", "driver_override", "numa_node",
+                                  "sriov_numvfs"}) {
+            SCOPED_TRACE(std::string(bdf) + " after " + after);
+            FakeTree t;
+            build_host(t);
+            VanishingHost fs(t, bdf, after);
+            std::vector<std::string> warnings;
+            EXPECT_FALSE(read_function(fs, A(bdf), &warnings).has_value());
+            EXPECT_THAT(warnings, IsEmpty());
+        }
+    FakeTree t;
+    build_host(t);
+    VanishingHost fs(t, "0000:01:00.0", "device");
+    std::vector<std::string> warnings;
+    Topology topo = read_topology(fs, &warnings);
+    EXPECT_EQ(topo.find(A("0000:01:00.0")), nullptr);
+    EXPECT_NE(topo.find(A("0000:01:00.1")), nullptr);
+    EXPECT_THAT(warnings, IsEmpty());
+}
+
 // Read-only: the real host this runs on. Every entry `ls /sys/bus/pci/devices` shows must be read.
 TEST(TopologyReader, RealHostSmoke) {
     namespace stdfs = std::filesystem;
