@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <memory>
 
 namespace vfiod {
 
@@ -162,8 +161,38 @@ int HostFs::open_fd(std::string_view rel_view, int flags) const {
     return ::openat(root_fd_, at_path(*resolved), flags);
 }
 
+bool HostFs::entry_of(const Dir* in, std::string_view rel, std::string* name) {
+    if (!in || !in->ok())
+        return false;
+    const std::string& dir = in->rel_;
+    if (!dir.empty()) {
+        if (rel.size() <= dir.size() + 1 || rel.compare(0, dir.size(), dir) != 0 ||
+            rel[dir.size()] != '/')
+            return false;
+        rel.remove_prefix(dir.size() + 1);
+    }
+    if (rel.empty() || rel == "." || rel == ".." || rel.find('/') != std::string_view::npos)
+        return false;
+    name->assign(rel);
+    return true;
+}
+
+HostFs::Dir HostFs::open_dir(std::string_view rel) const {
+    Dir d;
+    if (!valid_rel(rel))
+        return d;
+    Fd fd(open_fd(rel, O_PATH));
+    if (fd.get() < 0)
+        return d;
+    if (auto w = where(fd.get(), rel)) {
+        d.rel_ = std::move(*w);
+        d.fd_ = std::move(fd);
+    }
+    return d;
+}
+
 std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
-                                       std::string* why) const {
+                                       std::string* why, const Dir* in) const {
     auto fail = [&](std::string reason) -> std::optional<std::string> {
         if (why)
             *why = std::move(reason);
@@ -171,7 +200,18 @@ std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
     };
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, in the kernel,
     // where no signal but SIGKILL reaches. It changes nothing for a regular file.
-    int fd = open_fd(rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY;
+    int fd = -1;
+    std::string name;
+    if (entry_of(in, rel, &name)) {
+        // One lookup in the held directory. O_NOFOLLOW: a link there (never a kernel attribute)
+        // is resolved from the root instead, and so gives the answer it gives without the Dir.
+        fd = ::openat(in->fd_.get(), name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ELOOP)
+            fd = open_fd(rel, flags);
+    } else {
+        fd = open_fd(rel, flags);
+    }
     if (fd < 0) {
         if (errno == ENXIO)  // a socket, or a device without its driver
             return fail("a socket or device, not a regular file");
@@ -210,23 +250,33 @@ std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
     return out;
 }
 
-std::optional<std::string> HostFs::readlink(std::string_view rel) const {
+std::optional<std::string> HostFs::readlink(std::string_view rel, const Dir* in) const {
     if (rel.empty())
         return std::nullopt;
-    // The link itself is not followed: its parent is opened (inside the root) and asked.
-    auto [parent, last] = split_last(rel);
-    Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
-    if (dir.get() < 0)
+    // The link itself is not followed: its parent is opened (inside the root) and asked, or the
+    // Dir it is an entry of.
+    std::string name;
+    Fd parent_fd;
+    int dirfd = -1;
+    if (entry_of(in, rel, &name)) {
+        dirfd = in->fd_.get();
+    } else {
+        auto [parent, last] = split_last(rel);
+        parent_fd.reset(open_fd(parent, O_PATH | O_DIRECTORY));
+        dirfd = parent_fd.get();
+        name = std::move(last);
+    }
+    if (dirfd < 0)
         return std::nullopt;
     char buf[4096];
-    ssize_t n = ::readlinkat(dir.get(), last.c_str(), buf, sizeof buf);
+    ssize_t n = ::readlinkat(dirfd, name.c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf)
         return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
 }
 
-std::optional<std::string> HostFs::link_name(std::string_view rel) const {
-    auto target = readlink(rel);
+std::optional<std::string> HostFs::link_name(std::string_view rel, const Dir* in) const {
+    auto target = readlink(rel, in);
     if (!target)
         return std::nullopt;
     auto parts = path_components(*target);
@@ -237,40 +287,50 @@ std::optional<std::string> HostFs::link_name(std::string_view rel) const {
 
 namespace {
 
-// A directory stream that owns `fd` (from open_fd) and closes with it; null when fd < 0 or
-// fdopendir fails (then fd is closed here).
-using Dir = std::unique_ptr<DIR, int (*)(DIR*)>;
-Dir dir_stream(int fd) {
-    DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
-    if (!dir && fd >= 0)
-        ::close(fd);
-    return Dir(dir, ::closedir);
+// Calls f(name, d_type) for each entry of the directory `fd` (from open_fd) but "." and "..",
+// then closes fd; nothing when fd < 0. getdents64 itself: a DIR stream (fdopendir) costs an
+// fstat and two fcntls more per directory, and a reader lists one or two per PCI function.
+template <class F>
+void each_entry(int fd, F&& f) {
+    if (fd < 0)
+        return;
+    Fd dir(fd);
+    alignas(dirent64) char buf[32768];
+    for (;;) {
+        ssize_t n = ::getdents64(fd, buf, sizeof buf);
+        if (n <= 0)
+            return;
+        for (ssize_t at = 0; at < n;) {
+            const auto* e = reinterpret_cast<const dirent64*>(buf + at);
+            at += e->d_reclen;
+            std::string_view name = e->d_name;
+            if (name != "." && name != "..")
+                f(e->d_name, e->d_type);
+        }
+    }
 }
 
 }  // namespace
 
 std::vector<std::string> HostFs::list(std::string_view rel) const {
     std::vector<std::string> names;
-    Dir dir = dir_stream(open_fd(rel, O_RDONLY | O_DIRECTORY));
-    if (!dir)
-        return names;
-    while (const dirent* e = ::readdir(dir.get())) {
-        std::string_view name = e->d_name;
-        if (name != "." && name != "..")
-            names.emplace_back(name);
-    }
+    each_entry(open_fd(rel, O_RDONLY | O_DIRECTORY),
+               [&](const char* name, unsigned char) { names.emplace_back(name); });
     std::sort(names.begin(), names.end());
     return names;
 }
 
-bool HostFs::exists(std::string_view rel) const {
+bool HostFs::exists(std::string_view rel, const Dir* in) const {
     if (rel.empty())
         return root_fd_ >= 0;
-    // lstat: a link that exists counts even if its target is gone (ask resolve() for that).
-    auto [parent, last] = split_last(rel);
-    Fd dir(open_fd(parent, O_PATH | O_DIRECTORY));
+    // As lstat: a link that exists counts even if its target is gone (ask resolve() for that).
+    std::string name;
     struct stat st;
-    return dir.get() >= 0 && ::fstatat(dir.get(), last.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (entry_of(in, rel, &name))
+        return ::fstatat(in->fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+    // O_PATH | O_NOFOLLOW opens a link itself: one lookup, nothing read.
+    Fd fd(open_fd(rel, O_PATH | O_NOFOLLOW));
+    return fd.get() >= 0;
 }
 
 std::optional<std::string> HostFs::resolve(std::string_view rel) const {
@@ -282,10 +342,21 @@ std::optional<std::string> HostFs::resolve(std::string_view rel) const {
     Fd fd(open_fd(rel, O_PATH));
     if (fd.get() < 0)
         return std::nullopt;
-    if (!live() && g_no_openat2)  // open_fd just learnt that openat2 is missing
+    return where(fd.get(), rel);
+}
+
+bool HostFs::leads_somewhere(std::string_view rel) const {
+    if (!valid_rel(rel))
+        return false;
+    Fd fd(open_fd(rel, O_PATH));
+    return fd.get() >= 0;
+}
+
+std::optional<std::string> HostFs::where(int fd, std::string_view rel) const {
+    if (!live() && g_no_openat2)  // no openat2 (open_fd may just have learnt it)
         return resolve_walk(rel);
     char link[64], buf[4096];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd.get());
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = ::readlink(link, buf, sizeof buf);
     if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
         return resolve_walk(rel);  // no /proc to ask
@@ -399,24 +470,21 @@ int HostFs::probe_exclusive(std::string_view rel) const {
 
 std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view stat_prefix) const {
     std::vector<Link> out;
-    Dir dir = dir_stream(open_fd(rel, O_RDONLY | O_DIRECTORY));
-    if (!dir)
-        return out;
-    const int dfd = ::dirfd(dir.get());
-    while (const dirent* e = ::readdir(dir.get())) {
-        if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
-            continue;
+    const int dfd = open_fd(rel, O_RDONLY | O_DIRECTORY);
+    each_entry(dfd, [&](const char* name, unsigned char type) {
+        if (type != DT_LNK && type != DT_UNKNOWN)
+            return;
         char buf[4096];
-        ssize_t n = ::readlinkat(dfd, e->d_name, buf, sizeof buf);
+        ssize_t n = ::readlinkat(dfd, name, buf, sizeof buf);
         if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
-            continue;
-        Link l{e->d_name, std::string(buf, static_cast<size_t>(n)), std::nullopt};
+            return;
+        Link l{name, std::string(buf, static_cast<size_t>(n)), std::nullopt};
         struct stat st;
         if (live() && !stat_prefix.empty() && l.target.rfind(stat_prefix, 0) == 0 &&
-            ::fstatat(dfd, e->d_name, &st, 0) == 0 && S_ISCHR(st.st_mode))
+            ::fstatat(dfd, name, &st, 0) == 0 && S_ISCHR(st.st_mode))
             l.char_device = std::make_pair(major(st.st_rdev), minor(st.st_rdev));
         out.push_back(std::move(l));
-    }
+    });
     std::sort(out.begin(), out.end(), [](const Link& a, const Link& b) { return a.name < b.name; });
     return out;
 }

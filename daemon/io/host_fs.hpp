@@ -13,6 +13,8 @@
 //   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
 #pragma once
 
+#include "io/fd.hpp"
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,24 +47,52 @@ public:
     // The absolute path of rel under the root.
     std::string path(std::string_view rel) const;
 
+    // A directory held open while several of its entries are read (one PCI function's
+    // attributes and links): each entry is then looked up in it, instead of the whole path being
+    // walked again from the root for every one. The methods below still take the entry's full
+    // path (what a subclass filters or fakes by) and the Dir only as the way there: an entry
+    // that is a symlink, or a path that is not an entry of the Dir, is resolved from the root as
+    // without one. Valid only with the HostFs that opened it, and only while it is alive.
+    class Dir {
+    public:
+        bool ok() const { return fd_.get() >= 0; }
+        // Where the path given to open_dir() led, relative to the root (as resolve() says).
+        const std::string& rel() const { return rel_; }
+
+    private:
+        friend class HostFs;
+        std::string rel_;
+        Fd fd_;
+    };
+    // Opens rel, links followed inside the root; !ok() when it leads nowhere. One open and one
+    // resolve() together: what a reader of a function's attributes needs first anyway.
+    Dir open_dir(std::string_view rel) const;
+
     // Contents of a small file with one trailing newline removed; nullopt when it is missing or
     // unreadable. Reads at most max_bytes. Only a regular file is read, and opened non-blocking:
     // sysfs and procfs attributes are regular files, and a FIFO or device put in their place
     // would block open() or read() forever (the loop, and SIGTERM with it). When something is
     // there but not a regular file, *why (if given) says what ("a FIFO, not a regular file").
+    // in: a Dir that rel is an entry of (see Dir).
     virtual std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
-                                            std::string* why = nullptr) const;
+                                            std::string* why = nullptr,
+                                            const Dir* in = nullptr) const;
     // The target of a symlink as stored; nullopt when rel is not a symlink.
-    virtual std::optional<std::string> readlink(std::string_view rel) const;
+    virtual std::optional<std::string> readlink(std::string_view rel,
+                                                const Dir* in = nullptr) const;
     // The last path component of a symlink's target ("driver" -> "e1000e"); nullopt when absent.
-    std::optional<std::string> link_name(std::string_view rel) const;
+    std::optional<std::string> link_name(std::string_view rel, const Dir* in = nullptr) const;
     // Entry names of a directory, sorted; empty when it is missing.
     virtual std::vector<std::string> list(std::string_view rel) const;
-    virtual bool exists(std::string_view rel) const;
+    // Whether rel is there (a link counts, wherever it leads).
+    virtual bool exists(std::string_view rel, const Dir* in = nullptr) const;
     // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
     // nullopt when something on the way is missing. Links resolve as if the root were "/": an
     // absolute target starts at the root, and ".." of the root is the root.
     virtual std::optional<std::string> resolve(std::string_view rel) const;
+    // resolve() as a yes or no: whether rel leads to something inside the root. One open, and
+    // no asking the kernel where it led.
+    bool leads_somewhere(std::string_view rel) const;
 
     // The device number (major, minor) of the character device rel leads to, links followed;
     // live host only: a tree's links name the real host's nodes, never the tree's.
@@ -97,6 +127,11 @@ public:
 private:
     // An fd for rel opened with flags (O_CLOEXEC added), resolved inside the root; -1 and errno.
     int open_fd(std::string_view rel, int flags) const;
+    // rel's last component when rel is an entry of `in` (nullptr otherwise): looked up in it,
+    // never followed, it cannot lead out of the root.
+    static bool entry_of(const Dir* in, std::string_view rel, std::string* name);
+    // Where the open fd for rel leads, relative to the root (resolve()'s answer).
+    std::optional<std::string> where(int fd, std::string_view rel) const;
     // resolve() without openat2: one lstat/readlink per component, ".." of the root is the root.
     std::optional<std::string> resolve_walk(std::string_view rel) const;
 

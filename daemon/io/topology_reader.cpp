@@ -40,15 +40,15 @@ public:
 
     std::optional<PciFunction> read() {
         const std::string bus_link = pci_paths::device(fn_.address);
-        if (!fs_.exists(bus_link))
-            return std::nullopt;
-        auto dir = fs_.resolve(bus_link);
-        if (!dir) {
+        // The function's directory, held open while it is read: each attribute and link is one
+        // lookup in it, not a walk from the root through the bus link and sys/devices again.
+        held_ = fs_.open_dir(bus_link);
+        if (!held_.ok()) {
             if (fs_.exists(bus_link))
                 bad(bus_link + " points nowhere");
             return std::nullopt;
         }
-        dir_ = *dir;
+        dir_ = held_.rel();
         fn_.devpath = dir_;
 
         auto vendor = hex("vendor", 4, true);
@@ -85,7 +85,7 @@ public:
             else
                 bad("iommu_group links to " + shown(*group) + ", not a group number");
         }
-        if (fs_.exists(dir_ + "/physfn")) {
+        if (fs_.exists(dir_ + "/physfn", &held_)) {
             auto pf = fs_.resolve(dir_ + "/physfn");
             auto slash = pf ? pf->rfind('/') : std::string::npos;
             auto pf_addr = pf ? PciAddress::parse(pf->substr(slash + 1)) : std::nullopt;
@@ -94,6 +94,8 @@ public:
             else
                 bad("physfn does not lead to a PCI function");
         }
+        // Asked of the path, not the held fd: a directory removed meanwhile is gone, whatever
+        // was read through the fd before.
         if (failed_ || !fs_.exists(dir_))
             return std::nullopt;
         return fn_;
@@ -105,7 +107,7 @@ private:
         if (failed_)  // already skipped, and said why once
             return std::nullopt;
         std::string refused;
-        auto v = fs_.read(dir_ + "/" + name, 4096, &refused);
+        auto v = fs_.read(dir_ + "/" + name, 4096, &refused, &held_);
         if (!refused.empty()) {
             // Not the kernel's attribute: nothing about this function can be trusted.
             bad(std::string(name) + " is " + refused);
@@ -142,10 +144,10 @@ private:
     // The last component of a link's target when the link is there and leads somewhere.
     std::optional<std::string> link(const char* name) {
         std::string rel = dir_ + "/" + name;
-        if (!fs_.exists(rel))
+        auto target = fs_.link_name(rel, &held_);
+        if (!target && !fs_.exists(rel, &held_))
             return std::nullopt;
-        auto target = fs_.link_name(rel);
-        if (!target || !fs_.resolve(rel)) {
+        if (!target || !fs_.leads_somewhere(rel)) {
             if (fs_.exists(dir_))
                 bad(std::string(name) + " link points nowhere");
             failed_ = true;
@@ -162,6 +164,7 @@ private:
     const HostFs& fs_;
     std::string bdf_;
     std::vector<std::string>* warnings_;
+    HostFs::Dir held_;
     std::string dir_;
     PciFunction fn_;
     bool failed_ = false;

@@ -26,11 +26,13 @@ public:
     static std::optional<PciAddress> owner(std::string_view rel);
 
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
-                                    std::string* why = nullptr) const override;
+                                    std::string* why = nullptr,
+                                    const Dir* in = nullptr) const override;
     // Symlinks, directory listings and lookups take no device lock: they pass through.
-    std::optional<std::string> readlink(std::string_view rel) const override;
+    std::optional<std::string> readlink(std::string_view rel,
+                                        const Dir* in = nullptr) const override;
     std::vector<std::string> list(std::string_view rel) const override;
-    bool exists(std::string_view rel) const override;
+    bool exists(std::string_view rel, const Dir* in = nullptr) const override;
     std::optional<std::string> resolve(std::string_view rel) const override;
     std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const override;
     // The loop writes nothing through this view.

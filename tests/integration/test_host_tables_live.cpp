@@ -125,8 +125,9 @@ public:
     std::string rel;
     std::function<void()> during;
 
-    std::optional<std::string> read(std::string_view r, size_t max, std::string* why) const override {
-        auto out = HostFs::read(r, max, why);
+    std::optional<std::string> read(std::string_view r, size_t max, std::string* why,
+                                    const Dir* in) const override {
+        auto out = HostFs::read(r, max, why, in);
         fire(r);
         return out;
     }

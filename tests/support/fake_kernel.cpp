@@ -139,7 +139,7 @@ std::string FakeKernel::function_of_write(const std::string& rel, const std::str
 }
 
 std::optional<std::string> FakeKernel::read(std::string_view rel, size_t max_bytes,
-                                            std::string* why) const {
+                                            std::string* why, const Dir* in) const {
     // The function an attribute belongs to: the path's last component that is a PCI address.
     std::string owner;
     std::string_view rest = rel;
@@ -160,7 +160,7 @@ std::optional<std::string> FakeKernel::read(std::string_view rel, size_t max_byt
             cv_.notify_all();
         }
     }
-    return HostFs::read(rel, max_bytes, why);
+    return HostFs::read(rel, max_bytes, why, in);
 }
 
 unsigned FakeKernel::reads_blocked() const {

@@ -57,7 +57,8 @@ public:
     unsigned reads_blocked() const;
 
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
-                                    std::string* why = nullptr) const override;
+                                    std::string* why = nullptr,
+                                    const Dir* in = nullptr) const override;
 
     int write(std::string_view rel, std::string_view value) override;
 

@@ -252,8 +252,9 @@ public:
     VanishingHost(FakeTree& t, std::string bdf, std::string after)
         : HostFs(t.root()), tree_(t), bdf_(std::move(bdf)), after_(std::move(after)) {}
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
-                                    std::string* why = nullptr) const override {
-        auto v = HostFs::read(rel, max_bytes, why);
+                                    std::string* why = nullptr,
+                                    const Dir* in = nullptr) const override {
+        auto v = HostFs::read(rel, max_bytes, why, in);
         if (!removed_ && rel.size() > after_.size() + 1 &&
             rel.substr(rel.size() - after_.size() - 1) == "/" + after_) {
             removed_ = true;
@@ -553,6 +554,49 @@ TEST(HostileTree, FifoAttributesAreRefusedNotWaitedOn) {
                                    " is a FIFO, not a regular file");
     }
 }
+
+// The reader looks a function's attributes up in its directory, held open. An attribute that
+// is a link (never one in sysfs) is still resolved inside the root, absolute or climbing with
+// "..": its value comes from the tree, never from the file of the same path beside it.
+void attribute_links_stay_inside_the_root() {
+    FakeTree outside;
+    outside.write_file("v", "0xdead\n");
+    const std::string abs = outside.root() + "/v";
+    for (const std::string& target : {abs, "../../../../../../../../../../.." + abs}) {
+        SCOPED_TRACE(target);
+        FakeTree t;
+        build_host(t);
+        t.write_file(abs.substr(1), "0xbeef\n");  // the same path, inside the tree
+        const std::string vendor = t.devpath("0000:01:00.0") + "/vendor";
+        std::filesystem::remove(t.root() + "/" + vendor);
+        t.symlink(vendor, target);
+        HostFs fs(t.root());
+        EXPECT_EQ(fs.read(vendor), "0xbeef");
+        auto f = read_function(fs, A("0000:01:00.0"), nullptr);
+        ASSERT_TRUE(f.has_value());
+        EXPECT_EQ(f->vendor, 0xbeef);
+    }
+}
+
+// A bus link that leads to a FIFO: the reader's O_PATH open of it waits for nobody, and the
+// function is skipped with a warning, at once.
+void bus_link_to_a_fifo_is_skipped() {
+    FakeTree t;
+    build_host(t);
+    make_fifo(t, "fifo");
+    t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../../fifo");
+    HostFs fs(t.root());
+    std::vector<std::string> warnings;
+    EXPECT_FALSE(read_function(fs, A("0000:05:00.0"), &warnings).has_value());
+    EXPECT_THAT(warnings, ElementsAre("skipping PCI function 0000:05:00.0: cannot read vendor"));
+}
+
+TEST(HostileTree, AttributeLinksStayInsideTheRoot) { attribute_links_stay_inside_the_root(); }
+TEST(HostileTree, BusLinkToAFifoIsSkipped) { bus_link_to_a_fifo_is_skipped(); }
+TEST_F(SysfsWithoutOpenat2, AttributeLinksStayInsideTheRoot) {
+    attribute_links_stay_inside_the_root();
+}
+TEST_F(SysfsWithoutOpenat2, BusLinkToAFifoIsSkipped) { bus_link_to_a_fifo_is_skipped(); }
 
 TEST(HostileTree, SocketsDirectoriesAndDevicesAreNotRead) {
     FakeTree t;
