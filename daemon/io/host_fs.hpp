@@ -52,7 +52,8 @@ public:
     // walked again from the root for every one. The methods below still take the entry's full
     // path (what a subclass filters or fakes by) and the Dir only as the way there: an entry
     // that is a symlink, or a path that is not an entry of the Dir, is resolved from the root as
-    // without one. Valid only with the HostFs that opened it, and only while it is alive.
+    // without one. For the HostFs that opened it or one over the same root (the fenced view
+    // hands it on to the host it wraps), while it is alive.
     class Dir {
     public:
         bool ok() const { return fd_.get() >= 0; }
