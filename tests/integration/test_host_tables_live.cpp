@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <poll.h>
@@ -446,12 +447,15 @@ int main(int argc, char** argv) {
         std::puts("SKIP: ip (iproute2) not installed");
         return 77;
     }
-    // Only the child enters the new mount and network namespaces: the parent keeps the host's
-    // /proc, where it has a pid, so LeakSanitizer's exit-time scan (/proc/self/task, maps)
-    // still finds it. With the child's fresh /proc mounted in a namespace they shared, the
-    // parent's /proc/self led nowhere and LSan died with a "fatal error" after every test had
-    // passed.
-    if (::unshare(CLONE_NEWPID) != 0) {
+    // LeakSanitizer's exit-time scan in this parent reads /proc/self and clones a tracer task,
+    // so the parent must stay where it was in both respects (CI's sanitizer run died with
+    // "LeakSanitizer has encountered a fatal error" after every test had passed):
+    // - only the child enters the new mount and network namespaces, so the child's fresh /proc
+    //   is not the parent's too (there the parent has no pid and /proc/self leads nowhere);
+    // - after the fork, the parent's children go back to its own pid namespace: the new one
+    //   dies with its pid 1, and cloning into a dead pid namespace fails (ENOMEM).
+    int own_pid_ns = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    if (own_pid_ns < 0 || ::unshare(CLONE_NEWPID) != 0) {
         std::printf("SKIP: unshare(pid): %s\n", std::strerror(errno));
         return 77;
     }
@@ -460,6 +464,11 @@ int main(int argc, char** argv) {
         std::perror("fork");
         return 1;
     }
+    if (child > 0 && ::setns(own_pid_ns, CLONE_NEWPID) != 0) {
+        std::perror("setns(own pid namespace)");
+        return 1;
+    }
+    ::close(own_pid_ns);
     if (child == 0) {
         if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
             std::printf("SKIP: unshare(mount, net): %s\n", std::strerror(errno));
