@@ -99,7 +99,9 @@ for tool in qemu-system-x86_64 cpio depmod modprobe; do
     command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool || -x /sbin/$tool ]] ||
         { log "missing $tool (apt-get install qemu-system-x86 cpio kmod)"; exit 1; }
 done
-[[ -x /bin/busybox ]] && /bin/busybox --list | grep -qx switch_root ||
+# Not `busybox --list | grep -q`: grep's early exit would SIGPIPE busybox, and under pipefail
+# that fails the check now and then (it did: vm-plan, "missing /bin/busybox" with it installed).
+[[ -x /bin/busybox && $'\n'$(/bin/busybox --list)$'\n' == *$'\n'switch_root$'\n'* ]] ||
     { log "missing /bin/busybox (apt-get install busybox-static)"; exit 1; }
 export PATH=$PATH:/usr/sbin:/sbin
 
