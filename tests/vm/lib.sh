@@ -7,12 +7,14 @@ CONTROL=/dev/ttyS2
 
 report() { echo "$*" >"$RESULTS"; echo "vmtest: $*"; }
 
-ok() { report "ok $1"; }
+# A check's name is reported as $VMTEST_PREFIX$NAME: when scenarios share a boot (run.py), each
+# runs with VMTEST_PREFIX="SCENARIO/".
+ok() { report "ok ${VMTEST_PREFIX:-}$1"; }
 
 # not_ok NAME DETAIL...: DETAIL is squeezed onto the one result line.
 not_ok() {
     _name=$1; shift
-    report "not ok $_name $(echo "$*" | tr '\n' ' ' | cut -c1-400)"
+    report "not ok ${VMTEST_PREFIX:-}$_name $(echo "$*" | tr '\n' ' ' | cut -c1-400)"
 }
 
 # check NAME COMMAND...: ok when COMMAND succeeds; otherwise its last output lines are the detail.

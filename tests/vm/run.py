@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Boots one scenario in a QEMU guest and turns its serial result lines into a test verdict."""
+"""Boots one guest for one or more scenarios and turns its serial result lines into a verdict."""
 # Host side of the VM harness. The guest writes "ok NAME" / "not ok NAME detail" / "time NAME S" /
 # "req ..." lines to its second serial port (a file here); requests are answered on the third
 # port (a socket). The test fails on any "not ok", on a check named in the scenario's
@@ -31,6 +31,34 @@ def parse_header(path):
             elif key in ("topology", "overlay", "memory", "install"):
                 meta[key] = value.strip()
     return meta
+
+
+def scenario_name(path):
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+def parse_scenarios(paths):
+    """The guest settings of one or more scenarios that share a boot: several must agree on
+    everything but their checks, which are then named "SCENARIO/CHECK" (lib.sh's VMTEST_PREFIX).
+    VMTEST_ONLY="NAME ..." keeps only the named scenarios (to run one of a shared boot alone)."""
+    only = os.environ.get("VMTEST_ONLY", "").split()
+    if only:
+        unknown = [n for n in only if n not in map(scenario_name, paths)]
+        if unknown:
+            raise RuntimeError(f"VMTEST_ONLY names no scenario of this test: {' '.join(unknown)}")
+        paths = [p for p in paths if scenario_name(p) in only]
+    metas = [parse_header(p) for p in paths]
+    if len(paths) == 1:
+        return metas[0], paths
+    shared = ("topology", "overlay", "memory", "install")
+    for p, m in zip(paths[1:], metas[1:]):
+        for key in shared:
+            if m[key] != metas[0][key]:
+                raise RuntimeError(f"{p}: '# {key}: {m[key]}' differs from {paths[0]}'s "
+                                   f"'{metas[0][key]}': scenarios that share a boot share it")
+    meta = dict(metas[0])
+    meta["checks"] = [f"{scenario_name(p)}/{c}" for p, m in zip(paths, metas) for c in m["checks"]]
+    return meta, paths
 
 
 def sh(cmd, **kw):
@@ -121,12 +149,34 @@ def merge_usr(tree):
             shutil.rmtree(src)
 
 
-def build_payload(args, meta, work):
+# Several scenarios in one guest: each runs in its own subshell, in order, its checks reported as
+# "SCENARIO/CHECK". The parts are in DIR: /payload/parts in the busybox guest, /vmtest/parts (the
+# overlay) in the systemd guest.
+SHARED_BOOT = """. {dir}/../lib.sh
+for _part in {parts}; do
+    note "scenario $_part"
+    (VMTEST_PREFIX="$_part/"; . "{dir}/$_part.sh") </dev/null
+done
+"""
+
+
+def build_payload(args, meta, scenarios, work):
     root = os.path.join(work, "payload-root")
     shutil.rmtree(root, ignore_errors=True)
     pay = os.path.join(root, "payload")
     os.makedirs(pay)
-    shutil.copy2(args.scenario, os.path.join(pay, "scenario.sh"))
+    if len(scenarios) == 1:
+        shutil.copy2(scenarios[0], os.path.join(pay, "scenario.sh"))
+    else:
+        guest_dir, host_dir = (("/payload/parts", os.path.join(pay, "parts"))
+                               if args.mode == "busybox" else
+                               ("/vmtest/parts", os.path.join(pay, "overlay/vmtest/parts")))
+        os.makedirs(host_dir)
+        for path in scenarios:
+            shutil.copy2(path, os.path.join(host_dir, scenario_name(path) + ".sh"))
+        with open(os.path.join(pay, "scenario.sh"), "w") as f:
+            f.write(SHARED_BOOT.format(dir=guest_dir,
+                                       parts=" ".join(map(scenario_name, scenarios))))
     shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(pay, "lib.sh"))
     if args.mode == "busybox":
         for prog in args.binary:
@@ -138,7 +188,7 @@ def build_payload(args, meta, work):
             copy_debs(os.environ["VFIOD_DEB_DIR"], os.path.join(overlay, "vmtest/debs"))
         else:
             dest = usr_install(args.build_root, args.source_root, work)
-            shutil.copytree(dest, overlay, symlinks=True)
+            shutil.copytree(dest, overlay, symlinks=True, dirs_exist_ok=True)
             merge_usr(overlay)
         system = os.path.join(overlay, "etc/systemd/system")
         os.makedirs(os.path.join(system, "multi-user.target.wants"), exist_ok=True)
@@ -153,7 +203,7 @@ def build_payload(args, meta, work):
             os.makedirs(os.path.join(overlay, "usr/bin"), exist_ok=True)
             shutil.copy2(prog, os.path.join(overlay, "usr/bin", os.path.basename(prog)))
         if meta["overlay"]:
-            extra = os.path.join(os.path.dirname(args.scenario), meta["overlay"])
+            extra = os.path.join(os.path.dirname(scenarios[0]), meta["overlay"])
             shutil.copytree(extra, overlay, symlinks=True, dirs_exist_ok=True)
         with open(os.path.join(pay, "kmods"), "w") as f:
             kver = open(os.path.join(args.cache, "kver")).read().strip()
@@ -265,9 +315,13 @@ def run(args):
         # /etc/shadow or root-only units are unreadable and the guest is not a faithful host.
         print("SKIP: the systemd guest needs root on the host")
         return 77
-    meta = parse_header(args.scenario)
+    try:
+        meta, scenarios = parse_scenarios(args.scenario)
+    except RuntimeError as e:
+        print(f"error: {e}")
+        return 1
     if meta["install"] not in ("build", "debs"):
-        print(f"{args.scenario}: '# install: {meta['install']}': build or debs")
+        print(f"{scenarios[0]}: '# install: {meta['install']}': build or debs")
         return 1
     if meta["install"] == "debs":
         debs = os.environ.get("VFIOD_DEB_DIR", "")
@@ -286,7 +340,7 @@ def run(args):
     os.makedirs(work)
     sh([os.path.join(HERE, "prepare.sh"), args.cache], stdout=subprocess.DEVNULL)
     try:
-        initrd = build_payload(args, meta, work)
+        initrd = build_payload(args, meta, scenarios, work)
     except RuntimeError as e:
         print(f"error: {e}")
         return 1
@@ -370,7 +424,8 @@ def run(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=["busybox", "systemd"], required=True)
-    p.add_argument("--scenario", required=True)
+    p.add_argument("--scenario", action="append", required=True,
+                   help="a scenario script; several share one boot, run in the order given")
     p.add_argument("--cache", required=True, help="prepare.sh output (kernel, base initramfs)")
     p.add_argument("--work", required=True, help="this run's directory (logs kept on failure)")
     p.add_argument("--binary", action="append", default=[], help="program for the busybox guest")

@@ -27,5 +27,23 @@ expect hangs-exit-1 "rc=$rc" "rc=1"
 expect hangs-timed-out "$out" "guest timed out after 25"
 expect hangs-ok-still-shown "$out" "ok reports-ok"
 
-echo "$((9 - failures)) passed, $failures failed"
+# Two scenarios in one boot: each check is named SCENARIO/CHECK, the second runs although the
+# first failed, and a check either never reported fails the test under its full name.
+out=$("$here/../run.py" --mode busybox --scenario "$here/broken.sh" --scenario "$here/second.sh" \
+    --cache "$cache" --work "$work/shared" --timeout 120 2>&1)
+rc=$?
+expect shared-exit-1 "rc=$rc" "rc=1"
+expect shared-first-ok "$out" "ok broken/reports-ok"
+expect shared-first-failed "$out" "not ok broken/reports-not-ok deliberate failure"
+expect shared-second-ran "$out" "ok second/reports-ok"
+expect shared-missing-named "$out" "not ok second/also-never-reports # never reported"
+expect shared-summary "$out" "2 passed, 3 failed"
+# Scenarios whose guests differ are refused before anything boots.
+out=$("$here/../run.py" --mode busybox --scenario "$here/broken.sh" \
+    --scenario "$here/other-topology.sh" --cache "$cache" --work "$work/mixed" 2>&1)
+rc=$?
+expect mixed-exit-1 "rc=$rc" "rc=1"
+expect mixed-names-key "$out" "'# topology: e1000e-mgmt' differs"
+
+echo "$((17 - failures)) passed, $failures failed"
 exit $((failures > 0))
