@@ -151,8 +151,8 @@ def merge_usr(tree):
 
 # Several scenarios in one guest: each runs in its own subshell, in order, its checks reported as
 # "SCENARIO/CHECK". The parts are in DIR: /payload/parts in the busybox guest, /vmtest/parts (the
-# overlay) in the systemd guest.
-SHARED_BOOT = """. {dir}/../lib.sh
+# overlay) in the systemd guest; LIB is where that guest has lib.sh.
+SHARED_BOOT = """. {lib}
 for _part in {parts}; do
     note "scenario $_part"
     (VMTEST_PREFIX="$_part/"; . "{dir}/$_part.sh") </dev/null
@@ -168,14 +168,15 @@ def build_payload(args, meta, scenarios, work):
     if len(scenarios) == 1:
         shutil.copy2(scenarios[0], os.path.join(pay, "scenario.sh"))
     else:
-        guest_dir, host_dir = (("/payload/parts", os.path.join(pay, "parts"))
-                               if args.mode == "busybox" else
-                               ("/vmtest/parts", os.path.join(pay, "overlay/vmtest/parts")))
+        guest_lib, guest_dir, host_dir = (
+            ("/payload/lib.sh", "/payload/parts", os.path.join(pay, "parts"))
+            if args.mode == "busybox" else
+            ("/vmtest/lib.sh", "/vmtest/parts", os.path.join(pay, "overlay/vmtest/parts")))
         os.makedirs(host_dir)
         for path in scenarios:
             shutil.copy2(path, os.path.join(host_dir, scenario_name(path) + ".sh"))
         with open(os.path.join(pay, "scenario.sh"), "w") as f:
-            f.write(SHARED_BOOT.format(dir=guest_dir,
+            f.write(SHARED_BOOT.format(lib=guest_lib, dir=guest_dir,
                                        parts=" ".join(map(scenario_name, scenarios))))
     shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(pay, "lib.sh"))
     if args.mode == "busybox":
