@@ -225,7 +225,10 @@ out=$("${NOBODY[@]}" call /org/vfiod1 org.freedesktop.DBus.Properties.Get ss org
 check "meanwhile uid 65534 reads a property" ok "$out"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 echo "# three calls during a hanging polkit check: ${ms} ms"
-[ "$ms" -lt 2000 ] && pass "they took under 2 s" || fail "they took under 2 s" "${ms} ms"
+# The hang lasts until released: a call that waited for it would take polkit's 25 s timeout. Only
+# that fails here (10 s); a loaded CI machine can take a second or two over three busctl starts.
+[ "$ms" -lt 10000 ] && pass "they did not wait for the hung check" \
+    || fail "they did not wait for the hung check" "${ms} ms"
 kill -0 $hung 2>/dev/null && pass "the hung caller is still waiting" || fail "the hung caller is still waiting"
 mock ReleaseHangingCalls >/dev/null
 wait $hung

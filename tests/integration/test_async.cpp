@@ -1,6 +1,7 @@
 // Writes off the loop (DESIGN §6) on the fake kernel and a real private bus: while one group's
 // driver_override write hangs in the "kernel", GetManagedObjects, property reads and another
-// group's Bind answer within 100 ms; the loop never reads the hung function's attributes (the
+// group's Bind answer without waiting for it (their 100 ms goal is vfiod-bench-hung's, in bench/;
+// here only a wait for the write fails); the loop never reads the hung function's attributes (the
 // fake kernel blocks such reads, as 6.1 does); the blocked Bind ends failed/stuck after
 // write_timeout; same-group requests wait their turn; a Reload waits for the operation in flight.
 // The daemon's own writes take the same path: a coldplug bind, a hot-plugged group's bind, a
@@ -47,6 +48,9 @@ constexpr int kWriteTimeout = 2;
 // the test unblocks it; one that does not wait answers in milliseconds, or in about a second on
 // a loaded two-core CI machine (journal fsyncs). The latency itself is bench/'s business.
 constexpr auto kAnswerLimit = std::chrono::milliseconds(2500);
+// The same with write_timeout kWriteTimeout: a call that waited for the hung write would take the
+// whole timeout. A quarter of it is five times the 100 ms goal (bench/hung_write_bench judges that).
+constexpr auto kBeforeTimeout = std::chrono::milliseconds(kWriteTimeout * 1000 / 4);
 
 std::string slurp(const std::string& path) {
     std::ifstream f(path);
@@ -218,11 +222,11 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
     EXPECT_EQ(group_state(15), "bound");
     std::printf("# worst read during the hung write: %ld ms; Bind of another group: %ld ms\n",
                 ms(worst), ms(nic.took));
-    EXPECT_LT(worst, 100ms);
     // The other Bind re-reads the host and writes and fsyncs its journal twice: on a loaded
-    // two-core CI machine that alone can take ~100 ms. What matters is that it does not wait
-    // for the hung write (write_timeout).
-    EXPECT_LT(nic.took, std::chrono::milliseconds(kWriteTimeout * 1000 / 4));
+    // two-core CI machine that alone can take ~100 ms. What matters is that neither waits for
+    // the hung write (write_timeout).
+    EXPECT_LT(worst, kBeforeTimeout);
+    EXPECT_LT(nic.took, kBeforeTimeout);
     EXPECT_EQ(hung.wait_for(0s), std::future_status::timeout) << "the hung Bind answered early";
 
     // The hung Bind ends failed/stuck after write_timeout; the write is still blocked.
@@ -237,11 +241,11 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
     // Reload (which re-reads the whole host) and a Bind of the stuck group itself.
     Reply reload = call("Reload");
     EXPECT_TRUE(reload.error.empty()) << reload.message;
-    EXPECT_LT(reload.took, 100ms);
+    EXPECT_LT(reload.took, kBeforeTimeout);
     Reply again = call("Bind", {kGpu});
     EXPECT_EQ(again.error, "org.vfiod1.Error.Failed");
     EXPECT_NE(again.message.find("stuck"), std::string::npos) << again.message;
-    EXPECT_LT(again.took, 100ms);
+    EXPECT_LT(again.took, kBeforeTimeout);
     EXPECT_EQ(kernel.reads_blocked(), 0u) << "the loop read an attribute of the hung function";
     kernel.unblock();
 }

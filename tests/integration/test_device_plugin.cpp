@@ -26,6 +26,16 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// The README promises a change or a kubelet restart served within a second; that goal is judged
+// in bench/ (vfiod-bench-plugin) and in the VM (bench/vm_latency.sh). A test on a loaded two-core
+// CI machine fails only at three times the goal: a change missed, or one that waits for a poll, a
+// backed-off retry or a blocked Register (its deadline is 5 s). The measured time is printed.
+constexpr auto kServedLimit = 3s;
+
+long ms_since(Clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
 const char* const kGpu = "nvidia.com/GH100";
 const char* const kNic = "intel.com/I210";
 const char* const kNvme = "samsung.com/PM9A1";
@@ -222,7 +232,7 @@ TEST_F(DevicePluginTest, AllocateRefusesBadIdsAndSplitGroups) {
     EXPECT_EQ(pref, (std::vector<std::string>{"0000:05:00.0", "0000:03:00.0"}));
 }
 
-TEST_F(DevicePluginTest, ReleaseTurnsUnhealthyAndBindHealthyWithinASecond) {
+TEST_F(DevicePluginTest, ReleaseTurnsUnhealthyAndBindHealthyPromptly) {
     start_fake_vfiod();
     ASSERT_TRUE(kubelet->start());
     start_plugin();
@@ -230,25 +240,32 @@ TEST_F(DevicePluginTest, ReleaseTurnsUnhealthyAndBindHealthyWithinASecond) {
     ASSERT_EQ(health(kNic, "0000:03:00.0"), "Healthy");
     auto t0 = Clock::now();
     ASSERT_TRUE(client::call_group_method("Release", "0000:03:00.0").ok());
-    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Unhealthy"; }, 1s));
-    EXPECT_LT(Clock::now() - t0, 1s);
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Unhealthy"; }, 5s));
+    std::printf("# Release -> listed Unhealthy: %ld ms\n", ms_since(t0));
+    EXPECT_LT(Clock::now() - t0, kServedLimit);
+    t0 = Clock::now();
     ASSERT_TRUE(client::call_group_method("Bind", "0000:03:00.0").ok());
-    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Healthy"; }, 1s));
+    EXPECT_TRUE(eventually([&] { return health(kNic, "0000:03:00.0") == "Healthy"; }, 5s));
+    std::printf("# Bind -> listed Healthy: %ld ms\n", ms_since(t0));
+    EXPECT_LT(Clock::now() - t0, kServedLimit);
     // The other devices' lines did not move.
     EXPECT_EQ(health(kNic, "0000:05:00.0"), "Healthy");
 }
 
-TEST_F(DevicePluginTest, KubeletRestartRegistersAgainWithinASecond) {
+TEST_F(DevicePluginTest, KubeletRestartRegistersAgainPromptly) {
     start_fake_vfiod();
     ASSERT_TRUE(kubelet->start());
     start_plugin();
     ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
     auto t0 = Clock::now();
     ASSERT_TRUE(kubelet->restart());
-    ASSERT_TRUE(eventually([&] { return kubelet->registrations().size() >= 6; }, 1s));
+    ASSERT_TRUE(eventually([&] { return kubelet->registrations().size() >= 6; }, 5s));
     auto regs = kubelet->registrations();
+    std::printf("# kubelet restart -> registered again: %ld ms\n",
+                static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      regs.back().at - t0).count()));
     for (size_t i = 3; i < regs.size(); ++i)
-        EXPECT_LT(regs[i].at - t0, 1s) << regs[i].request.resource_name();
+        EXPECT_LT(regs[i].at - t0, kServedLimit) << regs[i].request.resource_name();
     EXPECT_TRUE(kubelet->wait([](const std::vector<FakeKubelet::Stream>& ss) {
         return ss.size() >= 6 && !ss[3].lists.empty() && !ss[4].lists.empty() &&
                !ss[5].lists.empty();
@@ -302,8 +319,9 @@ TEST_F(DevicePluginTest, RetriesAKubeletThatDoesNotListenWithoutBlocking) {
     ASSERT_TRUE(client::call_group_method("Release", "0000:03:00.0").ok());
     EXPECT_TRUE(eventually([&] {
         return log_count("0000:03:00.0 (IOMMU group 15) Unhealthy") == 1;
-    }, 1s));
-    EXPECT_LT(Clock::now() - t0, 1s);
+    }, 5s));
+    std::printf("# Release -> logged Unhealthy while Register retries: %ld ms\n", ms_since(t0));
+    EXPECT_LT(Clock::now() - t0, kServedLimit);
     // Given up: one error per resource, and no more tries.
     ASSERT_TRUE(eventually([&] { return log_count(gave_up) == 3; }, 6s));
     size_t tries = log_count("trying again");
