@@ -196,6 +196,9 @@ void Plugin::rebuild() {
 }
 
 void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
+    for (const auto& [name, why] : after.refused)
+        if (!before.refused.count(name))
+            spdlog::error("{}: not served: {}", name, why);
     for (auto it = servers_.begin(); it != servers_.end();) {
         if (after.resources.count(it->first)) {
             ++it;

@@ -19,6 +19,28 @@ const PluginDevice* Snapshot::find(const std::string& resource, const std::strin
     return nullptr;
 }
 
+namespace {
+
+// Names that would share a socket or an environment variable: the kubelet would list one's
+// devices under the other's name and Allocate would hand them out, so neither is served.
+void refuse_collisions(Snapshot* s) {
+    std::map<std::string, const std::string*> sockets, envs;
+    for (const auto& [name, devices] : s->resources)
+        for (auto* seen : {&sockets, &envs}) {
+            auto key = seen == &sockets ? plugin_socket_name(name) : plugin_env_name(name);
+            auto [it, fresh] = seen->try_emplace(std::move(key), &name);
+            if (fresh)
+                continue;
+            std::string why = resource_name_collision(*it->second, name);
+            s->refused.try_emplace(*it->second, "collides with " + name + ": " + why);
+            s->refused.try_emplace(name, "collides with " + *it->second + ": " + why);
+        }
+    for (const auto& [name, why] : s->refused)
+        s->resources.erase(name);
+}
+
+}  // namespace
+
 Snapshot make_snapshot(const client::DaemonView& view,
                        const std::function<bool(unsigned group)>& vfio_exists) {
     Snapshot s;
@@ -42,28 +64,8 @@ Snapshot make_snapshot(const client::DaemonView& view,
     for (auto& [name, devices] : s.resources)
         std::sort(devices.begin(), devices.end(),
                   [](const PluginDevice& a, const PluginDevice& b) { return a.address < b.address; });
+    refuse_collisions(&s);
     return s;
-}
-
-std::string socket_name(const std::string& resource) {
-    std::string out = "vfiod-";
-    for (char c : resource) {
-        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-';
-        out += keep ? c : '_';
-    }
-    return out + ".sock";
-}
-
-std::string env_name(const std::string& resource) {
-    std::string out = "PCI_RESOURCE_";
-    for (char c : resource) {
-        if (c == '/' || c == '.')
-            out += '_';
-        else
-            out += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
-    }
-    return out;
 }
 
 namespace {
@@ -170,7 +172,7 @@ bool allocate(const Snapshot& snap, const std::string& resource,
         if (!cdevs.empty() && host.exists("dev/iommu"))
             a.devices.push_back({"/dev/iommu"});
         a.devices.insert(a.devices.end(), cdevs.begin(), cdevs.end());
-        a.envs[env_name(resource)] = join(requests[c], ",");
+        a.envs[plugin_env_name(resource)] = join(requests[c], ",");
         answers.push_back(std::move(a));
     }
     // A group-mate left out of the request but held by some container: handing this group out

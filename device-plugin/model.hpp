@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/pci_address.hpp"
+#include "core/resource_names.hpp"
 #include "dbus_client.hpp"
 #include "io/host_fs.hpp"
 
@@ -30,6 +31,9 @@ struct Snapshot {
     // Every non-bridge function of each published group (companions included): Allocate hands
     // out whole groups and checks all of their functions.
     std::map<unsigned, std::vector<PciAddress>> group_functions;
+    // Resource names not served, and why: two names that would share a socket or an environment
+    // variable (check-config refuses them; a vfiod that publishes them anyway gets neither served).
+    std::map<std::string, std::string> refused;
 
     const PluginDevice* find(const std::string& resource, const std::string& id) const;
 };
@@ -37,11 +41,6 @@ struct Snapshot {
 // Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists).
 Snapshot make_snapshot(const client::DaemonView& view,
                        const std::function<bool(unsigned group)>& vfio_exists);
-
-// "nvidia.com/GH100" → "vfiod-nvidia_com_GH100.sock".
-std::string socket_name(const std::string& resource);
-// "nvidia.com/GH100" → "PCI_RESOURCE_NVIDIA_COM_GH100", as KubeVirt's virt-launcher reads it.
-std::string env_name(const std::string& resource);
 
 struct DeviceNode {
     std::string path;  // host path = container path

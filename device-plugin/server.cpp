@@ -280,7 +280,7 @@ ResourceServer::ResourceServer(std::string resource, const Endpoints& endpoints,
                                const SnapshotStore& store, const HostFs& host)
     : resource_(std::move(resource)),
       endpoints_(endpoints),
-      socket_path_(endpoints.kubelet_dir + "/" + socket_name(resource_)),
+      socket_path_(endpoints.kubelet_dir + "/" + plugin_socket_name(resource_)),
       store_(store),
       host_(host) {}
 
@@ -291,6 +291,14 @@ bool ResourceServer::serve(std::string* err) {
         stop();
     // A service belongs to one server for life: each start gets a new one.
     service_ = std::make_unique<PluginService>(resource_, endpoints_, store_, host_);
+    // check-config refuses a name whose socket does not fit under the default directory; a
+    // longer --kubelet-dir can still push it past what bind() takes, which gRPC only reports
+    // as a failure to listen.
+    if (socket_path_.size() > kMaxSocketPath) {
+        *err = "cannot listen on " + socket_path_ + ": " + std::to_string(socket_path_.size()) +
+               " bytes, and a unix socket path holds at most " + std::to_string(kMaxSocketPath);
+        return false;
+    }
     // A socket file left by a killed instance of ours would make bind() fail.
     unlink(socket_path_.c_str());
     grpc::ServerBuilder b;
@@ -328,7 +336,7 @@ void ResourceServer::register_with_kubelet(std::function<void(const RegisterOutc
     // answers.
     call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     call->req.set_version("v1beta1");
-    call->req.set_endpoint(socket_name(resource_));
+    call->req.set_endpoint(plugin_socket_name(resource_));
     call->req.set_resource_name(resource_);
     call->req.mutable_options()->set_get_preferred_allocation_available(true);
     call->stub->async()->Register(

@@ -1,5 +1,6 @@
 #include "config_loader.hpp"
 
+#include "core/resource_names.hpp"
 #include "core/strings.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <toml++/toml.h>
@@ -36,51 +38,6 @@ const char* type_name(toml::node_type t) {
     case toml::node_type::none: break;
     }
     return "nothing";
-}
-
-bool alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-
-// What the kubelet refuses in a device plugin's resource name, or "" when it takes it: an
-// extended resource name (Kubernetes IsExtendedResourceName). The quota name "requests.<name>"
-// must be a qualified name: the domain, prefixed with "requests.", a DNS-1123 subdomain of at most
-// 253 characters (lower case); the name at most 63 letters, digits, '-', '_', '.', starting and
-// ending with a letter or digit. kubernetes.io/ names are the cluster's own resources.
-std::string resource_name_problem(std::string_view s) {
-    auto slash = s.find('/');
-    if (slash == std::string_view::npos || s.find('/', slash + 1) != std::string_view::npos)
-        return "expected exactly one '/' between domain and name";
-    std::string_view domain = s.substr(0, slash), name = s.substr(slash + 1);
-    if (domain.empty() || name.empty())
-        return "the domain and the name must not be empty";
-    if (domain.ends_with("kubernetes.io"))  // the kubelet: any name containing "kubernetes.io/"
-        return "the kubernetes.io domain is reserved for Kubernetes' own resources";
-    if (domain.starts_with("requests."))
-        return "a domain starting with \"requests.\" names a quota, not a resource";
-    constexpr size_t kQuotaPrefix = sizeof "requests." - 1;
-    if (domain.size() > 253 - kQuotaPrefix)
-        return "the domain has " + std::to_string(domain.size()) + " characters; at most " +
-               std::to_string(253 - kQuotaPrefix) + " (a DNS subdomain, after \"requests.\")";
-    bool label_start = true;
-    for (size_t i = 0; i < domain.size(); ++i) {
-        char c = domain[i];
-        bool lower = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        bool ends_label = i + 1 == domain.size() || domain[i + 1] == '.';
-        if (c == '.' ? label_start : !(lower || (c == '-' && !label_start && !ends_label)))
-            return "the domain must be a DNS subdomain: lower-case letters, digits, '-' and '.', "
-                   "each dot-separated part starting and ending with a letter or digit";
-        label_start = c == '.';
-    }
-    if (label_start)
-        return "the domain must not end with '.'";
-    if (name.size() > 63)
-        return "the name after '/' has " + std::to_string(name.size()) +
-               " characters; at most 63";
-    if (!alnum(name.front()) || !alnum(name.back()) ||
-        !std::all_of(name.begin(), name.end(),
-                     [](char c) { return alnum(c) || c == '.' || c == '_' || c == '-'; }))
-        return "the name after '/' must be letters, digits, '.', '_' and '-', starting and "
-               "ending with a letter or digit";
-    return "";
 }
 
 // The name is written to driver_override, so anything that is not a vfio driver (e.g. "nvidia")
@@ -295,13 +252,19 @@ private:
                 if (!expect("device", k, v, toml::node_type::string))
                     continue;
                 const auto& s = v.as_string()->get();
-                if (auto why = resource_name_problem(s); why.empty())
-                    e.resource_name = s;
-                else
+                if (auto why = resource_name_problem(s); !why.empty())
                     error(v, "device.resource_name: invalid resource name " + in_quotes(s) +
                                  ": " + why +
                                  " (Kubernetes extended resource names, e.g. "
                                  "nvidia.com/GH100_H100_PCIE)");
+                else if (auto far = socket_path_problem(s); !far.empty())
+                    error(v, "device.resource_name: " + in_quotes(s) + " cannot be served: " +
+                                 far + " (resource names of up to " +
+                                 std::to_string(kMaxSocketPath - kKubeletPluginDir.size() -
+                                                sizeof "/vfiod-.sock" + 1) +
+                                 " characters fit)");
+                else
+                    e.resource_name = s;
             } else if (k == "driver") {
                 if (!expect("device", k, v, toml::node_type::string))
                     continue;
@@ -531,6 +494,44 @@ void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
     }
 }
 
+// Two different resource names that the device plugin would serve on one socket, or hand to a VM
+// in one environment variable (DESIGN §9): the kubelet would list one resource's devices under
+// the other's name. An error, naming both entries; one map lookup per entry, whatever their number.
+void check_resource_names(const Config& c, std::vector<std::string>& errors) {
+    struct First {
+        const std::string* name;
+        const Origin* origin;
+    };
+    std::map<std::string, First> sockets, envs;
+    std::set<std::pair<std::string, std::string>> reported;
+    const size_t max = 20;
+    size_t more = 0;
+    for (const DeviceEntry& e : c.devices) {
+        if (e.resource_name.empty())
+            continue;
+        for (auto* seen : {&sockets, &envs}) {
+            std::string key = seen == &sockets ? plugin_socket_name(e.resource_name)
+                                               : plugin_env_name(e.resource_name);
+            auto [it, fresh] = seen->try_emplace(key, First{&e.resource_name, &e.origin});
+            if (fresh || *it->second.name == e.resource_name ||
+                !reported.emplace(*it->second.name, e.resource_name).second)
+                continue;
+            if (reported.size() > max) {
+                ++more;
+                continue;
+            }
+            errors.push_back(e.origin.str() + ": [[device]] resource_name " +
+                             in_quotes(e.resource_name) + " collides with " +
+                             in_quotes(*it->second.name) + " of the entry at " +
+                             it->second.origin->str() + ": " +
+                             resource_name_collision(*it->second.name, e.resource_name) +
+                             "; rename one of them");
+        }
+    }
+    if (more)
+        errors.push_back("... and " + std::to_string(more) + " more colliding resource names");
+}
+
 enum class ReadStatus { Ok, Missing, Failed };
 
 ReadStatus read_file(const fs::path& p, std::string* text, std::string* why) {
@@ -595,6 +596,8 @@ std::vector<fs::path> list_confd(const fs::path& dir, std::vector<std::string>& 
 ConfigResult finish(Config&& c, std::vector<std::string>&& errors,
                     std::vector<std::string>&& warnings) {
     ConfigResult r;
+    if (errors.empty())
+        check_resource_names(c, errors);
     if (errors.empty()) {
         warn_overlaps(c, warnings);
         r.config = std::move(c);

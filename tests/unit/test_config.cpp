@@ -272,7 +272,7 @@ TEST(ConfigValue, ResourceNamesFollowKubernetesRules) {
     const std::string name63(63, 'g'), domain244 = std::string(240, 'd') + ".com";
     for (const std::string& n : std::vector<std::string>{
              "nvidia.com/GH100_H100_PCIE", "intel.com/qat-4xxx", "x.y/z", "a-b.c9/Z.z_z-9",
-             "com/" + name63, domain244 + "/gpu", "example.com/1"})
+             "c/" + name63.substr(1), "example.com/1"})
         EXPECT_EQ(Parsed(doc(n)).devices.at(0).resource_name, n);
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"nvidia.com/" + name63 + "g", "the name after '/' has 64 characters; at most 63"},
@@ -298,6 +298,87 @@ TEST(ConfigValue, ResourceNamesFollowKubernetesRules) {
         EXPECT_TRUE(OneError(doc(n), "3:17", "invalid resource name")) << n;
     for (const auto& [n, why] : bad)
         EXPECT_TRUE(OneError(doc(n), "3:17", why)) << n;
+}
+
+// Hostile input round 3: a valid name longer than the plugin's socket path can hold was accepted,
+// and the plugin then failed at listen() with the real kubelet directory, forever. A name fits
+// when /var/lib/kubelet/device-plugins/vfiod-<name>.sock is at most 107 bytes: 64 characters.
+TEST(ConfigValue, ResourceNamesWhoseSocketPathWouldNotFitAreRefused) {
+    auto doc = [](const std::string& n) {
+        return "[[device]]\nselector = \"10de:2331\"\nresource_name = \"" + n + "\"\n";
+    };
+    const std::string name64 = "nvidia.com/" + std::string(53, 'g');
+    ASSERT_EQ(name64.size(), 64u);
+    EXPECT_EQ(Parsed(doc(name64)).devices.at(0).resource_name, name64);
+    const std::string name65 = name64 + "g";
+    EXPECT_TRUE(OneError(doc(name65), "3:17",
+                         "cannot be served: its device plugin socket "
+                         "/var/lib/kubelet/device-plugins/vfiod-nvidia_com_" +
+                             std::string(54, 'g') +
+                             ".sock would be 108 bytes long; a unix socket path holds at most "
+                             "107 (resource names of up to 64 characters fit)"));
+    // Valid for the kubelet, far too long for a socket.
+    EXPECT_TRUE(OneError(doc(std::string(240, 'd') + ".com/gpu"), "3:17", "cannot be served"));
+}
+
+// Hostile input round 3: "example.com/gpu.a" and "example.com/gpu_a" both became the socket
+// vfiod-example_com_gpu_a.sock, and the kubelet's gpu.a listed gpu_a's device; the environment
+// variable folds case too. Such pairs are refused, naming both entries; one name in two entries
+// is not a collision.
+TEST(ConfigValue, ResourceNamesThatShareASocketOrAVariableAreRefused) {
+    auto entry = [](const std::string& sel, const std::string& n) {
+        return "[[device]]\nselector = \"" + sel + "\"\nresource_name = \"" + n + "\"\n";
+    };
+    EXPECT_TRUE(OneError(entry("10de:2331", "example.com/gpu.a") + entry("10de:2330", "example.com/gpu_a"),
+                         "4:1",
+                         "[[device]] resource_name \"example.com/gpu_a\" collides with "
+                         "\"example.com/gpu.a\" of the entry at t.toml:1:1: both would be served "
+                         "on the device plugin socket vfiod-example_com_gpu_a.sock; rename one"));
+    EXPECT_TRUE(OneError(entry("10de:2331", "nvidia.com/gpu") + entry("10de:2330", "nvidia.com/GPU"),
+                         "4:1",
+                         "collides with \"nvidia.com/gpu\" of the entry at t.toml:1:1: both would "
+                         "be handed to the VM in the environment variable PCI_RESOURCE_NVIDIA_COM_GPU"));
+    // The same name twice, and names that differ after mapping, are fine.
+    Config c = Parsed(entry("10de:2331", "nvidia.com/gpu") + entry("10de:2330", "nvidia.com/gpu") +
+                      entry("8086:1533", "nvidia.com/gpu-a") + entry("8086:1534", "nvidia.com/gpu_b"));
+    EXPECT_EQ(c.devices.size(), 4u);
+}
+
+// Across files: the error names the conf.d file's entry and the main file's.
+TEST(ConfigValue, ACollisionAcrossFilesNamesBothFiles) {
+    test::FakeTree t;
+    const std::string etc = t.root() + "/etc/vfiod";
+    t.write_file("etc/vfiod/vfiod.toml",
+                 "[[device]]\nselector = \"10de:2331\"\nresource_name = \"a.com/x.y\"\n");
+    t.write_file("etc/vfiod/conf.d/10-more.toml",
+                 "\n[[device]]\nselector = \"8086:1533\"\nresource_name = \"a.com/x_y\"\n");
+    auto r = load_config(t.root(), std::nullopt);
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], etc + "/conf.d/10-more.toml:2:1: [[device]] resource_name \"a.com/x_y\" "
+                           "collides with \"a.com/x.y\" of the entry at " + etc +
+                           "/vfiod.toml:1:1: both would be served on the device plugin socket "
+                           "vfiod-a_com_x_y.sock; rename one of them");
+}
+
+// 20,000 entries colliding with the first make one error (one pair); 5,000 colliding pairs make
+// 20 and a count. One lookup per entry either way.
+TEST(ConfigValue, ManyCollidingNamesGiveBoundedErrors) {
+    std::string doc = "[[device]]\nselector = \"10de:*\"\nresource_name = \"a.com/x\"\n";
+    for (int i = 0; i < 20000; ++i)
+        doc += "[[device]]\nselector = \"10de:*\"\nresource_name = \"a.com/X\"\n";
+    auto r = parse_config(doc, "t.toml");
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);  // one pair, reported once
+    std::string many = "[[device]]\nselector = \"10de:*\"\nresource_name = \"a.com/x0\"\n";
+    for (int i = 0; i < 5000; ++i)
+        many += "[[device]]\nselector = \"10de:*\"\nresource_name = \"a.com/x." + std::to_string(i) +
+                "\"\n[[device]]\nselector = \"10de:*\"\nresource_name = \"a.com/x_" +
+                std::to_string(i) + "\"\n";
+    r = parse_config(many, "t.toml");
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 21u);
+    EXPECT_EQ(r.errors[20], "... and 4980 more colliding resource names");
 }
 
 TEST(ConfigValue, GoodResourceNames) {

@@ -45,9 +45,33 @@ Snapshot host() {
 }
 
 TEST(PluginModel, NamesFollowDesign) {
-    EXPECT_EQ(socket_name("nvidia.com/GH100"), "vfiod-nvidia_com_GH100.sock");
-    EXPECT_EQ(socket_name("a.b/c d:e"), "vfiod-a_b_c_d_e.sock");
-    EXPECT_EQ(env_name("nvidia.com/GH100_H100-PCIE"), "PCI_RESOURCE_NVIDIA_COM_GH100_H100-PCIE");
+    EXPECT_EQ(plugin_socket_name("nvidia.com/GH100"), "vfiod-nvidia_com_GH100.sock");
+    EXPECT_EQ(plugin_socket_name("a.b/c d:e"), "vfiod-a_b_c_d_e.sock");
+    EXPECT_EQ(plugin_env_name("nvidia.com/GH100_H100-PCIE"), "PCI_RESOURCE_NVIDIA_COM_GH100_H100-PCIE");
+}
+
+// Hostile input round 3: handed "example.com/gpu.a" and "example.com/gpu_a" (one socket), the
+// plugin served gpu_a's device under gpu.a's name. Names that share a socket or a variable are
+// not served at all, each with the reason; the others are.
+TEST(PluginModel, ResourceNamesThatCollideAreNotServed) {
+    client::DaemonView v;
+    v.groups.push_back(group(13, "bound", {dev("0000:01:00.0", "example.com/gpu.a")}, 0));
+    v.groups.push_back(group(14, "bound", {dev("0000:02:00.0", "example.com/gpu_a")}, 0));
+    v.groups.push_back(group(15, "bound", {dev("0000:03:00.0", "nvidia.com/gpu")}, 0));
+    v.groups.push_back(group(16, "bound", {dev("0000:04:00.0", "nvidia.com/GPU")}, 0));
+    v.groups.push_back(group(17, "bound", {dev("0000:05:00.0", "intel.com/nic")}, 0));
+    Snapshot s = make_snapshot(v, [](unsigned) { return true; });
+    EXPECT_EQ(s.resources.size(), 1u);
+    EXPECT_TRUE(s.resources.count("intel.com/nic"));
+    ASSERT_EQ(s.refused.size(), 4u);
+    EXPECT_EQ(s.refused.at("example.com/gpu.a"),
+              "collides with example.com/gpu_a: both would be served on the device plugin socket "
+              "vfiod-example_com_gpu_a.sock");
+    EXPECT_EQ(s.refused.at("example.com/gpu_a"),
+              "collides with example.com/gpu.a: both would be served on the device plugin socket "
+              "vfiod-example_com_gpu_a.sock");
+    EXPECT_NE(s.refused.at("nvidia.com/GPU").find("PCI_RESOURCE_NVIDIA_COM_GPU"), std::string::npos);
+    EXPECT_EQ(s.find("example.com/gpu.a", "0000:02:00.0"), nullptr);
 }
 
 TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
