@@ -1,6 +1,7 @@
 #include "model.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "core/pci_paths.hpp"
@@ -9,14 +10,30 @@
 
 namespace vfiod::plugin {
 
-const PluginDevice* Snapshot::find(const std::string& resource, const std::string& id) const {
-    auto r = resources.find(resource);
-    if (r == resources.end())
+namespace {
+thread_local size_t examined = 0;
+}  // namespace
+
+size_t examined_on_this_thread() { return examined; }
+
+const PluginDevice* Snapshot::find(const std::string& id) const {
+    ++examined;
+    auto it = ids.find(id);
+    if (it == ids.end())
         return nullptr;
-    for (const auto& d : r->second)
-        if (d.address.str() == id)
-            return &d;
-    return nullptr;
+    auto r = resources.find(it->second.first);
+    return r == resources.end() || it->second.second >= r->second.size()
+               ? nullptr
+               : &r->second[it->second.second];
+}
+
+const PluginDevice* Snapshot::find(const std::string& resource, const std::string& id) const {
+    auto it = ids.find(id);
+    if (it == ids.end() || it->second.first != resource) {
+        ++examined;
+        return nullptr;
+    }
+    return find(id);
 }
 
 namespace {
@@ -65,6 +82,9 @@ Snapshot make_snapshot(const client::DaemonView& view,
         std::sort(devices.begin(), devices.end(),
                   [](const PluginDevice& a, const PluginDevice& b) { return a.address < b.address; });
     refuse_collisions(&s);
+    for (const auto& [name, devices] : s.resources)
+        for (size_t i = 0; i < devices.size(); ++i)
+            s.ids.try_emplace(devices[i].address.str(), name, i);
     return s;
 }
 
@@ -76,11 +96,28 @@ std::set<unsigned> groups_of(const Snapshot& snap,
     std::set<unsigned> groups;
     for (const auto& ids : requests)
         for (const auto& id : ids)
-            for (const auto& [name, devices] : snap.resources)
-                for (const auto& d : devices)
-                    if (d.address.str() == id)
-                        groups.insert(d.group);
+            if (const PluginDevice* d = snap.find(id))
+                groups.insert(d->group);
     return groups;
+}
+
+// group_mates_outside() with each function's group.
+std::vector<std::pair<PciAddress, unsigned>> mates_outside(
+    const Snapshot& snap, const std::vector<std::vector<std::string>>& requests) {
+    std::set<std::string> requested;
+    for (const auto& ids : requests)
+        requested.insert(ids.begin(), ids.end());
+    std::vector<std::pair<PciAddress, unsigned>> out;
+    for (unsigned g : groups_of(snap, requests)) {
+        auto it = snap.group_functions.find(g);
+        if (it == snap.group_functions.end())
+            continue;
+        examined += it->second.size();
+        for (const auto& a : it->second)
+            if (!requested.count(a.str()))
+                out.emplace_back(a, g);
+    }
+    return out;
 }
 
 AllocateError error(AllocateError::Code c, std::string m) { return {c, std::move(m)}; }
@@ -89,18 +126,9 @@ AllocateError error(AllocateError::Code c, std::string m) { return {c, std::move
 
 std::vector<PciAddress> group_mates_outside(
     const Snapshot& snap, const std::vector<std::vector<std::string>>& requests) {
-    std::set<std::string> requested;
-    for (const auto& ids : requests)
-        requested.insert(ids.begin(), ids.end());
     std::vector<PciAddress> out;
-    for (unsigned g : groups_of(snap, requests)) {
-        auto it = snap.group_functions.find(g);
-        if (it == snap.group_functions.end())
-            continue;
-        for (const auto& a : it->second)
-            if (!requested.count(a.str()))
-                out.push_back(a);
-    }
+    for (const auto& [a, g] : mates_outside(snap, requests))
+        out.push_back(a);
     return out;
 }
 
@@ -120,6 +148,7 @@ bool allocate(const Snapshot& snap, const std::string& resource,
     for (size_t c = 0; c < requests.size(); ++c) {
         ContainerAllocation a;
         std::vector<unsigned> groups;  // in request order
+        std::set<unsigned> listed;
         for (const auto& id : requests[c]) {
             const std::string shown = printable(id);
             const PluginDevice* d = snap.find(resource, id);
@@ -149,7 +178,7 @@ bool allocate(const Snapshot& snap, const std::string& resource,
                                  " between two containers of one request");
                 return false;
             }
-            if (std::find(groups.begin(), groups.end(), d->group) == groups.end())
+            if (listed.insert(d->group).second)
                 groups.push_back(d->group);
         }
         a.devices.push_back({"/dev/vfio/vfio"});
@@ -160,6 +189,7 @@ bool allocate(const Snapshot& snap, const std::string& resource,
             auto fns = snap.group_functions.find(g);
             if (fns == snap.group_functions.end())
                 continue;
+            examined += fns->second.size();
             for (const auto& fn : fns->second) {
                 // Linux 6.1 already lists vfio-dev/vfio<M> in sysfs but has no character
                 // device for it (iommufd cdevs came in 6.6): only a node that exists counts.
@@ -177,14 +207,10 @@ bool allocate(const Snapshot& snap, const std::string& resource,
     }
     // A group-mate left out of the request but held by some container: handing this group out
     // would open it in two containers, which VFIO cannot do.
-    for (const auto& mate : group_mates_outside(snap, requests)) {
+    for (const auto& [mate, g] : mates_outside(snap, requests)) {
         auto h = holders.find(mate.str());
         if (h == holders.end())
             continue;
-        unsigned g = 0;
-        for (const auto& [id, fns] : snap.group_functions)
-            if (std::find(fns.begin(), fns.end(), mate) != fns.end())
-                g = id;
         *err = error(Code::FailedPrecondition,
                      "IOMMU group " + std::to_string(g) + " would be split: its function " +
                          mate.str() + " is held by container " + h->second);
@@ -194,78 +220,133 @@ bool allocate(const Snapshot& snap, const std::string& resource,
     return true;
 }
 
+namespace {
+
+// GetPreferredAllocation's choice, step by step (preferred_allocation()). Every step is linear
+// in the IDs offered or amortised so: whole groups are kept in (size desc, group asc) order,
+// overall and per NUMA node, behind cursors that only move forward, since a group that is
+// touched or too big for what is left stays so.
+class Chooser {
+public:
+    Chooser(const Snapshot& snap, const std::string& resource, int size)
+        : snap_(snap), resource_(resource), size_(size) {}
+
+    // The offered IDs this resource knows, by group; unknown IDs are never chosen.
+    void offer(const std::vector<std::string>& ids) {
+        for (const auto& id : ids)
+            if (const PluginDevice* d = snap_.find(resource_, id); d && offered_.insert(d).second)
+                by_group_[d->group].push_back(d);
+    }
+    // must_include, each with the rest of its group.
+    void take_required(const std::vector<std::string>& ids) {
+        for (const auto& id : ids)
+            if (const PluginDevice* d = snap_.find(resource_, id); d && offered_.count(d)) {
+                take(d);
+                take_group(d->group);
+            }
+    }
+    // Whole groups that fit: on the NUMA node used most, then the biggest, then by number.
+    void take_whole_groups() {
+        sort_groups();
+        while (left() > 0) {
+            std::optional<unsigned> pick;
+            if (auto node = nodes_.find(numa_.best); numa_.best >= 0 && node != nodes_.end())
+                pick = first_fitting(node->second);
+            if (!pick)
+                pick = first_fitting(all_);
+            if (!pick)
+                break;
+            take_group(*pick);
+        }
+    }
+    // Nothing whole fits: what is offered, in group order.
+    void fill() {
+        for (const auto& [g, devices] : by_group_)
+            for (const PluginDevice* d : devices)
+                take(d);
+    }
+    std::vector<std::string> chosen() && { return std::move(chosen_); }
+
+private:
+    // Groups in the order take_whole_groups() prefers them, behind a cursor.
+    struct Ordered {
+        std::vector<unsigned> groups;
+        size_t next = 0;
+    };
+    // Functions chosen per NUMA node, and the node with the most (the lowest of equals).
+    struct NumaTally {
+        std::map<int, int> weight;
+        int best = -1, best_weight = 0;
+        void count(int node) {
+            if (node < 0)
+                return;
+            int w = ++weight[node];
+            if (w > best_weight || (w == best_weight && node < best))
+                best = node, best_weight = w;
+        }
+    };
+
+    int left() const { return size_ - static_cast<int>(chosen_.size()); }
+    void take(const PluginDevice* d) {
+        if (left() <= 0 || !taken_.insert(d).second)
+            return;
+        chosen_.push_back(d->address.str());
+        touched_.insert(d->group);
+        numa_.count(d->numa_node);
+    }
+    void take_group(unsigned g) {
+        for (const PluginDevice* d : by_group_[g])
+            take(d);
+    }
+    void sort_groups() {
+        for (auto& [g, devices] : by_group_) {
+            std::sort(devices.begin(), devices.end(), [](const PluginDevice* a, const PluginDevice* b) {
+                return a->address < b->address;
+            });
+            all_.groups.push_back(g);
+        }
+        auto before = [this](unsigned a, unsigned b) {
+            size_t na = by_group_[a].size(), nb = by_group_[b].size();
+            return na != nb ? na > nb : a < b;
+        };
+        std::sort(all_.groups.begin(), all_.groups.end(), before);
+        for (unsigned g : all_.groups)
+            nodes_[by_group_[g].front()->numa_node].groups.push_back(g);
+    }
+    std::optional<unsigned> first_fitting(Ordered& o) {
+        for (; o.next < o.groups.size(); ++o.next) {
+            unsigned g = o.groups[o.next];
+            if (!touched_.count(g) && static_cast<int>(by_group_[g].size()) <= left())
+                return g;
+        }
+        return std::nullopt;
+    }
+
+    const Snapshot& snap_;
+    const std::string& resource_;
+    const int size_;
+    std::map<unsigned, std::vector<const PluginDevice*>> by_group_;
+    std::set<const PluginDevice*> offered_, taken_;
+    std::set<unsigned> touched_;
+    std::vector<std::string> chosen_;
+    NumaTally numa_;
+    Ordered all_;
+    std::map<int, Ordered> nodes_;
+};
+
+}  // namespace
+
 std::vector<std::string> preferred_allocation(const Snapshot& snap, const std::string& resource,
                                               const std::vector<std::string>& available,
                                               const std::vector<std::string>& must_include,
                                               int size) {
-    std::vector<std::string> chosen;
-    std::set<std::string> taken;
-    auto take = [&](const std::string& id) {
-        if (static_cast<int>(chosen.size()) < size && taken.insert(id).second)
-            chosen.push_back(id);
-    };
-    // The available IDs of this resource, grouped; unknown IDs are kept for the last pass.
-    std::map<unsigned, std::vector<const PluginDevice*>> by_group;
-    std::set<std::string> avail(available.begin(), available.end());
-    avail.insert(must_include.begin(), must_include.end());
-    auto r = snap.resources.find(resource);
-    if (r != snap.resources.end())
-        for (const auto& d : r->second)
-            if (avail.count(d.address.str()))
-                by_group[d.group].push_back(&d);
-
-    std::map<int, int> numa_weight;  // NUMA node → functions chosen on it
-    auto take_group = [&](unsigned g) {
-        for (const auto* d : by_group[g]) {
-            take(d->address.str());
-            if (d->numa_node >= 0)
-                ++numa_weight[d->numa_node];
-        }
-    };
-    // 1. must_include, each with the rest of its group.
-    for (const auto& id : must_include) {
-        take(id);
-        for (const auto& [g, devices] : by_group)
-            for (const auto* d : devices)
-                if (d->address.str() == id)
-                    take_group(g);
-    }
-    // 2. Whole groups that fit, on the NUMA node already used most, then the biggest groups
-    //    (fewer groups opened), then by group number.
-    for (;;) {
-        int left = size - static_cast<int>(chosen.size());
-        if (left <= 0)
-            break;
-        int best_node = -1, best_weight = 0;
-        for (auto [node, w] : numa_weight)
-            if (w > best_weight)
-                best_node = node, best_weight = w;
-        std::optional<unsigned> pick;
-        auto score = [&](unsigned g) {
-            const auto& ds = by_group[g];
-            bool same = best_node >= 0 && ds.front()->numa_node == best_node;
-            return std::make_tuple(same ? 1 : 0, static_cast<int>(ds.size()));
-        };
-        for (const auto& [g, devices] : by_group) {
-            bool untouched = std::none_of(devices.begin(), devices.end(), [&](const auto* d) {
-                return taken.count(d->address.str());
-            });
-            if (!untouched || static_cast<int>(devices.size()) > left)
-                continue;
-            if (!pick || score(g) > score(*pick))
-                pick = g;
-        }
-        if (!pick)
-            break;
-        take_group(*pick);
-    }
-    // 3. Nothing whole fits: fill with what is available, in order.
-    for (const auto& [g, devices] : by_group)
-        for (const auto* d : devices)
-            take(d->address.str());
-    for (const auto& id : available)
-        take(id);
-    return chosen;
+    Chooser c(snap, resource, size);
+    c.offer(available);
+    c.offer(must_include);
+    c.take_required(must_include);
+    c.take_whole_groups();
+    c.fill();
+    return std::move(c).chosen();
 }
 
 }  // namespace vfiod::plugin

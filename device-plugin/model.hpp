@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/pci_address.hpp"
@@ -34,9 +35,19 @@ struct Snapshot {
     // Resource names not served, and why: two names that would share a socket or an environment
     // variable (check-config refuses them; a vfiod that publishes them anyway gets neither served).
     std::map<std::string, std::string> refused;
+    // Device ID -> its resource and its position there, filled by make_snapshot(): a lookup by
+    // ID is one probe, so Allocate's work grows with the request, not with request x inventory.
+    std::unordered_map<std::string, std::pair<std::string, size_t>> ids;
 
+    // The device `id` names in `resource`; nullptr when it names none there.
     const PluginDevice* find(const std::string& resource, const std::string& id) const;
+    // The same in any resource.
+    const PluginDevice* find(const std::string& id) const;
 };
+
+// Device records the model has examined on this thread (a lookup by ID counts one, a walk over
+// devices one per device): tests hold Allocate and GetPreferredAllocation to linear work by it.
+size_t examined_on_this_thread();
 
 // Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists).
 Snapshot make_snapshot(const client::DaemonView& view,
