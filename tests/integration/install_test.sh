@@ -97,6 +97,18 @@ if [ -e "$DEST$prefix/sbin/vfiod-device-plugin" ]; then
                 "RestrictAddressFamilies=AF_UNIX" "CapabilityBoundingSet=" "DevicePolicy=closed"; do
         grep -qxF "$need" "$punit" && pass "plugin unit has $need" || fail "plugin unit has $need"
     done
+    # A host without a kubelet: the service is skipped, and the path unit starts it once the
+    # kubelet's directory appears (systemd-analyze verify checks both files and their link).
+    grep -qxF "ConditionPathIsDirectory=/var/lib/kubelet/device-plugins" "$punit" \
+        && pass "plugin unit is skipped without the kubelet's directory" \
+        || fail "plugin unit is skipped without the kubelet's directory"
+    ppath=$DEST$unitdir/vfiod-device-plugin.path
+    grep -qxF "PathExists=/var/lib/kubelet/device-plugins" "$ppath" 2>/dev/null \
+        && grep -qxF "Also=vfiod-device-plugin.path" "$punit" \
+        && pass "plugin path unit starts it once the directory exists" \
+        || fail "plugin path unit starts it once the directory exists"
+    out=$(systemd-analyze verify --man=no "$ppath" 2>&1) && pass "plugin path unit verifies" \
+        || fail "plugin path unit verifies" "$out"
     # It must see /dev/vfio/<N> come and go: a private /dev would hide it.
     grep -q "^PrivateDevices=yes" "$punit" && fail "plugin unit keeps the host's /dev/vfio" \
         || pass "plugin unit keeps the host's /dev/vfio"

@@ -79,8 +79,24 @@ if grep -qE 'vfioctl (release|apply)|Release|driver_override' "$ctl/prerm" "$ctl
 else
     pass "removal leaves the bindings alone"
 fi
-grep -q 'rm -rf /run/vfiod /etc/vfiod' "$ctl/postrm" && pass "postrm purge removes /run/vfiod and /etc/vfiod" \
-    || fail "postrm purge removes /run/vfiod and /etc/vfiod"
+# The maintainer scripts run under DPKG_ROOT (dpkg --root, a chroot being built): the files are
+# there, and the running system's udevd and systemd are not the target's. Every command they
+# run is a stub here that only records its call.
+root=$ctl/root stub=$ctl/stub
+mkdir -p "$root/run/vfiod" "$root/etc/vfiod/conf.d" "$stub"
+for c in udevadm systemctl deb-systemd-helper deb-systemd-invoke; do
+    printf '#!/bin/sh\necho "%s $*" >>"$STUB_LOG"\n' "$c" >"$stub/$c" && chmod +x "$stub/$c"
+done
+in_root() { PATH=$stub:$PATH DPKG_ROOT=$root STUB_LOG=$ctl/calls sh "$ctl/$1" "$2"; }
+in_root postrm purge
+[ ! -e "$root/run/vfiod" ] && [ ! -e "$root/etc/vfiod" ] \
+    && pass "postrm purge removes DPKG_ROOT's /run/vfiod and /etc/vfiod" \
+    || fail "postrm purge removes DPKG_ROOT's /run/vfiod and /etc/vfiod" "$(ls -d "$root"/run/* "$root"/etc/* 2>&1)"
+: >"$ctl/calls"
+in_root postrm remove
+in_root postinst configure
+grep -q udevadm "$ctl/calls" && fail "under DPKG_ROOT the host's udevd is left alone" "$(cat "$ctl/calls")" \
+    || pass "under DPKG_ROOT the host's udevd is left alone"
 
 # The device plugin's package, when the source builds one.
 plugin=$DEBS/vfiod-device-plugin_${version}_${arch}.deb
@@ -88,11 +104,23 @@ if grep -q '^Package: vfiod-device-plugin$' "$SRC/debian/control"; then
     if [ -f "$plugin" ]; then
         pfiles=$(dpkg-deb -c "$plugin" | awk '{ print $6 }' | sed 's|^\./|/|')
         want=(/usr/sbin/vfiod-device-plugin /usr/share/man/man8/vfiod-device-plugin.8.gz)
-        [ -e "$SRC/systemd/vfiod-device-plugin.service.in" ] && want+=("$unitdir/vfiod-device-plugin.service")
+        [ -e "$SRC/systemd/vfiod-device-plugin.service.in" ] && want+=("$unitdir/vfiod-device-plugin.service" \
+                                                                        "$unitdir/vfiod-device-plugin.path")
         for f in "${want[@]}"; do
             grep -qxF "$f" <<<"$pfiles" && pass "vfiod-device-plugin ships $f" \
                 || fail "vfiod-device-plugin ships $f"
         done
+        # A host without a kubelet gets no plugin that fails: the path unit is what install
+        # enables, and the service starts only where the kubelet's directory exists.
+        pctl=$ctl/plugin && mkdir "$pctl" && dpkg-deb -e "$plugin" "$pctl"
+        grep -q "deb-systemd-helper enable 'vfiod-device-plugin.path'" "$pctl/postinst" \
+            && pass "plugin postinst enables vfiod-device-plugin.path" \
+            || fail "plugin postinst enables vfiod-device-plugin.path"
+        pdata=$ctl/plugin-data && mkdir "$pdata" && dpkg-deb -x "$plugin" "$pdata"
+        grep -qx 'ConditionPathIsDirectory=/var/lib/kubelet/device-plugins' \
+            "$pdata$unitdir/vfiod-device-plugin.service" \
+            && pass "the plugin's service starts only with the kubelet's directory" \
+            || fail "the plugin's service starts only with the kubelet's directory"
         pdeps=$(dpkg-deb -f "$plugin" Depends)
         grep -qE '(^|, )vfiod( |,|$)' <<<"$pdeps" && pass "vfiod-device-plugin depends on vfiod" \
             || fail "vfiod-device-plugin depends on vfiod" "$pdeps"

@@ -5,6 +5,9 @@
 # (1 s) is judged by bench/vm_latency.sh over several runs, and the checks here only catch a
 # regression to something slower than the signals (a poll or a timer): 5 s.
 # overlay: overlays/e1000e-any
+# Before that, the kubelet has never run: the service is skipped (not failed, not restarted) and
+# vfiod-device-plugin.path starts it once the kubelet's directory appears, writable then.
+# checks: skipped-without-kubelet started-when-dir-appears
 # checks: coldplug-registered coldplug-healthy hotplug-listed-within-5s release-unhealthy-within-5s
 # checks: allocate-ok allocate-paths-exist group-viable plugin-no-errors
 . /vmtest/lib.sh
@@ -13,15 +16,24 @@ RES=vmtest/nic
 HP=0000:03:00.0
 KDIR=/var/lib/kubelet/device-plugins
 OUT=/tmp/kubelet.out
-mkdir -p $KDIR /var/lib/kubelet/pod-resources
 grp=$(group_of $GPU)
 wait_for 60 state_is "$grp" bound
 
+# No kubelet yet, as on a host without Kubernetes: starting the service (as boot or dpkg does)
+# is skipped by its condition, and the path unit waits.
+rm -rf /var/lib/kubelet
+systemctl start vfiod-device-plugin.path vfiod-device-plugin.service
+sleep 1
+st=$(systemctl show -p ActiveState -p ConditionResult -p NRestarts vfiod-device-plugin.service | sort | xargs)
+expect_eq skipped-without-kubelet "ActiveState=inactive ConditionResult=no NRestarts=0" "$st"
+# The kubelet's first start makes its directories, then its socket.
+mkdir -p $KDIR /var/lib/kubelet/pod-resources
+if wait_for 10 systemctl is-active --quiet vfiod-device-plugin.service; then ok started-when-dir-appears
+else not_ok started-when-dir-appears "$(systemctl status vfiod-device-plugin.service 2>&1 | tail -5)"; fi
 mkfifo /tmp/kubelet.in
 vfiod-fake-kubelet $KDIR /var/lib/kubelet/pod-resources/kubelet.sock </tmp/kubelet.in >$OUT 2>&1 &
 exec 7>/tmp/kubelet.in
 wait_for 10 test -S $KDIR/kubelet.sock
-systemctl start vfiod-device-plugin.service
 registered() { grep -q "^register .* $RES vfiod-vmtest_nic.sock" $OUT; }
 if wait_for 20 registered; then ok coldplug-registered; else not_ok coldplug-registered "$(cat $OUT)"; fi
 # last_list: the newest list line of the resource.
