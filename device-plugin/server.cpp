@@ -368,11 +368,16 @@ void ResourceServer::publish() {
         service_->publish();
 }
 
-void ResourceServer::stop() {
+void ResourceServer::close_streams() {
+    if (server_)
+        service_->close_streams();
+}
+
+void ResourceServer::stop(std::chrono::system_clock::time_point deadline) {
     if (!server_)
         return;
     service_->close_streams();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Shutdown(deadline);
     server_->Wait();
     server_.reset();
     unlink(socket_path_.c_str());

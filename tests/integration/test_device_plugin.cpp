@@ -694,5 +694,29 @@ TEST_F(DevicePluginTest, AllocateLogsOneBoundedLine) {
     EXPECT_LT(added.size(), 1024u);
 }
 
+// Finding 7c: SIGTERM with several endpoints whose ListAndWatch stream the kubelet never reads.
+// Lists of 1,000 devices, sent a few times, fill each stream's flow-control window, so the last
+// (empty) list cannot be written and each server's Shutdown waits out its deadline: 1 s each,
+// one endpoint after the other. One deadline is shared now.
+TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
+    auto fns = peer_functions(4, 1000);
+    start_peer(fns);
+    kubelet->never_read_streams();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(eventually([&] { return kubelet->registrations().size() == 4; }, 20s));
+    for (int round = 0; round < 4; ++round) {  // every list differs from the one before
+        for (auto& f : fns)
+            f.state = round % 2 ? "bound" : "released";
+        peer.set_inventory(fns);
+        peer.emit_changed(100);
+        std::this_thread::sleep_for(500ms);
+    }
+    int code = -1;
+    long took = stop_timed(plugin, &code);
+    std::printf("# SIGTERM with 4 unread streams -> exit: %ld ms\n", took);
+    EXPECT_EQ(code, 0);
+    EXPECT_LT(took, 3000);
+}
 }  // namespace
 }  // namespace vfiod::test
