@@ -281,11 +281,14 @@ void ViewReader::on_manager(sdbus::MethodReply& reply, const sdbus::Error* error
     }
 }
 
-// The read is over before `done` runs, so that `done` may look at busy().
+// The read is over, and its decoded objects freed, before `done` runs: `done` may look at
+// busy() or trim the heap.
 void ViewReader::finish(const ClientResult& result, DaemonView&& view) {
-    std::unique_ptr<Read> read = std::move(read_);
-    if (read)
-        read->done(result, std::move(view));
+    if (!read_)
+        return;
+    Done done = std::move(read_->done);
+    read_.reset();
+    done(result, std::move(view));
 }
 
 ClientResult call_group_method(const std::string& method, const std::string& address) {

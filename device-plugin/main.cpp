@@ -46,6 +46,7 @@ constexpr const char* kUsage =
     "resource per ResourceName that vfiod publishes on the system bus (org.vfiod1), device ID =\n"
     "PCI address, Healthy while the IOMMU group is bound and /dev/vfio/<N> exists. It never\n"
     "starts vfiod; while vfiod is away it keeps the last inventory and follows /dev/vfio.\n"
+    "It never waits for vfiod: a read it does not answer within 5 s is tried again later.\n"
     "\n"
     "  --kubelet-dir DIR     the kubelet's device plugin directory, with kubelet.sock\n"
     "                        (default /var/lib/kubelet/device-plugins)\n"
@@ -171,6 +172,7 @@ private:
     Fd inotify_;
     int wd_kubelet_ = -1, wd_vfio_ = -1, wd_dev_ = -1;
     bool dirty_ = true, health_dirty_ = false;
+    bool trim_ = false;  // an inventory was read: give its memory back
 };
 
 // kubelet.sock exists before the kubelet listens on it: retry a refused connection after 50 ms,
@@ -208,9 +210,7 @@ void Plugin::on_read(const client::ClientResult& r, client::DaemonView&& view) {
         said_absent_ = false;
         view_ = std::move(view);
         rebuild();
-        // Reading 256 devices' objects allocates about 6 MiB for a moment (every property an
-        // sd-bus Variant); freed in the middle of the heap, glibc would keep it all resident.
-        malloc_trim(0);
+        trim_ = true;
     } else if (r.code == client::ClientResult::Code::Unavailable) {
         // Read again on NameOwnerChanged, not before.
         if (!said_absent_)
@@ -453,6 +453,11 @@ int Plugin::run() {
         }
         if (dirty_ && !reader_.busy() && !read_retry_)
             read_inventory();
+        // Reading 256 devices' objects allocates about 6 MiB for a moment (every property an
+        // sd-bus Variant); freed in the middle of the heap, glibc would keep it all resident.
+        // Here, not in on_read(): by now the reply and its decoded objects are gone too.
+        if (std::exchange(trim_, false))
+            malloc_trim(0);
     });
     loop_.on_signal([this](int signo) {
         spdlog::info("signal {}: sending empty lists and stopping", signo);
