@@ -97,6 +97,50 @@ PlannedDevice device_from(const Properties& p) {
     return d;
 }
 
+// The view out of GetManagedObjects and the Manager's properties; odd values read as defaults.
+DaemonView view_from(const ManagedObjects& objects, const Properties& manager) {
+    DaemonView view;
+    view.version = get<std::string>(manager, "Version");
+    view.mode = get<std::string>(manager, "Mode");
+    view.iommu = get<bool>(manager, "IommuEnabled");
+
+    std::map<std::string, Properties> devices;  // by object path
+    for (const auto& [path, ifaces] : objects) {
+        auto it = ifaces.find("org.vfiod1.Device");
+        if (it != ifaces.end())
+            devices[path] = it->second;
+    }
+    std::map<unsigned, DaemonGroup> groups;
+    for (const auto& [path, ifaces] : objects) {
+        auto it = ifaces.find("org.vfiod1.Group");
+        if (it == ifaces.end())
+            continue;
+        const Properties& g = it->second;
+        DaemonGroup dg;
+        dg.state = get<std::string>(g, "State");
+        dg.plan.group = get<uint32_t>(g, "Id");
+        dg.vfio_path = get<std::string>(g, "VfioPath");
+        std::string reason = get<std::string>(g, "Reason");
+        dg.plan.reason = parse_reason(reason).value_or(Reason::None);
+        if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
+            dg.plan.details.push_back(reason);
+        for (const auto& b : get<std::vector<std::string>>(g, "Blockers"))
+            if (auto a = PciAddress::parse(b))
+                dg.plan.blockers.push_back(*a);
+        for (const auto& dp : get<std::vector<sdbus::ObjectPath>>(g, "Devices")) {
+            auto d = devices.find(dp);
+            if (d == devices.end())
+                continue;
+            dg.plan.devices.push_back(device_from(d->second));
+            dg.numa_nodes[dg.plan.devices.back().address] = get<int32_t>(d->second, "NumaNode", -1);
+        }
+        groups[*dg.plan.group] = std::move(dg);
+    }
+    for (auto& [id, g] : groups)
+        view.groups.push_back(std::move(g));
+    return view;
+}
+
 }  // namespace
 
 ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view) {
@@ -116,44 +160,7 @@ ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view) {
             .onInterface("org.freedesktop.DBus.Properties")
             .withArguments(std::string("org.vfiod1.Manager"))
             .storeResultsTo(manager);
-        view->version = get<std::string>(manager, "Version");
-        view->mode = get<std::string>(manager, "Mode");
-        view->iommu = get<bool>(manager, "IommuEnabled");
-
-        std::map<std::string, Properties> devices;  // by object path
-        for (const auto& [path, ifaces] : objects) {
-            auto it = ifaces.find("org.vfiod1.Device");
-            if (it != ifaces.end())
-                devices[path] = it->second;
-        }
-        std::map<unsigned, DaemonGroup> groups;
-        for (const auto& [path, ifaces] : objects) {
-            auto it = ifaces.find("org.vfiod1.Group");
-            if (it == ifaces.end())
-                continue;
-            const Properties& g = it->second;
-            DaemonGroup dg;
-            dg.state = get<std::string>(g, "State");
-            dg.plan.group = get<uint32_t>(g, "Id");
-            dg.vfio_path = get<std::string>(g, "VfioPath");
-            std::string reason = get<std::string>(g, "Reason");
-            dg.plan.reason = parse_reason(reason).value_or(Reason::None);
-            if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
-                dg.plan.details.push_back(reason);
-            for (const auto& b : get<std::vector<std::string>>(g, "Blockers"))
-                if (auto a = PciAddress::parse(b))
-                    dg.plan.blockers.push_back(*a);
-            for (const auto& dp : get<std::vector<sdbus::ObjectPath>>(g, "Devices")) {
-                auto d = devices.find(dp);
-                if (d == devices.end())
-                    continue;
-                dg.plan.devices.push_back(device_from(d->second));
-                dg.numa_nodes[dg.plan.devices.back().address] = get<int32_t>(d->second, "NumaNode", -1);
-            }
-            groups[*dg.plan.group] = std::move(dg);
-        }
-        for (auto& [id, g] : groups)
-            view->groups.push_back(std::move(g));
+        *view = view_from(objects, manager);
         return {};
     } catch (const sdbus::Error& e) {
         return from_error(e, "status");
@@ -167,6 +174,121 @@ ClientResult fetch_view(DaemonView* view) {
     } catch (const sdbus::Error& e) {
         return from_error(e, "status");
     }
+}
+
+struct ViewReader::Read {
+    Done done;
+    sdbus::PendingAsyncCall call;  // the step in flight
+    ManagedObjects objects;        // GetManagedObjects' answer, until GetAll's arrives
+};
+
+ViewReader::ViewReader(sdbus::IConnection& bus, std::chrono::milliseconds timeout)
+    : bus_(bus), timeout_(timeout) {}
+
+ViewReader::~ViewReader() { cancel(); }
+
+void ViewReader::cancel() {
+    if (read_)
+        read_->call.cancel();
+    read_.reset();
+}
+
+ClientResult ViewReader::start(Done done) {
+    cancel();
+    try {
+        if (!bus_proxy_)
+            bus_proxy_ = sdbus::createProxy(bus_, "org.freedesktop.DBus", "/org/freedesktop/DBus");
+        // GetNameOwner never activates a service (DESIGN §9).
+        auto call = bus_proxy_->createMethodCall("org.freedesktop.DBus", "GetNameOwner");
+        call << std::string(kName);
+        auto read = std::make_unique<Read>();
+        read->done = std::move(done);
+        read->call = bus_proxy_->callMethod(
+            call, [this](sdbus::MethodReply& r, const sdbus::Error* e) { on_owner(r, e); },
+            timeout_);
+        read_ = std::move(read);
+        return {};
+    } catch (const sdbus::Error& e) {
+        return from_error(e, "reading vfiod's inventory");
+    }
+}
+
+namespace {
+
+// A step's error as the reader reports it: NoReply is a timeout (or vfiod gone mid-call).
+ClientResult read_error(const sdbus::Error& e) {
+    if (e.getName() == "org.freedesktop.DBus.Error.NoReply")
+        return {Code::Failed, "vfiod did not answer (" + e.getMessage() + ")"};
+    return from_error(e, "reading vfiod's inventory");
+}
+
+}  // namespace
+
+void ViewReader::on_owner(sdbus::MethodReply& reply, const sdbus::Error* error) {
+    try {
+        if (error) {
+            finish(error->getName() == "org.freedesktop.DBus.Error.NameHasNoOwner"
+                       ? ClientResult{Code::Unavailable, kNotRunning}
+                       : read_error(*error));
+            return;
+        }
+        std::string owner;
+        reply >> owner;
+        // Addressed to the unique name: if vfiod leaves meanwhile the call fails instead of
+        // starting it again.
+        if (!vfiod_ || owner != owner_) {
+            vfiod_ = sdbus::createProxy(bus_, owner, "/org/vfiod1");
+            owner_ = owner;
+        }
+        auto call = vfiod_->createMethodCall("org.freedesktop.DBus.ObjectManager",
+                                             "GetManagedObjects");
+        read_->call = vfiod_->callMethod(
+            call, [this](sdbus::MethodReply& r, const sdbus::Error* e) { on_objects(r, e); },
+            timeout_);
+    } catch (const sdbus::Error& e) {
+        finish(read_error(e));
+    }
+}
+
+void ViewReader::on_objects(sdbus::MethodReply& reply, const sdbus::Error* error) {
+    try {
+        if (error) {
+            finish(read_error(*error));
+            return;
+        }
+        reply >> read_->objects;
+        auto call = vfiod_->createMethodCall("org.freedesktop.DBus.Properties", "GetAll");
+        call << std::string("org.vfiod1.Manager");
+        read_->call = vfiod_->callMethod(
+            call, [this](sdbus::MethodReply& r, const sdbus::Error* e) { on_manager(r, e); },
+            timeout_);
+    } catch (const sdbus::Error& e) {
+        finish({Code::Failed, "vfiod's answer is no inventory: " + e.getMessage()});
+    }
+}
+
+void ViewReader::on_manager(sdbus::MethodReply& reply, const sdbus::Error* error) {
+    try {
+        if (error) {
+            finish(read_error(*error));
+            return;
+        }
+        Properties manager;
+        reply >> manager;
+        finish({}, view_from(read_->objects, manager));
+    } catch (const sdbus::Error& e) {
+        finish({Code::Failed, "vfiod's answer is no inventory: " + e.getMessage()});
+    }
+}
+
+// The read is over, and its decoded objects freed, before `done` runs: `done` may look at
+// busy() or trim the heap.
+void ViewReader::finish(const ClientResult& result, DaemonView&& view) {
+    if (!read_)
+        return;
+    Done done = std::move(read_->done);
+    read_.reset();
+    done(result, std::move(view));
 }
 
 ClientResult call_group_method(const std::string& method, const std::string& address) {

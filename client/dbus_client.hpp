@@ -12,8 +12,13 @@
 
 #include "core/plan.hpp"
 
+#include <chrono>
+
 namespace sdbus {
 class IConnection;
+class IProxy;
+class MethodReply;
+class Error;
 }
 
 namespace vfiod::client {
@@ -46,6 +51,46 @@ struct ClientResult {
 ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view);
 // The same on a fresh system bus connection (DBUS_SYSTEM_BUS_ADDRESS selects another bus).
 ClientResult fetch_view(DaemonView* view);
+
+// What fetch_view() reads, without waiting for it: for a program whose loop must keep serving
+// while vfiod is slow, frozen or hostile. Three asynchronous calls in a row (GetNameOwner to the
+// bus, then GetManagedObjects and the Manager's GetAll to that unique name, so nothing is
+// activated), each bounded by `timeout`; the outcome arrives through the connection's message
+// processing. One read at a time. A failed read reports why: Unavailable when org.vfiod1 has no
+// owner, Failed when vfiod did not answer in time or answered something that is no inventory.
+class ViewReader {
+public:
+    using Done = std::function<void(const ClientResult&, DaemonView&&)>;
+
+    ViewReader(sdbus::IConnection& bus, std::chrono::milliseconds timeout);
+    ~ViewReader();
+    ViewReader(const ViewReader&) = delete;
+    ViewReader& operator=(const ViewReader&) = delete;
+
+    // Starts a read, abandoning one in flight (its `done` never runs). Ok when it is on its way;
+    // otherwise it could not even be sent, and `done` will not run either. Never throws.
+    ClientResult start(Done done);
+    // Abandons the read in flight, if any. Not from inside `done`.
+    void cancel();
+    bool busy() const { return read_ != nullptr; }
+
+private:
+    struct Read;
+    // Each reply handler catches everything: an exception must not unwind through sd-bus.
+    void on_owner(sdbus::MethodReply& reply, const sdbus::Error* error);
+    void on_objects(sdbus::MethodReply& reply, const sdbus::Error* error);
+    void on_manager(sdbus::MethodReply& reply, const sdbus::Error* error);
+    void finish(const ClientResult& result, DaemonView&& view = {});
+
+    sdbus::IConnection& bus_;
+    std::chrono::milliseconds timeout_;
+    std::unique_ptr<sdbus::IProxy> bus_proxy_;  // org.freedesktop.DBus
+    // To vfiod's unique name; replaced only outside its own callbacks (sdbus-c++ still uses a
+    // proxy after its callback returns), when the owner has changed.
+    std::unique_ptr<sdbus::IProxy> vfiod_;
+    std::string owner_;
+    std::unique_ptr<Read> read_;  // while a read is in flight
+};
 
 // Whether org.vfiod1 has an owner on the system bus (false when the bus cannot be reached).
 bool daemon_running();

@@ -2,6 +2,8 @@
 // One thread runs a Loop (service/loop.hpp, the daemon's too): D-Bus, inotify on the kubelet
 // directory and /dev/vfio, signals, registration retries. gRPC serves the kubelet from its own
 // threads out of the shared snapshot, and hands Register's outcome back through the mailbox.
+// Nothing on the loop waits for vfiod: its inventory is read asynchronously (client::ViewReader),
+// so a frozen or hostile vfiod delays neither serving, registration, health nor SIGTERM.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +20,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
@@ -42,6 +47,7 @@ constexpr const char* kUsage =
     "resource per ResourceName that vfiod publishes on the system bus (org.vfiod1), device ID =\n"
     "PCI address, Healthy while the IOMMU group is bound and /dev/vfio/<N> exists. It never\n"
     "starts vfiod; while vfiod is away it keeps the last inventory and follows /dev/vfio.\n"
+    "It never waits for vfiod: a read it does not answer within 5 s is tried again later.\n"
     "\n"
     "  --kubelet-dir DIR     the kubelet's device plugin directory, with kubelet.sock\n"
     "                        (default /var/lib/kubelet/device-plugins)\n"
@@ -104,6 +110,15 @@ bool file_exists(const std::string& path) {
     return stat(path.c_str(), &st) == 0;
 }
 
+// vfiod answers its whole inventory in tens of milliseconds (bench/README.md: 28 ms for 4,000
+// objects); one that has not answered in 5 s is frozen or hostile, and the plugin goes on with
+// what it knows.
+constexpr auto kReadTimeout = std::chrono::seconds(5);
+// After a failed read the next one waits 1 s, doubling up to 30 s, whatever vfiod's signals say
+// meanwhile: a frozen or garbage-answering vfiod is asked again now and then, never in a loop.
+constexpr auto kFirstReadRetry = std::chrono::seconds(1);
+constexpr auto kMaxReadRetry = std::chrono::seconds(30);
+
 class Plugin {
 public:
     Plugin(const Options& o, sdbus::IConnection& bus, Loop& loop)
@@ -111,7 +126,8 @@ public:
           bus_(bus),
           loop_(loop),
           host_(o.root),
-          endpoints_{o.kubelet_dir, o.pod_resources} {}
+          endpoints_{o.kubelet_dir, o.pod_resources},
+          reader_(bus, kReadTimeout) {}
 
     int run();
 
@@ -123,9 +139,13 @@ private:
         Loop::TimerId retry = 0;       // the next try, when one is scheduled
     };
 
-    void resync();
+    void read_inventory();
+    void on_read(const client::ClientResult& r, client::DaemonView&& view);
+    void read_failed(const client::ClientResult& r);
+    void owner_changed(bool owner);
     void rebuild();
     void reconcile(const Snapshot& before, const Snapshot& after);
+    void stop_servers(const std::vector<ResourceServer*>& servers);
     void check_sockets(bool kubelet_restarted);
     void register_all_pending();
     void need_registration(const std::string& name);
@@ -141,7 +161,10 @@ private:
     Endpoints endpoints_;
     SnapshotStore store_;
     client::DaemonView view_;
-    bool have_view_ = false;
+    client::ViewReader reader_;
+    int failures_ = 0;            // reads failed in a row (not for want of an owner)
+    Loop::TimerId read_retry_ = 0;  // the backed-off next read, while one is scheduled
+    bool said_absent_ = false;
     std::map<std::string, std::unique_ptr<ResourceServer>> servers_;
     std::map<std::string, Pending> unregistered_;
     std::uint64_t attempts_ = 0;
@@ -150,6 +173,7 @@ private:
     Fd inotify_;
     int wd_kubelet_ = -1, wd_vfio_ = -1, wd_dev_ = -1;
     bool dirty_ = true, health_dirty_ = false;
+    bool trim_ = false;  // an inventory was read: give its memory back
 };
 
 // kubelet.sock exists before the kubelet listens on it: retry a refused connection after 50 ms,
@@ -168,21 +192,66 @@ void Plugin::watch_vfio_dir() {
                                     IN_CREATE | IN_MOVED_TO);
 }
 
-void Plugin::resync() {
-    client::DaemonView view;
-    client::ClientResult r = client::fetch_view(bus_, &view);
+void Plugin::read_inventory() {
+    dirty_ = false;
+    client::ClientResult r =
+        reader_.start([this](const client::ClientResult& res, client::DaemonView&& view) {
+            on_read(res, std::move(view));
+        });
+    if (!r.ok())
+        read_failed(r);
+}
+
+// From the bus's message processing: no D-Bus call here, and nothing that waits.
+void Plugin::on_read(const client::ClientResult& r, client::DaemonView&& view) {
     if (r.ok()) {
+        if (failures_)
+            spdlog::info("vfiod answers again: inventory read");
+        failures_ = 0;
+        said_absent_ = false;
         view_ = std::move(view);
-        have_view_ = true;
+        rebuild();
+        trim_ = true;
     } else if (r.code == client::ClientResult::Code::Unavailable) {
-        spdlog::debug("inventory not refreshed: {}", r.message);
+        // Read again on NameOwnerChanged, not before.
+        if (!said_absent_)
+            spdlog::info("vfiod is not running; waiting for org.vfiod1 on the system bus");
+        said_absent_ = true;
+        failures_ = 0;
     } else {
-        spdlog::warn("cannot read vfiod's inventory: {}", r.message);
+        read_failed(r);
     }
-    rebuild();
-    // Reading 256 devices' objects allocates about 6 MiB for a moment (every property an
-    // sd-bus Variant); freed in the middle of the heap, glibc would keep it all resident.
-    malloc_trim(0);
+}
+
+// Keeps the last inventory (bindings outlive a sick vfiod; /dev/vfio still drives health) and
+// reads again after a backoff. One warning per episode.
+void Plugin::read_failed(const client::ClientResult& r) {
+    auto delay = std::min<std::chrono::seconds>(kFirstReadRetry * (1 << std::min(failures_, 5)),
+                                                kMaxReadRetry);
+    if (failures_++ == 0)
+        spdlog::warn("cannot read vfiod's inventory: {}; serving the last one known, asking "
+                     "again in {} s and backing off", r.message, delay.count());
+    else
+        spdlog::debug("vfiod's inventory still unreadable: {}; asking again in {} s", r.message,
+                      delay.count());
+    read_retry_ = loop_.after(delay, [this] {
+        read_retry_ = 0;
+        dirty_ = true;
+    });
+}
+
+// A new owner is a new vfiod: what was in flight or backed off concerned the old one.
+void Plugin::owner_changed(bool owner) {
+    reader_.cancel();
+    loop_.cancel(read_retry_);
+    read_retry_ = 0;
+    failures_ = 0;
+    dirty_ = owner;
+    if (owner)
+        spdlog::info("vfiod is on the bus: re-reading its inventory");
+    else
+        spdlog::warn("vfiod left the bus: keeping the last inventory, following /dev/vfio for "
+                     "health");
 }
 
 void Plugin::rebuild() {
@@ -195,22 +264,34 @@ void Plugin::rebuild() {
     reconcile(*before, *after);
 }
 
+// Every server's streams get their empty list at once, and all of them share one grace period:
+// a stream the kubelet never reads holds its server until the deadline, and several such must
+// not cost one deadline each (issue 23: SIGTERM took 4.2 s with four).
+void Plugin::stop_servers(const std::vector<ResourceServer*>& servers) {
+    for (ResourceServer* s : servers)
+        s->close_streams();
+    auto deadline = std::chrono::system_clock::now() + kStopGrace;
+    for (ResourceServer* s : servers)
+        s->stop(deadline);
+}
+
 void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
     for (const auto& [name, why] : after.refused)
         if (!before.refused.count(name))
             spdlog::error("{}: not served: {}", name, why);
-    for (auto it = servers_.begin(); it != servers_.end();) {
-        if (after.resources.count(it->first)) {
-            ++it;
-            continue;
-        }
-        spdlog::info("{}: no longer published by vfiod; endpoint stopped", it->first);
-        it->second->stop();
-        if (auto p = unregistered_.find(it->first); p != unregistered_.end()) {
+    std::vector<ResourceServer*> gone;
+    for (auto& [name, server] : servers_)
+        if (!after.resources.count(name))
+            gone.push_back(server.get());
+    stop_servers(gone);
+    for (ResourceServer* server : gone) {
+        const std::string name = server->resource();  // the map's key dies with the entry
+        spdlog::info("{}: no longer published by vfiod; endpoint stopped", name);
+        if (auto p = unregistered_.find(name); p != unregistered_.end()) {
             loop_.cancel(p->second.retry);
             unregistered_.erase(p);
         }
-        it = servers_.erase(it);
+        servers_.erase(name);
     }
     for (const auto& [name, devices] : after.resources) {
         // One line per health change, none for an unchanged list.
@@ -364,34 +445,30 @@ int Plugin::run() {
         return 1;
     }
     auto watch = client::watch_inventory(
-        bus_, [this] { dirty_ = true; },
-        [this](bool owner) {
-            if (owner) {
-                spdlog::info("vfiod is on the bus: re-reading its inventory");
-                dirty_ = true;
-            } else {
-                spdlog::warn("vfiod left the bus: keeping the last inventory, following "
-                             "/dev/vfio for health");
-            }
-        });
-    if (!client::daemon_running())
-        spdlog::info("vfiod is not running; waiting for org.vfiod1 on the system bus");
+        bus_, [this] { dirty_ = true; }, [this](bool owner) { owner_changed(owner); });
 
     loop_.watch(inotify_.get(), [this] { handle_inotify(); });
-    // Outside the bus callbacks, which only mark what changed: the re-read calls vfiod.
+    // Once per turn, so that a burst of signals is one read. A change that comes while a read
+    // is in flight (or backed off) is read when that is over: the answer may predate it.
     loop_.after_dispatch([this] {
-        if (dirty_) {
-            dirty_ = health_dirty_ = false;
-            resync();
-        } else if (health_dirty_) {
+        if (health_dirty_) {
             health_dirty_ = false;
             rebuild();
         }
+        if (dirty_ && !reader_.busy() && !read_retry_)
+            read_inventory();
+        // Reading 256 devices' objects allocates about 6 MiB for a moment (every property an
+        // sd-bus Variant); freed in the middle of the heap, glibc would keep it all resident.
+        // Here, not in on_read(): by now the reply and its decoded objects are gone too.
+        if (std::exchange(trim_, false))
+            malloc_trim(0);
     });
     loop_.on_signal([this](int signo) {
         spdlog::info("signal {}: sending empty lists and stopping", signo);
+        std::vector<ResourceServer*> all;
         for (auto& [name, s] : servers_)
-            s->stop();
+            all.push_back(s.get());
+        stop_servers(all);
         loop_.quit(0);
     });
     return loop_.run();

@@ -144,6 +144,25 @@ bool list_holders(const std::string& socket, Holders* out, std::string* err) {
     return true;
 }
 
+// An Allocate is one log line however large (issue 23: 10,000 empty containers were 10,000
+// lines, 5,000 IDs one 65 KB line): how many, the first few IDs, and how many more.
+constexpr size_t kLoggedIds = 8;
+
+std::string allocation_summary(const std::vector<std::vector<std::string>>& requests) {
+    size_t total = 0;
+    std::string ids;
+    for (const auto& container : requests)
+        for (const auto& id : container)
+            if (++total <= kLoggedIds)
+                ids += (total > 1 ? ", " : ": ") + id;
+    std::string s = std::to_string(total) + (total == 1 ? " device to " : " devices to ") +
+                    std::to_string(requests.size()) +
+                    (requests.size() == 1 ? " container" : " containers") + ids;
+    if (total > kLoggedIds)
+        s += " and " + std::to_string(total - kLoggedIds) + " more";
+    return s;
+}
+
 }  // namespace
 
 class PluginService
@@ -251,8 +270,8 @@ public:
                 d->set_host_path(n.path);
                 d->set_permissions("mrw");
             }
-            spdlog::info("{}: allocated {}", resource_, a.envs.begin()->second);
         }
+        spdlog::info("{}: allocated {}", resource_, allocation_summary(requests));
         return grpc::Status::OK;
     }
 
@@ -357,11 +376,16 @@ void ResourceServer::publish() {
         service_->publish();
 }
 
-void ResourceServer::stop() {
+void ResourceServer::close_streams() {
+    if (server_)
+        service_->close_streams();
+}
+
+void ResourceServer::stop(std::chrono::system_clock::time_point deadline) {
     if (!server_)
         return;
     service_->close_streams();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Shutdown(deadline);
     server_->Wait();
     server_.reset();
     unlink(socket_path_.c_str());

@@ -3,6 +3,7 @@
 // the kubelet, and the PodResources query that keeps IOMMU groups whole.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,9 @@ struct Endpoints {
 
 class PluginService;
 
+// How long a stopping server lets its last lists reach the kubelet.
+constexpr auto kStopGrace = std::chrono::seconds(1);
+
 struct RegisterOutcome {
     bool ok = false;
     // Nobody listens on kubelet.sock (yet): kubelet.sock appears at bind(), a moment before the
@@ -63,8 +67,14 @@ public:
     void register_with_kubelet(std::function<void(const RegisterOutcome&)> done);
     // Sends the resource's current list to every open ListAndWatch stream if it changed.
     void publish();
-    // Last list empty, streams closed, server down, socket removed.
-    void stop();
+    // The last word on every open stream, and on any opened from now on: an empty list.
+    void close_streams();
+    // close_streams(), then the server down and the socket removed. Calls still running at
+    // `deadline` (a stream the kubelet does not read) are cancelled then. Stopping several
+    // servers, close all their streams first, then stop each with one shared deadline: N stuck
+    // streams then cost one grace period, not N of them in a row.
+    void stop(std::chrono::system_clock::time_point deadline);
+    void stop() { stop(std::chrono::system_clock::now() + kStopGrace); }
 
 private:
     std::string resource_;

@@ -84,13 +84,19 @@ bool FakeKubelet::start() {
 void FakeKubelet::stop() {
     {
         std::lock_guard l(mu_);
+        stopping_ = true;
         for (auto& c : contexts_)
             c->TryCancel();
+        cv_.notify_all();
     }
     for (auto& t : threads_)
         t.join();
     threads_.clear();
     contexts_.clear();
+    {
+        std::lock_guard l(mu_);
+        stopping_ = false;
+    }
     if (server_) {
         server_->Shutdown(std::chrono::system_clock::now());
         server_->Wait();
@@ -127,7 +133,7 @@ void FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
     contexts_.push_back(ctx);
     // Like the kubelet, dial back from another goroutine: the plugin is inside Register now.
     threads_.emplace_back([this, i = streams_.size() - 1, ep = r.endpoint(), ctx] {
-        auto ch = channel_to(ep);
+        auto ch = channel_to(ep, never_read_);
         auto stub = v1beta1::DevicePlugin::NewStub(ch);
         grpc::ClientContext octx;
         octx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -140,6 +146,10 @@ void FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
             streams_[i].preferred_available = opts.get_preferred_allocation_available();
         }
         auto reader = stub->ListAndWatch(ctx.get(), e);
+        if (never_read_) {
+            std::unique_lock l2(mu_);
+            cv_.wait(l2, [&] { return stopping_; });
+        }
         v1beta1::ListAndWatchResponse resp;
         while (reader->Read(&resp)) {
             List list;
@@ -162,9 +172,17 @@ void FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
     cv_.notify_all();
 }
 
-std::shared_ptr<grpc::Channel> FakeKubelet::channel_to(const std::string& endpoint) const {
+std::shared_ptr<grpc::Channel> FakeKubelet::channel_to(const std::string& endpoint,
+                                                       bool fixed_window) const {
     grpc::ChannelArguments args;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, "localhost");
+    // A stream window that does not grow by itself (gRPC's BDP probe would widen it to
+    // megabytes): what the plugin writes to a stream nobody reads fills it at 64 KiB.
+    if (fixed_window) {
+        args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+        args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
+        args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    }
     return grpc::CreateCustomChannel("unix://" + dir_ + "/" + endpoint,
                                      grpc::InsecureChannelCredentials(), args);
 }

@@ -4,6 +4,7 @@
 // asks GetDevicePluginOptions and holds ListAndWatch open, recording every list it receives.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -57,6 +58,9 @@ public:
 
     // Register answers this error from now on ("" = accept).
     void refuse_registrations(const std::string& message);
+    // From now on, a registration's ListAndWatch stream is opened and never read, as a wedged
+    // kubelet does: what the plugin writes piles up in the transport until stop().
+    void never_read_streams() { never_read_ = true; }
     // PodResources List reports `id` of `resource` as held by ns/pod/container.
     void hold(const std::string& resource, const std::string& id, const std::string& pod,
               const std::string& container);
@@ -87,12 +91,15 @@ private:
     class RegistrationService;
     class PodResourcesService;
     void on_register(const v1beta1::RegisterRequest& r);
-    std::shared_ptr<grpc::Channel> channel_to(const std::string& endpoint) const;
+    std::shared_ptr<grpc::Channel> channel_to(const std::string& endpoint,
+                                              bool fixed_window = false) const;
 
     std::string dir_, pod_socket_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::string refusal_;
+    std::atomic<bool> never_read_{false};
+    bool stopping_ = false;
     std::vector<Registration> registrations_;
     std::vector<Stream> streams_;
     std::vector<std::shared_ptr<grpc::ClientContext>> contexts_;

@@ -1,0 +1,205 @@
+// A stand-in for vfiod on a test's private bus, for what the real one cannot be made to do on
+// cue: it owns org.vfiod1 and answers GetManagedObjects and the Manager's GetAll from an
+// inventory the test sets, or holds every call unanswered (a frozen vfiod: the calls stay queued
+// as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged and
+// gives up or takes its name on request. Raw sd-bus: sdbus-c++ refuses to serve the standard
+// ObjectManager and Properties interfaces by hand.
+#pragma once
+
+#include <poll.h>
+#include <systemd/sd-bus.h>
+
+#include <atomic>
+#include <cctype>
+#include <map>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace vfiod::test {
+
+class FakeVfiodPeer {
+public:
+    enum class Mode { Answer, Freeze, Garbage };
+    struct Function {
+        std::string address;  // "0000:01:00.0"
+        unsigned group = 0;
+        std::string resource;
+        std::string state = "bound";
+    };
+
+    FakeVfiodPeer() = default;
+    FakeVfiodPeer(const FakeVfiodPeer&) = delete;
+    FakeVfiodPeer& operator=(const FakeVfiodPeer&) = delete;
+    ~FakeVfiodPeer() { stop(); }
+
+    // Connects to DBUS_SYSTEM_BUS_ADDRESS and owns org.vfiod1. False when it cannot.
+    bool start() {
+        if (sd_bus_open_system(&bus_) < 0)
+            return false;
+        if (sd_bus_add_object(bus_, nullptr, "/org/vfiod1", &FakeVfiodPeer::on_call, this) < 0 ||
+            sd_bus_request_name(bus_, "org.vfiod1", 0) < 0)
+            return false;
+        thread_ = std::thread([this] { run(); });
+        return true;
+    }
+    void stop() {
+        if (thread_.joinable()) {
+            quit_ = true;
+            thread_.join();
+        }
+        std::lock_guard l(mu_);
+        release_held_locked();
+        bus_ = sd_bus_flush_close_unref(bus_);
+    }
+
+    void set_inventory(std::vector<Function> functions) {
+        std::lock_guard l(mu_);
+        functions_ = std::move(functions);
+    }
+    void set_mode(Mode m) {
+        std::lock_guard l(mu_);
+        mode_ = m;
+    }
+    // Answers every held call from the current inventory, as a SIGCONT would, and answers again.
+    void thaw() {
+        std::lock_guard l(mu_);
+        mode_ = Mode::Answer;
+        for (sd_bus_message* m : held_)
+            answer_locked(m);
+        release_held_locked();
+    }
+    // What vfiod says when a group changes; the plugin then reads the inventory again.
+    void emit_changed(unsigned group) {
+        std::lock_guard l(mu_);
+        std::string path = "/org/vfiod1/group/" + std::to_string(group);
+        sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
+                           "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 0, 0);
+    }
+    void own_name(bool own) {
+        std::lock_guard l(mu_);
+        if (own)
+            sd_bus_request_name(bus_, "org.vfiod1", 0);
+        else
+            sd_bus_release_name(bus_, "org.vfiod1");
+    }
+    // GetManagedObjects calls received so far, answered or not.
+    int reads() const { return reads_; }
+    size_t held() const {
+        std::lock_guard l(mu_);
+        return held_.size();
+    }
+
+private:
+    static int on_call(sd_bus_message* m, void* self, sd_bus_error*) {
+        auto* peer = static_cast<FakeVfiodPeer*>(self);  // mu_ is held: run() processes under it
+        if (!sd_bus_message_is_method_call(m, nullptr, nullptr))
+            return 0;
+        if (sd_bus_message_is_method_call(m, "org.freedesktop.DBus.ObjectManager",
+                                          "GetManagedObjects"))
+            ++peer->reads_;
+        if (peer->mode_ == Mode::Freeze) {
+            peer->held_.push_back(sd_bus_message_ref(m));
+            return 1;
+        }
+        if (peer->mode_ == Mode::Garbage) {
+            sd_bus_reply_method_return(m, "s", "this is no inventory");
+            return 1;
+        }
+        peer->answer_locked(m);
+        return 1;
+    }
+
+    void answer_locked(sd_bus_message* call) {
+        sd_bus_message* r = nullptr;
+        sd_bus_message_new_method_return(call, &r);
+        if (sd_bus_message_is_method_call(call, "org.freedesktop.DBus.ObjectManager",
+                                          "GetManagedObjects"))
+            append_objects(r);
+        else  // GetAll of org.vfiod1.Manager
+            sd_bus_message_append(r, "a{sv}", 3, "Version", "s", "fake", "Mode", "s", "enforce",
+                                  "IommuEnabled", "b", 1);
+        sd_bus_send(bus_, r, nullptr);
+        sd_bus_message_unref(r);
+    }
+
+    void append_objects(sd_bus_message* r) {
+        std::map<unsigned, std::vector<const Function*>> groups;
+        for (const auto& f : functions_)
+            groups[f.group].push_back(&f);
+        sd_bus_message_open_container(r, 'a', "{oa{sa{sv}}}");
+        for (const auto& [g, fns] : groups) {
+            append_group(r, g, fns);
+            for (const Function* f : fns)
+                sd_bus_message_append(r, "{oa{sa{sv}}}", device_path(*f).c_str(), 1,
+                                      "org.vfiod1.Device", 4, "Address", "s", f->address.c_str(),
+                                      "ResourceName", "s", f->resource.c_str(), "Role", "s",
+                                      "allowlisted", "NumaNode", "i", -1);
+        }
+        sd_bus_message_close_container(r);
+    }
+
+    // {o a{s a{sv}}} of one group; its Devices (an array of paths) needs containers by hand.
+    static void append_group(sd_bus_message* r, unsigned g, const std::vector<const Function*>& fns) {
+        std::string path = "/org/vfiod1/group/" + std::to_string(g);
+        std::string vfio = "/dev/vfio/" + std::to_string(g);
+        sd_bus_message_open_container(r, 'e', "oa{sa{sv}}");
+        sd_bus_message_append(r, "o", path.c_str());
+        sd_bus_message_open_container(r, 'a', "{sa{sv}}");
+        sd_bus_message_open_container(r, 'e', "sa{sv}");
+        sd_bus_message_append(r, "s", "org.vfiod1.Group");
+        sd_bus_message_open_container(r, 'a', "{sv}");
+        sd_bus_message_append(r, "{sv}{sv}{sv}{sv}", "Id", "u", g, "State", "s",
+                              fns.front()->state.c_str(), "VfioPath", "s", vfio.c_str(), "Reason",
+                              "s", "none");
+        sd_bus_message_open_container(r, 'e', "sv");
+        sd_bus_message_append(r, "s", "Devices");
+        sd_bus_message_open_container(r, 'v', "ao");
+        sd_bus_message_open_container(r, 'a', "o");
+        for (const Function* f : fns)
+            sd_bus_message_append(r, "o", device_path(*f).c_str());
+        for (int i = 0; i < 6; ++i)  // a, v, e(sv), a{sv}, e(sa{sv}), a{sa{sv}}
+            sd_bus_message_close_container(r);
+        sd_bus_message_close_container(r);  // e(oa{sa{sv}})
+    }
+
+    static std::string device_path(const Function& f) {
+        std::string p = "/org/vfiod1/device/d";
+        for (char c : f.address)
+            p += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+        return p;
+    }
+
+    void release_held_locked() {
+        for (sd_bus_message* m : held_)
+            sd_bus_message_unref(m);
+        held_.clear();
+    }
+
+    void run() {
+        while (!quit_) {
+            pollfd p{};
+            {
+                std::lock_guard l(mu_);
+                while (sd_bus_process(bus_, nullptr) > 0) {
+                }
+                p.fd = sd_bus_get_fd(bus_);
+                p.events = static_cast<short>(sd_bus_get_events(bus_));
+            }
+            poll(&p, 1, 20);
+        }
+    }
+
+    mutable std::mutex mu_;
+    sd_bus* bus_ = nullptr;
+    std::thread thread_;
+    std::atomic<bool> quit_{false};
+    Mode mode_ = Mode::Answer;
+    std::vector<Function> functions_;
+    std::vector<sd_bus_message*> held_;
+    std::atomic<int> reads_{0};
+};
+
+}  // namespace vfiod::test
