@@ -969,32 +969,45 @@ void Service::group_idle(unsigned g) {
         deferred_events_.erase(ev);
         handle_events(touched);
     }
-    if (!queues_.empty())
+    // A group that serve_reloads() settles without writes comes back here from within it:
+    // serve_reloads() finishes first (the held requests are still to come), then looks again.
+    if (!queues_.empty() || serving_reloads_)
         return;
-    if (!reloads_.empty()) {
-        std::vector<Reply> reloads;
-        reloads.swap(reloads_);
-        for (auto& reply : reloads)
-            answer(std::move(reply), reload());
-        std::deque<Request> held;
-        held.swap(held_);
-        for (auto& r : held) {
-            // Guarded like the D-Bus call it came from: a throw answers this request Failed.
-            Reply reply = r.reply;
-            OpResult res = guarded("a request held for a reload", [&] {
-                submit(std::move(r));
-                return OpResult{};
-            });
-            if (!res.ok())
-                answer(std::move(reply), res);
-        }
-    }
+    if (!reloads_.empty())
+        serve_reloads();
     if (!queues_.empty())
         return;
     std::vector<std::function<void()>> waiters;
     waiters.swap(idle_waiters_);
     for (auto& cb : waiters)
         cb();
+}
+
+// One reload for every Reload waiting: a second one would re-read and re-decide the host while
+// the first one's operations run. Then the requests held for it, in the order they came.
+void Service::serve_reloads() {
+    struct Serving {
+        bool& flag;
+        explicit Serving(bool& f) : flag(f) { flag = true; }
+        ~Serving() { flag = false; }
+    } serving(serving_reloads_);
+    std::vector<Reply> reloads;
+    reloads.swap(reloads_);
+    OpResult reloaded = reload();
+    for (auto& reply : reloads)
+        answer(std::move(reply), reloaded);
+    std::deque<Request> held;
+    held.swap(held_);
+    for (auto& r : held) {
+        // Guarded like the D-Bus call it came from: a throw answers this request Failed.
+        Reply reply = r.reply;
+        OpResult res = guarded("a request held for a reload", [&] {
+            submit(std::move(r));
+            return OpResult{};
+        });
+        if (!res.ok())
+            answer(std::move(reply), res);
+    }
 }
 
 }  // namespace vfiod
