@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fake_kernel.hpp"
@@ -403,6 +404,50 @@ TEST_F(ServiceTest, WaitingReloadsShareOneReloadAndWaitForItsOperations) {
     EXPECT_EQ(binds_tried(), before + 3);
     EXPECT_EQ(state_of(s, 13), GroupState::Failed);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+}
+
+// The reload that serves the waiting Reloads settles groups without writes, and each of them
+// reaches the service's idle check from within it: idle is said only once the requests held
+// for the reload have run too (the daemon's READY=1 rides on it).
+TEST_F(ServiceTest, IdleWaitsForTheRequestsHeldForAReload) {
+    const char* gpu = "0000:01:00.0";
+    const char* nic = "0000:03:00.0";
+    Service s(kernel, {});
+    Workers w;
+    s.set_workers(&w);
+    ASSERT_TRUE(s.start());
+    bool idle = false;
+    s.when_idle([&] { idle = true; });
+    run_until(s, w, idle);
+    int released = 0;
+    for (const char* a : {gpu, nic})
+        s.release_async(a, [&](const OpResult& r) { released += r.ok(); });
+    run_until(s, w, [&] { return released == 2; });
+    ASSERT_EQ(released, 2);
+
+    kernel.block_path(std::string("sys/bus/pci/devices/") + nic + "/driver_override");
+    std::optional<OpResult> nic_bound, reloaded, gpu_bound;
+    s.bind_async(nic, [&](const OpResult& r) { nic_bound = r; });
+    s.reload_async([&](const OpResult& r) { reloaded = r; });  // waits for the NIC's bind
+    s.bind_async(gpu, [&](const OpResult& r) { gpu_bound = r; });  // held for the reload
+    idle = false;
+    std::string gpu_driver_when_idle;  // the reply itself is sent at the next publish()
+    s.when_idle([&] {
+        idle = true;
+        gpu_driver_when_idle = driver_of(kernel, gpu);
+    });
+    s.publish();
+    EXPECT_FALSE(reloaded);
+    EXPECT_FALSE(gpu_bound);
+    kernel.unblock();
+    run_until(s, w, idle);
+    ASSERT_TRUE(idle);
+    EXPECT_EQ(gpu_driver_when_idle, "vfio-pci") << "idle while a request held for the reload waited";
+    ASSERT_TRUE(nic_bound && reloaded && gpu_bound);
+    EXPECT_TRUE(nic_bound->ok()) << nic_bound->message;
+    EXPECT_TRUE(reloaded->ok()) << reloaded->message;
+    EXPECT_TRUE(gpu_bound->ok()) << gpu_bound->message;
+    EXPECT_EQ(driver_of(kernel, gpu), "vfio-pci");
 }
 
 }  // namespace
