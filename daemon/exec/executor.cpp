@@ -84,7 +84,7 @@ int Executor::timed_write(const PciAddress& fn, const std::string& rel, const st
     }
     {
         std::unique_lock lock(pending->m);
-        if (pending->cv.wait_for(lock, timeout_, [&] { return pending->done; }))
+        if (pending->cv.wait_for(lock, timeout_.load(), [&] { return pending->done; }))
             return pending->err;
     }
     // Not under pending->m: held_by_stuck_write() takes stuck_m_ first, then a Pending's.
@@ -331,7 +331,7 @@ GroupOutcome Executor::write_all(const GroupPlan& plan, JournalEntry& entry) {
                 return abandon(entry, moved, d.address, what + error_text(err), false);
             moved.pop_back();  // its device lock is held: rolling it back would block too
             return abandon(entry, moved, d.address,
-                           what + "no answer within " + std::to_string(timeout_.count()) +
+                           what + "no answer within " + std::to_string(timeout_.load().count()) +
                                " ms; left as it is (a blocked kernel write cannot be cancelled)",
                            true);
         }

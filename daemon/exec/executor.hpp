@@ -3,6 +3,7 @@
 // No D-Bus here: the service publishes published_state(outcome) (core/state.hpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -75,6 +76,11 @@ public:
     // again (no retry loop) until it returns.
     std::vector<PciAddress> stuck() const;
 
+    // A reloaded config's write_timeout, for the writes that start from now on. Any thread:
+    // operations may be running, so the daemon keeps its one executor (and what it knows of
+    // stuck writes) rather than replace it.
+    void set_write_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
     struct Pending;  // one write in flight on its worker thread
     struct Home;     // where a function should end up
 
@@ -100,7 +106,7 @@ private:
 
     HostFs& fs_;
     Journal* journal_;
-    std::chrono::milliseconds timeout_;
+    std::atomic<std::chrono::milliseconds> timeout_;
     // Operations on different groups run on their own threads (the service's workers) and
     // share this bookkeeping.
     mutable std::mutex stuck_m_;

@@ -72,7 +72,8 @@ Service::Service(HostFs& fs, ServiceOptions options)
     : fs_(fs),
       view_(std::make_unique<FencedHostFs>(fs)),
       options_(std::move(options)),
-      journal_(std::make_unique<Journal>(fs_)) {
+      journal_(std::make_unique<Journal>(fs_)),
+      executor_(std::make_unique<Executor>(fs_, journal_.get())) {
     if (fs.live()) {
         std::vector<std::string> notes;
         set_table_watch(watch_kernel_tables(&notes));
@@ -95,7 +96,7 @@ bool Service::start() {
         return false;
     }
     config_ = std::move(*r.config);
-    make_executor();
+    executor_->set_write_timeout(std::chrono::seconds(config_.write_timeout));
     if (config_.files.empty())
         spdlog::info("no configuration file: the allowlist is empty, nothing to do");
     else
@@ -285,9 +286,8 @@ void Service::refresh_fences() {
     std::set<PciAddress> keep;
     for (const auto& [g, fns] : running_)
         keep.insert(fns.begin(), fns.end());
-    if (executor_)
-        for (const auto& a : executor_->stuck())
-            keep.insert(a);
+    for (const auto& a : executor_->stuck())
+        keep.insert(a);
     std::set<PciAddress> fenced = view_->fenced();
     for (const auto& a : fenced)
         if (!keep.count(a))
@@ -365,15 +365,6 @@ Service::Prepared Service::prepare_decide(unsigned id, bool from_events) {
     set_status(id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
     p.plan = gp;
     return p;
-}
-
-void Service::make_executor() {
-    // A write still blocked in the kernel belongs to the old executor's bookkeeping; keep it
-    // (and its timeout) rather than forget that the function is stuck.
-    if (executor_ && !executor_->stuck().empty())
-        return;
-    executor_ = std::make_unique<Executor>(fs_, journal_.get(),
-                                           std::chrono::seconds(config_.write_timeout));
 }
 
 // What a crash or a blocked write left unfinished: each group's entry is finished or rolled back
@@ -606,7 +597,9 @@ OpResult Service::apply_reload() {
         spdlog::warn("{}", w);
     Config before = std::move(config_);
     config_ = std::move(*r.config);
-    make_executor();
+    // The running executor, not a new one: operations started before may still be writing
+    // through it, and it knows which functions have a write stuck in the kernel.
+    executor_->set_write_timeout(std::chrono::seconds(config_.write_timeout));
     for (unsigned g : groups_whose_entries_changed(before, config_)) {
         if (executor_->released(g)) {
             spdlog::info("group {}: the entries matching it changed; no longer held released", g);
@@ -976,32 +969,45 @@ void Service::group_idle(unsigned g) {
         deferred_events_.erase(ev);
         handle_events(touched);
     }
-    if (!queues_.empty())
+    // A group that serve_reloads() settles without writes comes back here from within it:
+    // serve_reloads() finishes first (the held requests are still to come), then looks again.
+    if (!queues_.empty() || serving_reloads_)
         return;
-    if (!reloads_.empty()) {
-        std::vector<Reply> reloads;
-        reloads.swap(reloads_);
-        for (auto& reply : reloads)
-            answer(std::move(reply), reload());
-        std::deque<Request> held;
-        held.swap(held_);
-        for (auto& r : held) {
-            // Guarded like the D-Bus call it came from: a throw answers this request Failed.
-            Reply reply = r.reply;
-            OpResult res = guarded("a request held for a reload", [&] {
-                submit(std::move(r));
-                return OpResult{};
-            });
-            if (!res.ok())
-                answer(std::move(reply), res);
-        }
-    }
+    if (!reloads_.empty())
+        serve_reloads();
     if (!queues_.empty())
         return;
     std::vector<std::function<void()>> waiters;
     waiters.swap(idle_waiters_);
     for (auto& cb : waiters)
         cb();
+}
+
+// One reload for every Reload waiting: a second one would re-read and re-decide the host while
+// the first one's operations run. Then the requests held for it, in the order they came.
+void Service::serve_reloads() {
+    struct Serving {
+        bool& flag;
+        explicit Serving(bool& f) : flag(f) { flag = true; }
+        ~Serving() { flag = false; }
+    } serving(serving_reloads_);
+    std::vector<Reply> reloads;
+    reloads.swap(reloads_);
+    OpResult reloaded = reload();
+    for (auto& reply : reloads)
+        answer(std::move(reply), reloaded);
+    std::deque<Request> held;
+    held.swap(held_);
+    for (auto& r : held) {
+        // Guarded like the D-Bus call it came from: a throw answers this request Failed.
+        Reply reply = r.reply;
+        OpResult res = guarded("a request held for a reload", [&] {
+            submit(std::move(r));
+            return OpResult{};
+        });
+        if (!res.ok())
+            answer(std::move(reply), res);
+    }
 }
 
 }  // namespace vfiod

@@ -81,9 +81,11 @@ public:
     // drift re-assertion, the early-override clean-up), goes through one path: decided on the
     // loop, written on a worker thread, its outcome published back on the loop. Operations on
     // one group run one at a time, in order; other groups' run meanwhile. The methods return at
-    // once and `reply` runs later on the loop. A Reload waits for the operations in flight, and
-    // requests arriving meanwhile wait for it. Without set_workers() everything runs
-    // synchronously. Set the workers before start(): the coldplug binds use them too.
+    // once and `reply` runs later on the loop. A Reload waits for the operations in flight,
+    // another Reload's included; when they have ended, one reload answers every Reload waiting
+    // then, and requests arriving meanwhile wait for it. Without set_workers() everything runs
+    // synchronously. Set the workers before start(), the coldplug binds use them too, and let
+    // them go first: their jobs use the service until they end (~Workers waits for them).
     using Reply = std::function<void(const OpResult&)>;
     void set_workers(Workers* workers) { workers_ = workers; }
     // What says that the host's mount table, swaps, routes or links changed, so events re-read
@@ -164,6 +166,7 @@ private:
     void answer(Reply reply, OpResult r);
     void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
     void group_idle(unsigned group);
+    void serve_reloads();
     void refresh_fences();
 
     void reread();
@@ -175,7 +178,6 @@ private:
     std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> group_view(unsigned id) const;
     void decide(const std::set<unsigned>& groups, bool from_events);
     std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
-    void make_executor();
     void reconcile();
     void log_interrupted(const GroupOutcome& o);
     OpResult refusal(const GroupPlan& gp) const;
@@ -208,8 +210,10 @@ private:
     std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
     std::set<std::string> host_warned_;  // host warnings logged and still seen
     std::set<unsigned> deciding_;    // groups the current entry has started to decide
-    std::unique_ptr<Journal> journal_;
-    std::unique_ptr<Executor> executor_;
+    // Made with the service and never replaced: operations on worker threads use them until
+    // they end, and the workers go before the service (set_workers()).
+    const std::unique_ptr<Journal> journal_;
+    const std::unique_ptr<Executor> executor_;
     Inventory inventory_;
     OnChange on_change_;
 
@@ -220,8 +224,9 @@ private:
     std::map<unsigned, std::deque<Request>> queues_;  // per group; the front one is running
     std::map<unsigned, std::set<PciAddress>> running_;  // functions being written, per group
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
-    std::vector<Reply> reloads_;  // waiting for the operations in flight
+    std::vector<Reply> reloads_;  // waiting for the operations in flight; served by one reload
     std::deque<Request> held_;    // arrived while a reload waits
+    bool serving_reloads_ = false;  // serve_reloads() is running
     std::vector<std::function<void()>> idle_waiters_;
     std::map<unsigned, std::vector<PciAddress>> interrupted_;  // start(): to reconcile, per group
 };

@@ -7,7 +7,8 @@
 // The daemon's own writes take the same path: a coldplug bind, a hot-plugged group's bind, a
 // drift re-assertion and the early-override clean-up that hang delay nothing else, and complete
 // once the write returns. A Bind refused for a reason no PCI event announced publishes that
-// reason before its reply.
+// reason before its reply. Reloads four at a time beside Binds, Releases and udev bursts, round
+// after round, leave the daemon alive, every call answered and the host consistent.
 // Run by async_test.sh, which starts the private dbus-daemon (DBUS_SYSTEM_BUS_ADDRESS).
 #include <gtest/gtest.h>
 
@@ -105,6 +106,21 @@ std::string group_reason(unsigned group) {
     } catch (const sdbus::Error& e) {
         return e.getName();
     }
+}
+
+// Every group object's State, from one GetManagedObjects: the whole published view at once.
+std::map<std::string, std::string> group_states() {
+    auto conn = sdbus::createSystemBusConnection();
+    auto proxy = sdbus::createProxy(*conn, "org.vfiod1", "/org/vfiod1");
+    std::map<sdbus::ObjectPath, std::map<std::string, std::map<std::string, sdbus::Variant>>> objects;
+    proxy->callMethod("GetManagedObjects")
+        .onInterface("org.freedesktop.DBus.ObjectManager")
+        .storeResultsTo(objects);
+    std::map<std::string, std::string> out;
+    for (const auto& [path, interfaces] : objects)
+        if (auto g = interfaces.find("org.vfiod1.Group"); g != interfaces.end())
+            out[path] = g->second.at("State").get<std::string>();
+    return out;
 }
 
 // GetManagedObjects, a group's State and Plan(), `rounds` times over: the slowest answer.
@@ -326,6 +342,73 @@ TEST_F(AsyncTest, AGroupsQueueIsBoundedWhileItsWriteHangs) {
     }
     EXPECT_EQ(group_state(13), "bound");
     EXPECT_EQ(driver_of(kGpu), "vfio-pci");
+}
+
+// Issue 20: four Reloads at once, with a Release and a Bind of one group, a Bind of another and
+// a udev burst beside them, round after round, while every decision of the GPU's group writes
+// (vfio-pci's probe of the GPU fails, so each bind is rolled back, the group stays failed, and
+// every reload and event tries again). vfiod answered the Reloads waiting for an operation with
+// one reload each, and each reload replaced the executor through which the previous reload's
+// bind was still writing: SIGSEGV on the writer thread. Every call must be answered with what
+// it did, and once the probe works the group ends bound, nothing left pending.
+TEST_F(AsyncTest, ConcurrentReloadsBindsReleasesAndEventsLeaveTheDaemonConsistent) {
+    kernel.fail_probe(kGpu, "vfio-pci");
+    Daemon d(kernel, &events);
+    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(eventually([&] { return d.ready(); }));
+    ASSERT_EQ(group_state(13), "failed");
+    ASSERT_EQ(group_reason(13), "write-failed");
+    ASSERT_EQ(group_state(15), "bound");
+
+    constexpr int kRounds = 6;
+    constexpr int kReloads = 4;
+    auto calling = [](std::string method, std::vector<std::string> args = {}) {
+        return std::async(std::launch::async, [=] { return call(method, args); });
+    };
+    for (int round = 0; round < kRounds; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        std::vector<std::future<Reply>> reloads, nic;
+        for (int i = 0; i < kReloads; ++i)
+            reloads.push_back(calling("Reload"));
+        nic.push_back(calling("Release", {kNic}));
+        nic.push_back(calling("Bind", {kNic}));
+        auto gpu = calling("Bind", {kGpu});
+        for (const char* bdf : {kGpu, "0000:01:00.1", kNic})
+            events.send("change", bdf);
+        for (auto* calls : {&reloads, &nic})
+            for (auto& f : *calls) {
+                Reply r = f.get();
+                EXPECT_TRUE(r.error.empty()) << r.error << ": " << r.message;
+            }
+        Reply g = gpu.get();
+        EXPECT_EQ(g.error, "org.vfiod1.Error.Failed");
+        EXPECT_EQ(g.message.rfind("write-failed: 0000:01:00.0: verify: driver is none", 0), 0u)
+            << g.message;
+    }
+    // Decisions the last events and reloads started may still run: once they end, every
+    // failed bind was rolled back.
+    EXPECT_TRUE(eventually([&] {
+        return driver_of(kGpu) == "nvidia" && group_state(13) == "failed";
+    })) << driver_of(kGpu) << ", " << group_state(13);
+
+    // The hardware answers again: the next decision binds the whole group.
+    kernel.heal_probe(kGpu, "vfio-pci");
+    Reply reload = call("Reload");
+    EXPECT_TRUE(reload.error.empty()) << reload.error << ": " << reload.message;
+    EXPECT_TRUE(eventually([] { return group_state(13) == "bound"; })) << group_state(13);
+    Reply nic = call("Bind", {kNic});
+    EXPECT_TRUE(nic.error.empty()) << nic.error << ": " << nic.message;
+    EXPECT_EQ(driver_of(kGpu), "vfio-pci");
+    EXPECT_EQ(driver_of("0000:01:00.1"), "vfio-pci");
+    EXPECT_EQ(driver_of(kNic), "vfio-pci");
+    const std::map<std::string, std::string> settled{
+        {"/org/vfiod1/group/13", "bound"},
+        {"/org/vfiod1/group/14", "refused"},
+        {"/org/vfiod1/group/15", "bound"},
+        {"/org/vfiod1/group/16", "refused"},
+    };
+    EXPECT_TRUE(eventually([&] { return group_states() == settled; }));
+    EXPECT_EQ(group_states(), settled);
 }
 
 // ---- the daemon's own writes (coldplug, hot-plug, drift, early-override clean-up) ----

@@ -51,6 +51,11 @@ void FakeKernel::fail_probe(const std::string& bdf, const std::string& driver) {
     failing_probes_[bdf].push_back(driver);
 }
 
+void FakeKernel::heal_probe(const std::string& bdf, const std::string& driver) {
+    std::lock_guard lock(m_);
+    std::erase(failing_probes_[bdf], driver);
+}
+
 void FakeKernel::fail_path(const std::string& rel, int err, unsigned nth) {
     std::lock_guard lock(m_);
     path_faults_[rel][path_counts_[rel] + nth] = err;

@@ -29,6 +29,8 @@ public:
     // A probe of `driver` on bdf fails (the driver's probe() returns an error, as when the
     // hardware does not answer): the kernel logs it and drivers_probe still succeeds.
     void fail_probe(const std::string& bdf, const std::string& driver);
+    // Undoes fail_probe(): the hardware answers again.
+    void heal_probe(const std::string& bdf, const std::string& driver);
 
     // The nth write to rel from now on (1 = the next) fails with err and changes nothing.
     void fail_path(const std::string& rel, int err, unsigned nth = 1);

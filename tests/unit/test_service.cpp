@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fake_kernel.hpp"
@@ -270,15 +272,19 @@ TEST_F(ServiceTest, RepliesGoOutAfterThePublicationEvenWhenOneThrows) {
 
 // Runs the loop's side of the workers until `done`, for at most 10 s: each dispatch, then the
 // publication (and the replies it holds) after it.
-void run_until(Service& s, Workers& w, const bool& done) {
+void run_until(Service& s, Workers& w, const std::function<bool()>& done) {
     s.publish();
-    for (int i = 0; i < 1000 && !done; ++i) {
+    for (int i = 0; i < 1000 && !done(); ++i) {
         pollfd p{w.fd(), POLLIN, 0};
         if (::poll(&p, 1, 10) > 0) {
             w.dispatch();
             s.publish();
         }
     }
+}
+
+void run_until(Service& s, Workers& w, const bool& done) {
+    run_until(s, w, [&] { return done; });
 }
 
 // Issue 11: the O_EXCL probe is itself a claim, so it runs only just before a bind writes, and
@@ -338,6 +344,110 @@ TEST(ServiceClaims, AClaimedDiskIsProbedOnTheWorkerJustBeforeTheWritesAndRefused
     EXPECT_EQ(probes.back().writes_before, 0u);
     EXPECT_GT(kernel.writes().size(), 0u);
     EXPECT_EQ(state_of(s, 22), GroupState::Bound);
+}
+
+// Issue 20: a Reload waits for the operations in flight, those an earlier Reload started too;
+// the Reloads waiting when they end share one reload, and one arriving while that reload's
+// operations run waits again. Here every decision of the GPU's group writes: vfio-pci's probe
+// of the GPU fails, so each bind is rolled back and the group stays failed.
+TEST_F(ServiceTest, WaitingReloadsShareOneReloadAndWaitForItsOperations) {
+    const std::string gpu_override = "sys/bus/pci/devices/0000:01:00.0/driver_override";
+    kernel.fail_probe("0000:01:00.0", "vfio-pci");
+    Service s(kernel, {});
+    Workers w;  // after the service: it goes first, waiting for the jobs that use the service
+    s.set_workers(&w);
+    ASSERT_TRUE(s.start());
+    bool idle = false;
+    s.when_idle([&] { idle = true; });
+    run_until(s, w, idle);
+    ASSERT_TRUE(idle);
+    ASSERT_EQ(state_of(s, 13), GroupState::Failed);
+    auto binds_tried = [&] {
+        auto records = kernel.writes();
+        return std::count_if(records.begin(), records.end(), [&](const FakeKernel::Record& r) {
+            return r.path == gpu_override && r.value == "vfio-pci";
+        });
+    };
+    const auto before = binds_tried();
+
+    std::vector<OpResult> answers;
+    auto reload = [&] { s.reload_async([&](const OpResult& r) { answers.push_back(r); }); };
+    kernel.block_path(gpu_override);
+    reload();  // nothing in flight: it reloads at once, and its bind of the GPU hangs
+    s.publish();
+    ASSERT_EQ(answers.size(), 1u);
+    for (int i = 0; i < 500 && kernel.blocked_now() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(kernel.blocked_now(), 1u);
+    for (int i = 0; i < 3; ++i)
+        reload();
+    s.publish();
+    EXPECT_EQ(answers.size(), 1u) << "a Reload did not wait for the bind another one started";
+
+    kernel.unblock();
+    run_until(s, w, [&] { return answers.size() == 4; });
+    ASSERT_EQ(answers.size(), 4u);
+    EXPECT_TRUE(s.busy(13)) << "the shared reload decided no bind";
+    reload();  // while the shared reload's bind runs
+    s.publish();
+    EXPECT_EQ(answers.size(), 4u) << "a Reload did not wait for the last reload's bind";
+    run_until(s, w, [&] { return answers.size() == 5; });
+    ASSERT_EQ(answers.size(), 5u);
+    for (const auto& r : answers)
+        EXPECT_TRUE(r.ok()) << r.message;
+
+    idle = false;
+    s.when_idle([&] { idle = true; });
+    run_until(s, w, idle);
+    ASSERT_TRUE(idle);
+    // One bind per reload that ran: the first, the one the three shared, the last.
+    EXPECT_EQ(binds_tried(), before + 3);
+    EXPECT_EQ(state_of(s, 13), GroupState::Failed);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+}
+
+// The reload that serves the waiting Reloads settles groups without writes, and each of them
+// reaches the service's idle check from within it: idle is said only once the requests held
+// for the reload have run too (the daemon's READY=1 rides on it).
+TEST_F(ServiceTest, IdleWaitsForTheRequestsHeldForAReload) {
+    const char* gpu = "0000:01:00.0";
+    const char* nic = "0000:03:00.0";
+    Service s(kernel, {});
+    Workers w;
+    s.set_workers(&w);
+    ASSERT_TRUE(s.start());
+    bool idle = false;
+    s.when_idle([&] { idle = true; });
+    run_until(s, w, idle);
+    int released = 0;
+    for (const char* a : {gpu, nic})
+        s.release_async(a, [&](const OpResult& r) { released += r.ok(); });
+    run_until(s, w, [&] { return released == 2; });
+    ASSERT_EQ(released, 2);
+
+    kernel.block_path(std::string("sys/bus/pci/devices/") + nic + "/driver_override");
+    std::optional<OpResult> nic_bound, reloaded, gpu_bound;
+    s.bind_async(nic, [&](const OpResult& r) { nic_bound = r; });
+    s.reload_async([&](const OpResult& r) { reloaded = r; });  // waits for the NIC's bind
+    s.bind_async(gpu, [&](const OpResult& r) { gpu_bound = r; });  // held for the reload
+    idle = false;
+    std::string gpu_driver_when_idle;  // the reply itself is sent at the next publish()
+    s.when_idle([&] {
+        idle = true;
+        gpu_driver_when_idle = driver_of(kernel, gpu);
+    });
+    s.publish();
+    EXPECT_FALSE(reloaded);
+    EXPECT_FALSE(gpu_bound);
+    kernel.unblock();
+    run_until(s, w, idle);
+    ASSERT_TRUE(idle);
+    EXPECT_EQ(gpu_driver_when_idle, "vfio-pci") << "idle while a request held for the reload waited";
+    ASSERT_TRUE(nic_bound && reloaded && gpu_bound);
+    EXPECT_TRUE(nic_bound->ok()) << nic_bound->message;
+    EXPECT_TRUE(reloaded->ok()) << reloaded->message;
+    EXPECT_TRUE(gpu_bound->ok()) << gpu_bound->message;
+    EXPECT_EQ(driver_of(kernel, gpu), "vfio-pci");
 }
 
 }  // namespace
