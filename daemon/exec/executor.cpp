@@ -381,7 +381,7 @@ std::string Executor::store(const JournalEntry& entry) {
     if (!journal_)
         return "";
     int err = journal_->store(entry);
-    return err ? "journal " + journal_->entry_path(entry.group) + ": " + error_text(err) : "";
+    return err ? journal_->describe_error(entry.group, err) : "";
 }
 
 namespace {
