@@ -104,6 +104,33 @@ TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
     EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
 }
 
+// Issue 20, finding 2, through the daemon: entries the host does not agree with (a bind of
+// group 13 naming the mounted root disk; a group 999 that does not exist naming the routed NIC)
+// are discarded at start with nothing written for them; the real group 13 is bound as usual.
+TEST_F(ServiceTest, StartDiscardsJournalEntriesTheHostDoesNotAgreeWith) {
+    const std::string head = "vfiod-journal 1\nop bind\nphase started\nreleased 0\n";
+    tree.write_file("run/vfiod/group-13",
+                    head + "group 13\nfunction 0000:02:00.0 original= before= before_override= "
+                           "target=vfio-pci\n");
+    tree.write_file("run/vfiod/group-999",
+                    head + "group 999\nfunction 0000:00:1f.6 original= before= "
+                           "before_override=snd_hda_intel target=vfio-pci\n");
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    for (const auto& w : kernel.writes()) {
+        EXPECT_EQ(w.path.find("0000:02:00.0"), std::string::npos) << w.path;
+        EXPECT_EQ(w.path.find("0000:00:1f.6"), std::string::npos) << w.path;
+        EXPECT_NE(w.value, "0000:02:00.0") << w.path;
+        EXPECT_NE(w.value, "0000:00:1f.6") << w.path;
+    }
+    EXPECT_EQ(driver_of(kernel, "0000:02:00.0"), "nvme");
+    EXPECT_EQ(driver_of(kernel, "0000:00:1f.6"), "e1000e");
+    EXPECT_EQ(kernel.read("sys/bus/pci/devices/0000:00:1f.6/driver_override"), "(null)");
+    EXPECT_FALSE(kernel.exists("run/vfiod/group-999"));
+    EXPECT_EQ(state_of(s, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+}
+
 TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
     Service s(kernel, {});
     ASSERT_TRUE(s.start());
