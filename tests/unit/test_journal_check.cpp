@@ -57,7 +57,8 @@ struct GpuHost {
         exec = std::make_unique<Executor>(*kernel, journal.get(), 5s);
     }
     std::string driver(const char* bdf) const {
-        return kernel->link_name(std::string("sys/bus/pci/devices/") + bdf + "/driver").value_or("");
+        return kernel->link_name(std::string("sys/bus/pci/devices/") + bdf + "/driver")
+            .value_or("");
     }
     std::string override_of(const char* bdf) const {
         return kernel->read(std::string("sys/bus/pci/devices/") + bdf + "/driver_override")
@@ -169,7 +170,8 @@ TEST(JournalCheck, AFunctionThatMovedToAnotherGroupIsLeftAlone) {
     EXPECT_TRUE(w.kernel->writes().empty());
     EXPECT_EQ(w.driver(kNic), "igb");
     ASSERT_EQ(outs.size(), 1u);
-    EXPECT_TRUE(mentions(outs[0].message, "0000:02:00.0: not a member of IOMMU group 13 (its group is 14)"))
+    EXPECT_TRUE(mentions(outs[0].message,
+                         "0000:02:00.0: not a member of IOMMU group 13 (its group is 14)"))
         << outs[0].message;
 }
 
@@ -213,7 +215,8 @@ TEST(JournalCheck, ABindEntryWithAForeignTargetIsLeftAlone) {
     EXPECT_EQ(w.kernel->writes().size(), before);
     EXPECT_EQ(w.driver(kGpu), "nvidia");
     ASSERT_EQ(outs.size(), 1u);
-    EXPECT_TRUE(mentions(outs[0].message, "target 'nouveau' is not where vfiod binds it ('vfio-pci')"))
+    EXPECT_TRUE(
+        mentions(outs[0].message, "target 'nouveau' is not where vfiod binds it ('vfio-pci')"))
         << outs[0].message;
 }
 
@@ -292,7 +295,8 @@ TEST(JournalCheck, AnEntryNamingAVfOfAnotherPfIsLeftAlone) {
     outs = reconcile(*w.exec, w.config);
     EXPECT_TRUE(w.kernel->writes().empty());
     ASSERT_EQ(outs.size(), 1u);
-    EXPECT_TRUE(mentions(outs[0].message, "0000:05:02.0: not a member of IOMMU group 20 (its group is 21)"))
+    EXPECT_TRUE(mentions(outs[0].message,
+                         "0000:05:02.0: not a member of IOMMU group 20 (its group is 21)"))
         << outs[0].message;
 
     w.tree.write_file("run/vfiod/group-20",
@@ -316,4 +320,28 @@ TEST(JournalCheck, AnEntryNamingAFunctionThatIsGoneIsDiscarded) {
     ASSERT_EQ(outs.size(), 1u);
     EXPECT_TRUE(mentions(outs[0].message, "0000:01:00.3: not found")) << outs[0].message;
     EXPECT_FALSE(w.journal->load(13));
+}
+
+// A release entry for a group a VM holds open: finishing it would unbind vfio-pci from under the
+// VM (the unbind blocks until the VM lets go). in-use-vfio, as plan_release() refuses it.
+TEST(JournalCheck, AReleaseEntryForAGroupAVmHoldsIsLeftAlone) {
+    World w;
+    ASSERT_EQ(w.exec->apply(w.plan(13), Trigger::Automatic).state, Outcome::Bound);
+    JournalEntry e = *w.journal->load(13);
+    e.op = JournalEntry::Op::Release;
+    e.phase = JournalEntry::Phase::Started;
+    for (auto& f : e.functions) {
+        f.before = f.before_override = "vfio-pci";
+        f.target = f.original;
+    }
+    ASSERT_EQ(w.journal->store(e), 0);
+    w.tree.write_file("proc/4242/comm", "qemu-system-x86\n");
+    w.tree.symlink("proc/4242/fd/17", "/dev/vfio/13");
+    w.start();
+    auto outs = reconcile(*w.exec, w.config);
+    EXPECT_TRUE(w.kernel->writes().empty());
+    expect_bound(w);
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_TRUE(mentions(outs[0].message, "0000:01:00.0: in-use-vfio:")) << outs[0].message;
+    EXPECT_TRUE(mentions(outs[0].message, "qemu-system-x86")) << outs[0].message;
 }
