@@ -38,14 +38,19 @@ struct EntryProblem {
 // Why the entry may not be acted on, one per function and rule; empty when every function it
 // names passes all of:
 // - it is a member of the entry's group now (its iommu_group link names it), and not a bridge;
-// - it is in a state vfiod's own writes for this operation leave, pinned to the driver vfiod
-//   binds it to (bind_target()): a bind's function has its driver_override on the journaled
-//   target or still what it was before, and its driver is the one before, the target or none;
-//   a release's was leaving that target and is on it still, on none, or home (the journaled
-//   driver, or for an unknown original any other) with its override cleared;
-// - no DESIGN §4 rule keeps it with the host (refusal_of(): protected, in use, sriov-pf,
+// - it is in a state vfiod's own writes for this operation (or their rollback) pass it
+//   through, pinned to the driver vfiod binds it to (bind_target()): a bind's journaled target
+//   is that driver, its driver_override is the target or the one it had before, and its driver
+//   the one before, the target or none; a release's function is home already (the journaled
+//   driver, or any other for an unknown original, override cleared), or was leaving that
+//   driver and is on it still, on none, or home, its override cleared or as before;
+// - no DESIGN §4 rule keeps it with the host (refusals_of(): protected, in use, sriov-pf,
 //   boot-vga), and for a release no user holds it through vfio (in-use-vfio).
-// An entry naming a function twice, or more functions than its group has, fails as a whole.
+// So whatever passes is at worst unbound from the driver vfiod binds it to (and a bind's
+// override given back what the entry says it was, only when its override is the target now).
+// Crash points leave functions untouched, half moved or half rolled back: a stricter rule (a
+// bind's override on the target only) would strand a group half bound. An entry naming a
+// function twice, or more functions than its group has, fails as a whole.
 std::vector<EntryProblem> entry_problems(const JournalEntry& entry, const EntryFacts& facts,
                                          const Config& config);
 
