@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -129,6 +130,23 @@ TEST_F(ServiceTest, StartDiscardsJournalEntriesTheHostDoesNotAgreeWith) {
     EXPECT_FALSE(kernel.exists("run/vfiod/group-999"));
     EXPECT_EQ(state_of(s, 13), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+}
+
+// Issue 20, finding 3, through the daemon: DIR/run a symlink to a directory outside the tree
+// (standing in for the live /run). Nothing is written there; with no journal vfiod binds nothing
+// (the journal is written before the first write), and the groups say failed.
+TEST_F(ServiceTest, AJournalThatLeadsOutOfTheTreeIsRefusedAndNothingIsWritten) {
+    FakeTree outside;
+    outside.write_file("run/keep", "");
+    tree.remove("run");
+    tree.symlink("run", outside.root() + "/run");
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    EXPECT_FALSE(std::filesystem::exists(outside.root() + "/run/vfiod"));
+    EXPECT_EQ(state_of(s, 13), GroupState::Failed);
+    EXPECT_EQ(s.inventory().groups.at(13).reason, Reason::WriteFailed);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+    EXPECT_TRUE(kernel.writes().empty());
 }
 
 TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
