@@ -1,6 +1,8 @@
-// The host access layer: every read of sysfs, procfs, /dev and /run, and every kernel
-// attribute write, resolved under one root directory (DESIGN §2). Tests subclass it (a fake
-// kernel that gives writes kernel semantics, fault injection).
+// The host access layer: every read of sysfs, procfs, /dev and /run, every kernel attribute
+// write, and the directory of vfiod's own journal (run/vfiod, open_own_dir(): exec/journal
+// writes, renames and removes its files relative to it), resolved under one root directory
+// (DESIGN §2). Tests subclass it (a fake kernel that gives writes kernel semantics, fault
+// injection).
 //
 // Two things touch the host without it, on purpose:
 // - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
