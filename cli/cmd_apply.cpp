@@ -107,7 +107,8 @@ void write_text(const std::vector<Result>& results, bool nothing_planned) {
         }
         if (o.reason != Reason::None && o.state != Outcome::Refused)
             std::printf("  reason: %s\n", to_string(o.reason));
-        if (!o.message.empty() && o.state != Outcome::Refused)
+        // A refused group's plan already said why; a refused journal entry says it here.
+        if (!o.message.empty() && (o.state != Outcome::Refused || !r.plan))
             std::printf("  %s\n", o.message.c_str());
         if (o.state == Outcome::Stuck)
             std::printf("  A kernel write is blocked; see README \"When a group is stuck\".\n");
@@ -136,8 +137,9 @@ int run_apply(const Args& args) {
     Journal journal(fs);
     Executor exec(fs, &journal, std::chrono::seconds(config.write_timeout));
     std::vector<Result> results;
-    // Finish what a crashed daemon or apply left half done before planning anew.
-    for (auto& o : exec.reconcile())
+    // Finish what a crashed daemon or apply left half done before planning anew, where the host
+    // and the config's rules still agree with the journal (the daemon's very check).
+    for (auto& o : exec.reconcile(config))
         results.push_back({nullptr, std::move(o)});
 
     if (fs.live()) {

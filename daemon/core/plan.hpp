@@ -63,6 +63,21 @@ const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
 // Whether a [[protect]] entry matches the function.
 bool protected_by(const Config& config, const PciFunction& fn);
 
+// The DESIGN §4 rules that keep this one function with the host whatever its group holds, in
+// the table's order, each with why: protected, and for a non-bridge in-use-storage, -network,
+// -device, sriov-pf, boot-vga. Empty when none applies. The very rules make_plan refuses groups
+// by, for a caller that vets single functions (reconciling a journal entry).
+struct FunctionRefusal {
+    Reason reason;
+    std::vector<std::string> details;
+};
+std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,
+                                         const Config& config);
+
+// The driver vfiod binds a non-bridge function to: its governing [[device]] entry's driver, or
+// vfio-pci for a companion.
+std::string bind_target(const Config& config, const PciFunction& fn);
+
 Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
 
 // make_plan's entry for IOMMU group n alone, for a caller that keeps a plan up to date one group

@@ -94,8 +94,56 @@ std::vector<const PciFunction*> place_members(
     return members;
 }
 
-// The DESIGN §4 refusal rules, in precedence order: the first that any member trips is the
-// group's reason. Protection applies to every member; the rest only to what would move.
+// The DESIGN §4 rules one function can trip by itself, in precedence order. Each says why it
+// applies to a function ("" lines: it does not). The planner refuses a group by them and
+// reconciliation (exec/journal_check) vets the functions of a journal entry by them: one table.
+struct FunctionRule {
+    Reason reason;
+    bool bridges_too;  // protection applies to every member; the rest only to what would move
+    std::vector<std::string> (*check)(const PciFunction&, const HostUse&, const Config&);
+};
+
+std::vector<std::string> lines_of(const std::map<PciAddress, std::vector<std::string>>& m,
+                                  const PciAddress& a) {
+    const auto* v = use_of(m, a);
+    return v ? *v : std::vector<std::string>{};
+}
+
+constexpr FunctionRule kFunctionRules[] = {
+    {Reason::Protected, true,
+     [](const PciFunction& fn, const HostUse&, const Config& config) {
+         return protected_by(config, fn) ? std::vector<std::string>{"matches a [[protect]] entry"}
+                                         : std::vector<std::string>{};
+     }},
+    {Reason::InUseStorage, false,
+     [](const PciFunction& fn, const HostUse& use, const Config&) {
+         return lines_of(use.storage, fn.address);
+     }},
+    {Reason::InUseNetwork, false,
+     [](const PciFunction& fn, const HostUse& use, const Config&) {
+         return lines_of(use.network, fn.address);
+     }},
+    {Reason::InUseDevice, false,
+     [](const PciFunction& fn, const HostUse& use, const Config&) {
+         return lines_of(use.device, fn.address);
+     }},
+    {Reason::SriovPf, false,
+     [](const PciFunction& fn, const HostUse&, const Config&) {
+         return fn.sriov_numvfs > 0
+                    ? std::vector<std::string>{"SR-IOV PF with " + std::to_string(fn.sriov_numvfs) +
+                                               " VFs enabled; unbinding it would destroy them"}
+                    : std::vector<std::string>{};
+     }},
+    {Reason::BootVga, false,
+     [](const PciFunction& fn, const HostUse&, const Config& config) {
+         return fn.boot_vga && !config.allow_boot_vga
+                    ? std::vector<std::string>{"is the boot VGA device (allow_boot_vga = false)"}
+                    : std::vector<std::string>{};
+     }},
+};
+
+// The group-wide refusal: the first rule of the table that any member trips, then the companion
+// rule (which depends on the whole allowlist, not on one function).
 bool refuse_by_rules(GroupPlan& g, const std::vector<const PciFunction*>& members,
                      const HostUse& use, const Config& config,
                      const std::map<PciAddress, const DeviceEntry*>& allowlisted) {
@@ -103,45 +151,16 @@ bool refuse_by_rules(GroupPlan& g, const std::vector<const PciFunction*>& member
     for (const PciFunction* fn : members)
         if (!fn->is_bridge())
             endpoints.push_back(fn);
-    auto none = std::vector<std::string>{};
-    auto lines = [&](const std::map<PciAddress, std::vector<std::string>>& m) {
-        return [&m, none](const PciFunction& fn) {
-            const auto* v = use_of(m, fn.address);
-            return v ? *v : none;
-        };
-    };
-    return refuse_if(g, Reason::Protected, members,
-                     [&](const PciFunction& fn) {
-                         return protected_by(config, fn)
-                                    ? std::vector<std::string>{"matches a [[protect]] entry"}
-                                    : none;
-                     }) ||
-           refuse_if(g, Reason::InUseStorage, endpoints, lines(use.storage)) ||
-           refuse_if(g, Reason::InUseNetwork, endpoints, lines(use.network)) ||
-           refuse_if(g, Reason::InUseDevice, endpoints, lines(use.device)) ||
-           refuse_if(g, Reason::SriovPf, endpoints,
-                     [&](const PciFunction& fn) {
-                         return fn.sriov_numvfs > 0
-                                    ? std::vector<std::string>{"SR-IOV PF with " +
-                                                               std::to_string(fn.sriov_numvfs) +
-                                                               " VFs enabled; unbinding it would "
-                                                               "destroy them"}
-                                    : none;
-                     }) ||
-           refuse_if(g, Reason::BootVga, endpoints,
-                     [&](const PciFunction& fn) {
-                         return fn.boot_vga && !config.allow_boot_vga
-                                    ? std::vector<std::string>{"is the boot VGA device "
-                                                               "(allow_boot_vga = false)"}
-                                    : none;
-                     }) ||
-           refuse_if(g, Reason::Companion, endpoints, [&](const PciFunction& fn) {
-               return config.companions == CompanionPolicy::Refuse &&
-                              !allowlisted.count(fn.address)
-                          ? std::vector<std::string>{"is not allowlisted and shares the group "
-                                                     "(companions = \"refuse\")"}
-                          : none;
-           });
+    for (const FunctionRule& rule : kFunctionRules)
+        if (refuse_if(g, rule.reason, rule.bridges_too ? members : endpoints,
+                      [&](const PciFunction& fn) { return rule.check(fn, use, config); }))
+            return true;
+    return refuse_if(g, Reason::Companion, endpoints, [&](const PciFunction& fn) {
+        return config.companions == CompanionPolicy::Refuse && !allowlisted.count(fn.address)
+                   ? std::vector<std::string>{"is not allowlisted and shares the group "
+                                              "(companions = \"refuse\")"}
+                   : std::vector<std::string>{};
+    });
 }
 
 GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& config, unsigned n,
@@ -191,6 +210,23 @@ const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
             break;
     }
     return first;
+}
+
+std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,
+                                         const Config& config) {
+    std::vector<FunctionRefusal> out;
+    for (const FunctionRule& rule : kFunctionRules) {
+        if (fn.is_bridge() && !rule.bridges_too)
+            continue;
+        if (auto why = rule.check(fn, use, config); !why.empty())
+            out.push_back({rule.reason, std::move(why)});
+    }
+    return out;
+}
+
+std::string bind_target(const Config& config, const PciFunction& fn) {
+    const DeviceEntry* e = governing_entry(config, fn);
+    return e ? e->driver : kVfioPci;
 }
 
 bool protected_by(const Config& config, const PciFunction& fn) {

@@ -2,12 +2,14 @@
 
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
+#include "exec/journal_check.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -381,7 +383,7 @@ std::string Executor::store(const JournalEntry& entry) {
     if (!journal_)
         return "";
     int err = journal_->store(entry);
-    return err ? "journal " + journal_->entry_path(entry.group) + ": " + error_text(err) : "";
+    return err ? journal_->describe_error(entry.group, err) : "";
 }
 
 namespace {
@@ -392,11 +394,11 @@ bool finished(const JournalEntry& e) {
 
 }  // namespace
 
-std::vector<GroupOutcome> Executor::reconcile() {
+std::vector<GroupOutcome> Executor::reconcile(const Config& config) {
     std::vector<GroupOutcome> outs;
     std::vector<std::string> errors;
     for (const auto& [g, fns] : unfinished(&errors))
-        if (auto o = reconcile(g))
+        if (auto o = reconcile(g, config))
             outs.push_back(std::move(*o));
     for (const auto& err : errors)
         outs.push_back(outcome(std::nullopt, Outcome::Failed, Reason::None,
@@ -418,11 +420,39 @@ std::map<unsigned, std::vector<PciAddress>> Executor::unfinished(
     return out;
 }
 
-std::optional<GroupOutcome> Executor::reconcile(unsigned group) {
+std::optional<GroupOutcome> Executor::reconcile(unsigned group, const Config& config) {
     std::optional<JournalEntry> e = journal_ ? journal_->load(group) : std::nullopt;
     if (!e || finished(*e))
         return std::nullopt;
+    // Read now, on this thread, right before the first write: the entry is only as good as the
+    // host's agreement with it (a stale run/vfiod, an address reused after a hot-unplug).
+    auto problems = entry_problems(*e, read_entry_facts(fs_, *e), config);
+    if (!problems.empty())
+        return discard(*e, problems);
     return reconcile_entry(*e);
+}
+
+// An entry the host does not agree with: nothing is written for it, and it goes, so it is never
+// acted on again. Its `released` mark goes with it: vfiod sets the mark only on an entry it has
+// finished, so an unfinished one carrying it is not vfiod's record, and must not hold a group
+// back from binding either.
+GroupOutcome Executor::discard(const JournalEntry& e, const std::vector<EntryProblem>& problems) {
+    std::set<PciAddress> blockers;
+    std::vector<std::string> lines;
+    for (const auto& p : problems) {
+        if (p.function)
+            blockers.insert(*p.function);
+        lines.push_back(p.str());
+    }
+    GroupOutcome out = outcome(e.group, Outcome::Refused, Reason::None,
+                               "the " + std::string(to_string(e.op)) + " entry " +
+                                   journal_->entry_path(e.group) +
+                                   " does not match this host; nothing was written for it and it "
+                                   "was discarded: " + join(lines, "; "),
+                               {blockers.begin(), blockers.end()});
+    if (int err = journal_->remove(e.group))
+        out.message += "; removing it: " + journal_->describe_error(e.group, err);
+    return out;
 }
 
 // One unfinished entry: a bind that completed is finished, any other bind rolled back; a

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
 #include "core/pci_address.hpp"
 #include "core/plan.hpp"
 #include "exec/journal.hpp"
+#include "exec/journal_check.hpp"
 #include "io/host_fs.hpp"
 
 namespace vfiod {
@@ -53,12 +55,15 @@ public:
     // A plan from plan_release(): back to the original drivers, then marked released.
     GroupOutcome release(const GroupPlan& plan);
     // On start: finish (if complete) or roll back every journal entry a crash or a blocked
-    // write left unfinished. One outcome per entry it touched.
-    std::vector<GroupOutcome> reconcile();
+    // write left unfinished. One outcome per entry it touched. An entry is acted on only when
+    // the host, read right then, still agrees with every function it names and config's rules
+    // allow each (exec/journal_check); any other is reported Refused, naming each function and
+    // rule, nothing is written for it, and it is removed.
+    std::vector<GroupOutcome> reconcile(const Config& config);
     // The same a group at a time, so each can run off the daemon's loop: the unfinished
     // entries (group -> the functions they name; unreadable ones in *errors), and one group's.
     std::map<unsigned, std::vector<PciAddress>> unfinished(std::vector<std::string>* errors) const;
-    std::optional<GroupOutcome> reconcile(unsigned group);
+    std::optional<GroupOutcome> reconcile(unsigned group, const Config& config);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
     bool released(unsigned group) const;
@@ -99,6 +104,7 @@ private:
     GroupOutcome abandon(JournalEntry& entry, const std::vector<size_t>& moved,
                          const PciAddress& at, const std::string& what, bool stuck);
     GroupOutcome reconcile_entry(JournalEntry& e);
+    GroupOutcome discard(const JournalEntry& e, const std::vector<EntryProblem>& problems);
     bool converge(const PciAddress& fn, const Home& home, std::string* note);
     int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
     // Stores the entry; "" or "journal <path>: <error>" for the message.

@@ -1,10 +1,13 @@
 #include "exec/journal.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <sstream>
 
@@ -97,25 +100,36 @@ int write_all(int fd, const std::string& data) {
     return 0;
 }
 
-// mkdir -p for the journal dir only (run/ normally exists; run/vfiod does under systemd).
-int make_dirs(const std::string& abs) {
-    for (size_t i = 1; i <= abs.size(); ++i) {
-        if (i != abs.size() && abs[i] != '/')
-            continue;
-        std::string part = abs.substr(0, i);
-        if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-            return errno;
-    }
-    return 0;
+// The entry names load_all() takes: exactly "group-" and a group number as store() writes it, so
+// "group-+13", "group-013" or a number past 32 bits name nothing (and never a second group 13).
+std::optional<unsigned> group_of_name(const std::string& name) {
+    if (name.rfind("group-", 0) != 0 || name.size() == 6 || name.size() > 16)
+        return std::nullopt;
+    char* end = nullptr;
+    unsigned long g = std::strtoul(name.c_str() + 6, &end, 10);
+    if (*end || g > 0xffffffffUL || name != "group-" + std::to_string(g))
+        return std::nullopt;
+    return static_cast<unsigned>(g);
 }
 
-int fsync_dir(const std::string& abs) {
-    int fd = ::open(abs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int err = ::fsync(fd) == 0 ? 0 : errno;
-    ::close(fd);
-    return err;
+// The names in an open directory, "." and ".." left out (dirfd stays open).
+std::vector<std::string> names_in(int dirfd) {
+    std::vector<std::string> out;
+    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            ::close(fd);
+        return out;
+    }
+    while (const dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name != "." && name != "..")
+            out.push_back(std::move(name));
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 }  // namespace
@@ -199,6 +213,9 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
                 return bad("bad released '" + value + "'");
             e.released = value == "1";
         } else if (key == "function") {
+            if (e.functions.size() == kMaxEntryFunctions)
+                return bad("names more than " + std::to_string(kMaxEntryFunctions) +
+                           " functions, more than an IOMMU group holds: not an entry vfiod wrote");
             auto addr = PciAddress::parse(value);
             if (!addr)
                 return bad("bad address '" + value + "'");
@@ -239,17 +256,55 @@ std::string Journal::entry_path(unsigned group) const {
     return dir_ + "/group-" + std::to_string(group);
 }
 
+std::string Journal::why(int err) const {
+    if (err == EXDEV)
+        return "a symlink on the way leads out of the root " + fs_.root() +
+               "; the journal is not used there";
+    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
+std::string Journal::describe_error(unsigned group, int err) const {
+    return "journal " + entry_path(group) + ": " + why(err);
+}
+
+Fd Journal::open_dir(bool create, int* err) const { return fs_.open_own_dir(dir_, create, err); }
+
+namespace {
+
+// A directory that is not there (or is a file) holds no entries; anything else is worth saying.
+bool no_journal_yet(int err) { return err == ENOENT || err == ENOTDIR; }
+
+}  // namespace
+
 std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+    int derr = 0;
+    Fd dir = open_dir(false, &derr);
+    if (dir.get() < 0) {
+        if (!no_journal_yet(derr))
+            fail(err, dir_ + ": " + why(derr));
+        return std::nullopt;
+    }
+    return load_at(dir.get(), group, err);
+}
+
+std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
+    const std::string name = "group-" + std::to_string(group);
     std::string refused;
-    auto text = fs_.read(entry_path(group), 65536, &refused);
+    // One byte over the bound tells a file that is too big from one that fits exactly.
+    auto text = HostFs::read_own(dirfd, name, kMaxEntryBytes + 1, &refused);
     if (!refused.empty())
         fail(err, entry_path(group) + ": " + refused);
     if (!text)
         return std::nullopt;
-    std::string why;
-    auto e = parse_journal(*text + "\n", &why);
+    if (text->size() > kMaxEntryBytes) {
+        fail(err, entry_path(group) + ": larger than " + std::to_string(kMaxEntryBytes) +
+                      " bytes: not an entry vfiod wrote");
+        return std::nullopt;
+    }
+    std::string reason;
+    auto e = parse_journal(*text + "\n", &reason);
     if (!e) {
-        fail(err, entry_path(group) + ": " + why);
+        fail(err, entry_path(group) + ": " + reason);
         return std::nullopt;
     }
     if (e->group != group) {
@@ -261,17 +316,21 @@ std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) cons
 
 std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) const {
     std::vector<JournalEntry> out;
-    for (const auto& name : fs_.list(dir_)) {
+    int derr = 0;
+    Fd dir = open_dir(false, &derr);
+    if (dir.get() < 0) {
+        if (errors && !no_journal_yet(derr))
+            errors->push_back(dir_ + ": " + why(derr));
+        return out;
+    }
+    for (const auto& name : names_in(dir.get())) {
         // Leftover temp files of an interrupted store() are not entries: the rename never
         // happened, so the previous entry (if any) is still the truth.
-        if (name.rfind("group-", 0) != 0 || name.find('.') != std::string::npos)
-            continue;
-        char* end = nullptr;
-        unsigned long g = std::strtoul(name.c_str() + 6, &end, 10);
-        if (name.size() == 6 || *end || g > 0xffffffffUL)
+        auto g = group_of_name(name);
+        if (!g)
             continue;
         std::string err;
-        auto e = load(static_cast<unsigned>(g), &err);
+        auto e = load_at(dir.get(), *g, &err);
         if (e)
             out.push_back(std::move(*e));
         else if (errors && !err.empty())
@@ -281,36 +340,44 @@ std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) co
 }
 
 int Journal::store(const JournalEntry& entry) {
-    const std::string dir = fs_.path(dir_);
-    if (int err = make_dirs(dir))
+    int err = 0;
+    Fd dir = open_dir(true, &err);
+    if (dir.get() < 0)
         return err;
-    const std::string final_path = fs_.path(entry_path(entry.group));
-    const std::string tmp_path = final_path + ".tmp";
+    const std::string name = "group-" + std::to_string(entry.group);
+    const std::string tmp = name + ".tmp";
     // Whatever is at the temp name goes first, and O_EXCL opens only the file created here: a
     // FIFO left there would block open(O_WRONLY) forever, on the operation's thread, holding the
     // group's queue and, at SIGTERM, the daemon's exit.
-    if (::unlink(tmp_path.c_str()) != 0 && errno != ENOENT)
+    if (::unlinkat(dir.get(), tmp.c_str(), 0) != 0 && errno != ENOENT)
         return errno;
-    int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      0644);
     if (fd < 0)
         return errno;
-    int err = write_all(fd, serialize(entry));
+    err = write_all(fd, serialize(entry));
     if (!err && ::fsync(fd) != 0)
         err = errno;
     if (::close(fd) != 0 && !err)
         err = errno;
-    if (!err && ::rename(tmp_path.c_str(), final_path.c_str()) != 0)
+    // renameat replaces whatever has the entry's name, a symlink included, never its target.
+    if (!err && ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
         err = errno;
     if (err) {
-        ::unlink(tmp_path.c_str());
+        ::unlinkat(dir.get(), tmp.c_str(), 0);
         return err;
     }
     // The rename is durable only once the directory is.
-    return fsync_dir(dir);
+    return ::fsync(dir.get()) == 0 ? 0 : errno;
 }
 
 int Journal::remove(unsigned group) {
-    if (::unlink(fs_.path(entry_path(group)).c_str()) != 0 && errno != ENOENT)
+    int err = 0;
+    Fd dir = open_dir(false, &err);
+    if (dir.get() < 0)
+        return no_journal_yet(err) ? 0 : err;
+    const std::string name = "group-" + std::to_string(group);
+    if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
         return errno;
     return 0;
 }

@@ -3,6 +3,7 @@
 // run/vfiod under the root, so it survives daemon restarts and, rightly, not reboots.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,13 +43,21 @@ struct JournalEntry {
 const char* to_string(JournalEntry::Op op);
 const char* to_string(JournalEntry::Phase phase);
 
+// What an entry may hold, so a damaged or planted file costs bounded memory and time: no more
+// functions than an IOMMU group of one PCI bus can have (vfiod records no bridges), and no more
+// bytes than that many lines with long escaped driver_override values take.
+inline constexpr size_t kMaxEntryFunctions = 256;
+inline constexpr size_t kMaxEntryBytes = 1 << 20;
+
 class Journal {
 public:
-    // The journal directory is vfiod's own, not a kernel attribute, so it is written with plain
-    // POSIX calls on fs.path(); reads go through the access layer like everything else.
+    // Every access, reads, writes, renames, removals and fsyncs, goes through one directory fd
+    // from fs.open_own_dir(): resolved inside the root like every read of the host, and refused
+    // (EXDEV) when a symlink on the way leads out of it (DESIGN §2).
     explicit Journal(const HostFs& fs, std::string dir = "run/vfiod");
 
-    // nullopt when the group has no entry; *err says why an existing entry could not be used.
+    // nullopt when the group has no entry; *err says why an existing entry (or the directory)
+    // could not be used: not a regular file, a symlink, too big, not parseable.
     std::optional<JournalEntry> load(unsigned group, std::string* err = nullptr) const;
     // Every readable entry, by group; unreadable ones are named in *errors and skipped.
     std::vector<JournalEntry> load_all(std::vector<std::string>* errors = nullptr) const;
@@ -63,8 +72,15 @@ public:
 
     // The relative path of a group's entry, for messages.
     std::string entry_path(unsigned group) const;
+    // "journal <entry path>: <why>" for an errno from store() or remove(); EXDEV says the
+    // directory leads out of the root.
+    std::string describe_error(unsigned group, int err) const;
 
 private:
+    Fd open_dir(bool create, int* err) const;
+    std::optional<JournalEntry> load_at(int dirfd, unsigned group, std::string* err) const;
+    std::string why(int err) const;
+
     const HostFs& fs_;
     std::string dir_;
 };

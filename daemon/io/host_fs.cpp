@@ -114,7 +114,7 @@ const char* file_kind(mode_t m) {
 
 }  // namespace
 
-int HostFs::open_fd(std::string_view rel_view, int flags) const {
+int HostFs::open_fd(std::string_view rel_view, int flags, bool beneath) const {
     if (root_fd_ < 0 || !valid_rel(rel_view)) {
         errno = ENOENT;
         return -1;
@@ -130,7 +130,7 @@ int HostFs::open_fd(std::string_view rel_view, int flags) const {
     if (!g_no_openat2) {
         struct open_how how {};
         how.flags = static_cast<uint64_t>(flags);
-        how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+        how.resolve = (beneath ? RESOLVE_BENEATH : RESOLVE_IN_ROOT) | RESOLVE_NO_MAGICLINKS;
         for (int attempt = 0;; ++attempt) {
             long fd = g_openat2.load()(root_fd_, at_path(rel), &how, sizeof how);
             if (fd >= 0)
@@ -148,16 +148,14 @@ int HostFs::open_fd(std::string_view rel_view, int flags) const {
     const bool follow_last = !(flags & O_NOFOLLOW);
     std::optional<std::string> resolved;
     if (follow_last) {
-        resolved = resolve_walk(rel);
+        resolved = resolve_walk(rel, beneath);
     } else {
         auto [parent, last] = split_last(rel);
-        if (auto r = resolve_walk(parent))
+        if (auto r = resolve_walk(parent, beneath))
             resolved = *r + (r->empty() ? "" : "/") + last;
     }
-    if (!resolved) {
-        errno = ENOENT;
-        return -1;
-    }
+    if (!resolved)
+        return -1;  // errno from resolve_walk
     return ::openat(root_fd_, at_path(*resolved), flags);
 }
 
@@ -217,6 +215,29 @@ std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
             return fail("a socket or device, not a regular file");
         return std::nullopt;
     }
+    return read_fd(fd, max_bytes, why);
+}
+
+std::optional<std::string> HostFs::read_own(int dirfd, const std::string& name, size_t max_bytes,
+                                            std::string* why) {
+    int fd = ::openat(dirfd, name.c_str(),
+                      O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (why && errno == ELOOP)
+            *why = "a symbolic link, not a regular file";
+        else if (why && errno == ENXIO)
+            *why = "a socket or device, not a regular file";
+        return std::nullopt;
+    }
+    return read_fd(fd, max_bytes, why);
+}
+
+std::optional<std::string> HostFs::read_fd(int fd, size_t max_bytes, std::string* why) {
+    auto fail = [&](std::string reason) -> std::optional<std::string> {
+        if (why)
+            *why = std::move(reason);
+        return std::nullopt;
+    };
     struct stat st;
     if (::fstat(fd, &st) != 0) {
         ::close(fd);
@@ -372,9 +393,13 @@ std::optional<std::string> HostFs::where(int fd, std::string_view rel) const {
     return std::nullopt;  // the tree was moved under us: nothing outside it is ever named
 }
 
-std::optional<std::string> HostFs::resolve_walk(std::string_view rel) const {
-    if (!valid_rel(rel))
+std::optional<std::string> HostFs::resolve_walk(std::string_view rel, bool beneath) const {
+    auto fail = [](int err) -> std::optional<std::string> {
+        errno = err;
         return std::nullopt;
+    };
+    if (!valid_rel(rel))
+        return fail(ENOENT);
     // Walk component by component, so that ".." in a link target is applied to the real parent
     // and every intermediate result can be checked against the root.
     std::vector<std::string> done;
@@ -389,7 +414,9 @@ std::optional<std::string> HostFs::resolve_walk(std::string_view rel) const {
             continue;
         if (part == "..") {
             // As the kernel's RESOLVE_IN_ROOT (and "/.." on any host): ".." of the root is the
-            // root. Either way nothing above the root is ever reached.
+            // root. Either way nothing above the root is ever reached. RESOLVE_BENEATH refuses.
+            if (done.empty() && beneath)
+                return fail(EXDEV);
             if (!done.empty())
                 done.pop_back();
             continue;
@@ -403,19 +430,21 @@ std::optional<std::string> HostFs::resolve_walk(std::string_view rel) const {
         }
         struct stat st;
         if (::fstatat(root_fd_, so_far.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-            return std::nullopt;
+            return std::nullopt;  // errno from fstatat
         if (!S_ISLNK(st.st_mode))
             continue;
         if (++links > kMaxLinks)
-            return std::nullopt;
+            return fail(ELOOP);
         char buf[4096];
         ssize_t n = ::readlinkat(root_fd_, so_far.c_str(), buf, sizeof buf);
         if (n <= 0 || static_cast<size_t>(n) >= sizeof buf)
-            return std::nullopt;
+            return fail(ENOENT);
         std::string_view target(buf, static_cast<size_t>(n));
         done.pop_back();
         // An absolute target means "from the root": a captured tree keeps its meaning when it
         // is moved, and the live host (root "/") gets the usual behaviour.
+        if (target.front() == '/' && beneath)
+            return fail(EXDEV);
         if (target.front() == '/')
             done.clear();
         auto tparts = path_components(target);
@@ -487,6 +516,36 @@ std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view s
     });
     std::sort(out.begin(), out.end(), [](const Link& a, const Link& b) { return a.name < b.name; });
     return out;
+}
+
+Fd HostFs::open_own_dir(std::string_view rel, bool create, int* err) const {
+    if (rel.empty() || !valid_rel(rel)) {
+        *err = EINVAL;
+        return Fd();
+    }
+    // One component at a time: a missing one is made in the directory opened just before it,
+    // which was itself resolved beneath the root, so mkdir never follows a link either.
+    std::string so_far;
+    Fd dir;
+    for (auto part : path_components(rel)) {
+        const std::string name(part);
+        so_far += (so_far.empty() ? "" : "/") + name;
+        Fd next(open_fd(so_far, O_RDONLY | O_DIRECTORY, true));
+        if (next.get() < 0 && errno == ENOENT && create) {
+            int parent = dir.get() >= 0 ? dir.get() : root_fd_;
+            if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) {
+                *err = errno;
+                return Fd();
+            }
+            next.reset(open_fd(so_far, O_RDONLY | O_DIRECTORY, true));
+        }
+        if (next.get() < 0) {
+            *err = errno;
+            return Fd();
+        }
+        dir = std::move(next);
+    }
+    return dir;
 }
 
 int HostFs::write(std::string_view rel, std::string_view value) {

@@ -1,13 +1,12 @@
-// The host access layer: every read of sysfs, procfs, /dev and /run, and every kernel
-// attribute write, resolved under one root directory (DESIGN §2). Tests subclass it (a fake
-// kernel that gives writes kernel semantics, fault injection).
+// The host access layer: every read of sysfs, procfs, /dev and /run, every kernel attribute
+// write, and the directory of vfiod's own journal (run/vfiod, open_own_dir(): exec/journal
+// writes, renames and removes its files relative to it), resolved under one root directory
+// (DESIGN §2). Tests subclass it (a fake kernel that gives writes kernel semantics, fault
+// injection).
 //
-// Three things touch the host without it, on purpose:
+// Two things touch the host without it, on purpose:
 // - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
 //   root as a string and needs no fault injection: bad configs are text fixtures);
-// - exec/journal writes run/vfiod with open/fsync/rename on path() (vfiod's own files, not kernel
-//   attributes: they need atomic replacement, which a single attribute write cannot give; its
-//   reads do go through this layer);
 // - io/host_tables asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
 //   nothing here could fake it, and a tree has no live addresses to report), and on the live host
 //   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
@@ -125,16 +124,35 @@ public:
     // need. Returns 0 or the errno of the failing call.
     virtual int write(std::string_view rel, std::string_view value);
 
+    // A directory of vfiod's own (run/vfiod, the journal), opened O_RDONLY|O_DIRECTORY for its
+    // owner to read, replace (temp file, fsync, rename), remove and fsync its files relative to
+    // it with the *at() calls, so writes land where reads look. Missing components are made
+    // (0755) when `create`, each inside the directory opened before it. Stricter than reads: a
+    // symlink on the way that leads out of the root (an absolute target, ".." past the root) is
+    // refused with EXDEV instead of being followed from the root, so a tree's run -> /run can
+    // never reach the live host's journal, in either direction. The live host ("/") opens it
+    // plainly, as it always has. On failure the Fd is not valid and *err holds the errno.
+    Fd open_own_dir(std::string_view rel, bool create, int* err) const;
+    // The regular file `name` in a directory from open_own_dir(), as read() reads (non-blocking,
+    // at most max_bytes, one trailing newline dropped, *why for what is there instead), never
+    // through a symlink: vfiod writes none there.
+    static std::optional<std::string> read_own(int dirfd, const std::string& name,
+                                               size_t max_bytes, std::string* why);
+
 private:
     // An fd for rel opened with flags (O_CLOEXEC added), resolved inside the root; -1 and errno.
-    int open_fd(std::string_view rel, int flags) const;
+    // beneath: links that lead out of the root fail with EXDEV rather than resolve from it.
+    int open_fd(std::string_view rel, int flags, bool beneath = false) const;
     // rel's last component when rel is an entry of `in` (nullptr otherwise): looked up in it,
     // never followed, it cannot lead out of the root.
     static bool entry_of(const Dir* in, std::string_view rel, std::string* name);
     // Where the open fd for rel leads, relative to the root (resolve()'s answer).
     std::optional<std::string> where(int fd, std::string_view rel) const;
-    // resolve() without openat2: one lstat/readlink per component, ".." of the root is the root.
-    std::optional<std::string> resolve_walk(std::string_view rel) const;
+    // resolve() without openat2: one lstat/readlink per component, ".." of the root is the root
+    // (beneath: an absolute link or ".." past the root fails, errno EXDEV). Failures set errno.
+    std::optional<std::string> resolve_walk(std::string_view rel, bool beneath = false) const;
+    // The read of an open fd behind read() and read_own(): a regular file only; closes fd.
+    static std::optional<std::string> read_fd(int fd, size_t max_bytes, std::string* why);
 
     std::string root_;
     std::string canonical_root_;  // realpath of root_, to cut off what /proc/self/fd/N names

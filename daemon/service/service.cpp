@@ -746,7 +746,8 @@ Service::Prepared Service::prepare_release(std::string_view address) {
 
 GroupOutcome Service::run_writes(const Prepared& p) {
     if (p.reconciling) {
-        auto o = executor_->reconcile(p.group);
+        // config_ is stable here: a Reload waits for the operations in flight (DESIGN §6).
+        auto o = executor_->reconcile(p.group, config_);
         return o ? *o : GroupOutcome{p.group, Outcome::RolledBack, Reason::None, "", {}};
     }
     for (const auto& [fn, writes] : p.cleanup) {

@@ -272,7 +272,7 @@ void expect_consistent_after_restart(const std::string& snap, bool release) {
     World w(World::kEmpty);
     snapshot(snap, w.tree.root());
     w.start();
-    auto outs = w.exec->reconcile();
+    auto outs = w.exec->reconcile(w.config);
     for (const auto& o : outs) {
         EXPECT_NE(o.state, Outcome::Failed) << o.message;
     }
@@ -291,7 +291,7 @@ void expect_consistent_after_restart(const std::string& snap, bool release) {
     }
     // A second start finds nothing left to do.
     w.start();
-    EXPECT_TRUE(w.exec->reconcile().empty());
+    EXPECT_TRUE(w.exec->reconcile(w.config).empty());
 }
 
 }  // namespace

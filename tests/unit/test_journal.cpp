@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 
 #include "exec/journal.hpp"
+#include "io/host_fs.hpp"
 #include "fake_tree.hpp"
 
 using namespace vfiod;
@@ -168,4 +171,199 @@ TEST(JournalStore, AFifoInTheDirectoryBlocksNothingAndIsNamed) {
     std::vector<std::string> errors;
     EXPECT_EQ(j.load_all(&errors).size(), 1u);
     EXPECT_EQ(errors, std::vector<std::string>{"run/vfiod/group-4: a FIFO, not a regular file"});
+}
+
+// Issue 20, finding 3: with DIR/run a symlink out of the tree, store() created vfiod/group-N in
+// the directory it led to (plain open/rename on path()), while load() resolved inside the root
+// and never saw them. With run -> /run a test-tree run planted entries, sticky `released` marks
+// included, for the live daemon to act on. Every journal access now resolves inside the root, and
+// a link that leads out of it is refused, naming the path.
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct OutsideLink {
+    FakeTree tree;
+    FakeTree outside;  // another directory on the same machine, standing in for the live /run
+};
+
+void expect_refused_outside(OutsideLink& o) {
+    HostFs fs(o.tree.root());
+    Journal j(fs);
+    JournalEntry e = sample();
+    e.phase = JournalEntry::Phase::Done;
+    e.released = true;
+    EXPECT_EQ(j.store(e), EXDEV);
+    for (const auto& p : std::filesystem::recursive_directory_iterator(o.outside.root()))
+        EXPECT_EQ(p.path().filename().string().rfind("group-", 0), std::string::npos) << p.path();
+    EXPECT_FALSE(std::filesystem::exists(o.outside.root() + "/run/vfiod"));
+    EXPECT_EQ(j.remove(13), EXDEV);
+    std::vector<std::string> errors;
+    EXPECT_TRUE(j.load_all(&errors).empty());
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0], "run/vfiod: a symlink on the way leads out of the root " + o.tree.root() +
+                             "; the journal is not used there");
+    EXPECT_EQ(j.describe_error(13, EXDEV),
+              "journal run/vfiod/group-13: a symlink on the way leads out of the root " +
+                  o.tree.root() + "; the journal is not used there");
+}
+
+}  // namespace
+
+TEST(JournalRoot, ARunLinkToAnAbsolutePathIsRefusedAndNothingIsWrittenThere) {
+    OutsideLink o;
+    o.outside.write_file("run/keep", "");
+    o.tree.symlink("run", o.outside.root() + "/run");
+    expect_refused_outside(o);
+}
+
+TEST(JournalRoot, AVfiodLinkPastTheRootIsRefused) {
+    OutsideLink o;
+    o.outside.write_file("vfiod/keep", "");
+    // Enough ".." to climb out of any temporary directory, then down into the other one.
+    o.tree.symlink("run/vfiod", "../../../../../../../../../../.." + o.outside.root() + "/vfiod");
+    expect_refused_outside(o);
+}
+
+// A kernel without openat2 (before 5.6, or a seccomp filter hiding it) refuses the same links.
+TEST(JournalRoot, WithoutOpenat2TheSameLinksAreRefused) {
+    sysfs_testing::set_openat2([](int, const char*, void*, size_t) -> long {
+        errno = ENOSYS;
+        return -1;
+    });
+    {
+        OutsideLink o;
+        o.outside.write_file("run/keep", "");
+        o.tree.symlink("run", o.outside.root() + "/run");
+        expect_refused_outside(o);
+    }
+    {
+        FakeTree tree;
+        tree.write_file("var/run/keep", "");
+        tree.symlink("run", "var/run");
+        HostFs fs(tree.root());
+        Journal j(fs);
+        ASSERT_EQ(j.store(sample()), 0);
+        EXPECT_TRUE(std::filesystem::exists(tree.root() + "/var/run/vfiod/group-13"));
+        EXPECT_EQ(j.load(13)->functions.size(), 2u);
+    }
+    sysfs_testing::set_openat2(nullptr);
+}
+
+// A link that stays inside the tree is followed, for writes as for reads.
+TEST(JournalRoot, ARunLinkInsideTheTreeIsFollowed) {
+    FakeTree tree;
+    tree.write_file("var/run/keep", "");
+    tree.symlink("run", "var/run");
+    HostFs fs(tree.root());
+    Journal j(fs);
+    ASSERT_EQ(j.store(sample()), 0);
+    EXPECT_TRUE(std::filesystem::exists(tree.root() + "/var/run/vfiod/group-13"));
+    EXPECT_EQ(j.load(13)->functions.size(), 2u);
+    EXPECT_EQ(j.load_all().size(), 1u);
+    EXPECT_EQ(j.remove(13), 0);
+    EXPECT_FALSE(j.load(13));
+}
+
+// An entry that is itself a symlink (to /etc/shadow, say) is not vfiod's: never read through,
+// never replaced through either.
+TEST(JournalRoot, AnEntryThatIsASymlinkIsNotFollowed) {
+    FakeTree tree;
+    FakeTree outside;
+    outside.write_file("shadow", serialize(sample()));
+    tree.symlink("run/vfiod/group-13", outside.root() + "/shadow");
+    HostFs fs(tree.root());
+    Journal j(fs);
+    std::string err;
+    EXPECT_FALSE(j.load(13, &err));
+    EXPECT_EQ(err, "run/vfiod/group-13: a symbolic link, not a regular file");
+    JournalEntry e = sample();
+    e.released = true;
+    ASSERT_EQ(j.store(e), 0);  // replaces the link itself, as rename(2) does
+    EXPECT_EQ(slurp(tree.root() + "/run/vfiod/group-13"), serialize(e));
+    EXPECT_EQ(slurp(outside.root() + "/shadow"), serialize(sample()));
+}
+
+// A huge entry (100 MB, sparse) is refused after reading a bounded prefix, not parsed in part.
+TEST(JournalRoot, AHugeEntryIsRefusedWithoutReadingItAll) {
+    FakeTree tree;
+    tree.write_file("run/vfiod/group-13", serialize(sample()));
+    ASSERT_EQ(::truncate((tree.root() + "/run/vfiod/group-13").c_str(), 100L << 20), 0);
+    HostFs fs(tree.root());
+    Journal j(fs);
+    std::string err;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(j.load(13, &err));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    EXPECT_EQ(err, "run/vfiod/group-13: larger than 1048576 bytes: not an entry vfiod wrote");
+}
+
+// run/vfiod a FIFO (or a file): the journal directory is opened O_DIRECTORY, which the kernel
+// refuses before any FIFO open could wait; nothing blocks, nothing is created.
+TEST(JournalRoot, AFifoOrFileAtTheDirectoryBlocksNothing) {
+    FakeTree tree;
+    tree.write_file("run/keep", "");
+    ASSERT_EQ(::mkfifo((tree.root() + "/run/vfiod").c_str(), 0644), 0);
+    HostFs fs(tree.root());
+    Journal j(fs);
+    auto stored = std::async(std::launch::async, [&] { return j.store(sample()); });
+    if (stored.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+        int unblock = ::open((tree.root() + "/run/vfiod").c_str(), O_WRONLY | O_NONBLOCK);
+        stored.wait();
+        ::close(unblock);
+        FAIL() << "store() blocked on a FIFO at run/vfiod";
+    }
+    EXPECT_EQ(stored.get(), ENOTDIR);
+    EXPECT_FALSE(j.load(13));
+    std::vector<std::string> errors;
+    EXPECT_TRUE(j.load_all(&errors).empty());
+    EXPECT_TRUE(errors.empty());
+    EXPECT_EQ(j.remove(13), 0);
+}
+
+// A temp file planted as a symlink to a file elsewhere: store() removes the link, writes its own
+// file, and the file the link named is untouched.
+TEST(JournalRoot, ATempFileThatIsASymlinkIsReplacedNotFollowed) {
+    FakeTree tree;
+    FakeTree outside;
+    outside.write_file("victim", "keep me\n");
+    tree.symlink("run/vfiod/group-13.tmp", outside.root() + "/victim");
+    HostFs fs(tree.root());
+    Journal j(fs);
+    ASSERT_EQ(j.store(sample()), 0);
+    EXPECT_EQ(slurp(outside.root() + "/victim"), "keep me\n");
+    EXPECT_EQ(j.load(13)->functions.size(), 2u);
+    EXPECT_FALSE(std::filesystem::exists(tree.root() + "/run/vfiod/group-13.tmp"));
+}
+
+// Entry names are exactly "group-<number>" as store() writes them: a number past 32 bits (which
+// would wrap to 13), a sign or a leading zero names no group, and is not read.
+TEST(JournalRoot, EntryNamesThatAreNotGroupNumbersAreIgnored) {
+    FakeTree tree;
+    for (const char* name : {"group-4294967309", "group-+13", "group-013", "group- 13",
+                             "group-99999999999999999999999"})
+        tree.write_file(std::string("run/vfiod/") + name, serialize(sample()));
+    HostFs fs(tree.root());
+    Journal j(fs);
+    std::vector<std::string> errors;
+    EXPECT_TRUE(j.load_all(&errors).empty());
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    EXPECT_FALSE(j.load(13));
+}
+
+// The bound on functions holds in the parser itself, whatever reads the text.
+TEST(JournalText, RefusesMoreFunctionsThanAGroupCanHold) {
+    JournalEntry e = sample();
+    e.functions.clear();
+    for (unsigned i = 0; i < kMaxEntryFunctions; ++i)
+        e.functions.push_back({*PciAddress::parse("0000:00:00.0"), "", "", "", "vfio-pci"});
+    std::string err;
+    EXPECT_TRUE(parse_journal(serialize(e), &err)) << err;
+    e.functions.push_back(e.functions.back());
+    EXPECT_FALSE(parse_journal(serialize(e), &err));
+    EXPECT_EQ(err, "line 262: names more than 256 functions, more than an IOMMU group holds: not "
+                   "an entry vfiod wrote");
 }

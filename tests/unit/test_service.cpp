@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -104,6 +105,50 @@ TEST_F(ServiceTest, ReleaseIsStickyAcrossItsOwnEventsAndARestart) {
     restarted.publish();
     EXPECT_EQ(state_of(restarted, 13), GroupState::Bound);
     EXPECT_EQ(driver_of(kernel, "0000:01:00.1"), "vfio-pci");
+}
+
+// Issue 20, finding 2, through the daemon: entries the host does not agree with (a bind of
+// group 13 naming the mounted root disk; a group 999 that does not exist naming the routed NIC)
+// are discarded at start with nothing written for them; the real group 13 is bound as usual.
+TEST_F(ServiceTest, StartDiscardsJournalEntriesTheHostDoesNotAgreeWith) {
+    const std::string head = "vfiod-journal 1\nop bind\nphase started\nreleased 0\n";
+    tree.write_file("run/vfiod/group-13",
+                    head + "group 13\nfunction 0000:02:00.0 original= before= before_override= "
+                           "target=vfio-pci\n");
+    tree.write_file("run/vfiod/group-999",
+                    head + "group 999\nfunction 0000:00:1f.6 original= before= "
+                           "before_override=snd_hda_intel target=vfio-pci\n");
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    for (const auto& w : kernel.writes()) {
+        EXPECT_EQ(w.path.find("0000:02:00.0"), std::string::npos) << w.path;
+        EXPECT_EQ(w.path.find("0000:00:1f.6"), std::string::npos) << w.path;
+        EXPECT_NE(w.value, "0000:02:00.0") << w.path;
+        EXPECT_NE(w.value, "0000:00:1f.6") << w.path;
+    }
+    EXPECT_EQ(driver_of(kernel, "0000:02:00.0"), "nvme");
+    EXPECT_EQ(driver_of(kernel, "0000:00:1f.6"), "e1000e");
+    EXPECT_EQ(kernel.read("sys/bus/pci/devices/0000:00:1f.6/driver_override"), "(null)");
+    EXPECT_FALSE(kernel.exists("run/vfiod/group-999"));
+    EXPECT_EQ(state_of(s, 13), GroupState::Bound);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "vfio-pci");
+}
+
+// Issue 20, finding 3, through the daemon: DIR/run a symlink to a directory outside the tree
+// (standing in for the live /run). Nothing is written there; with no journal vfiod binds nothing
+// (the journal is written before the first write), and the groups say failed.
+TEST_F(ServiceTest, AJournalThatLeadsOutOfTheTreeIsRefusedAndNothingIsWritten) {
+    FakeTree outside;
+    outside.write_file("run/keep", "");
+    tree.remove("run");
+    tree.symlink("run", outside.root() + "/run");
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    EXPECT_FALSE(std::filesystem::exists(outside.root() + "/run/vfiod"));
+    EXPECT_EQ(state_of(s, 13), GroupState::Failed);
+    EXPECT_EQ(s.inventory().groups.at(13).reason, Reason::WriteFailed);
+    EXPECT_EQ(driver_of(kernel, "0000:01:00.0"), "nvidia");
+    EXPECT_TRUE(kernel.writes().empty());
 }
 
 TEST_F(ServiceTest, DriftIsReassertedOnceThenReported) {
