@@ -176,11 +176,12 @@ std::shared_ptr<grpc::Channel> FakeKubelet::channel_to(const std::string& endpoi
                                                        bool fixed_window) const {
     grpc::ChannelArguments args;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, "localhost");
-    // A stream window that does not grow by itself (gRPC's BDP probe would widen it to
-    // megabytes): what the plugin writes to a stream nobody reads fills it at 64 KiB.
+    // A small stream window that does not grow by itself (gRPC's BDP probe would widen it to
+    // megabytes): what the plugin writes to a stream nobody reads fills it at 8 KiB, a few
+    // lists of a few hundred devices.
     if (fixed_window) {
         args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-        args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 65536);
+        args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8192);
         args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     }
     return grpc::CreateCustomChannel("unix://" + dir_ + "/" + endpoint,
