@@ -228,6 +228,8 @@ TEST(JournalRoot, AVfiodLinkPastTheRootIsRefused) {
     expect_refused_outside(o);
 }
 
+namespace {
+
 // run -> var/run, inside the tree: the entry is stored, read, listed and removed there.
 void expect_inside_link_followed() {
     FakeTree tree;
@@ -242,6 +244,8 @@ void expect_inside_link_followed() {
     EXPECT_EQ(j.remove(13), 0);
     EXPECT_FALSE(j.load(13));
 }
+
+}  // namespace
 
 // A kernel without openat2 (before 5.6, or a seccomp filter hiding it) refuses the same links,
 // and follows the same link inside the tree.
