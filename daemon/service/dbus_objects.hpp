@@ -21,6 +21,7 @@ class Service;
 class ManagerObject;
 template <typename Key, typename Info>
 class ExportedSet;
+class HeldCalls;
 
 class DbusObjects {
 public:
@@ -36,11 +37,18 @@ public:
     // not looked at.
     void publish(const Inventory& inv, const InventoryChange& change);
 
+    // Reads that cost in proportion to the whole inventory (GetManagedObjects, Introspect,
+    // Plan) are held back while other calls wait (service/sd_bus_objects.hpp, HeldCalls). The
+    // event loop calls this when the bus has nothing else to dispatch: it puts the oldest back,
+    // to be dispatched next, and says whether more are held.
+    bool release_held_read();
+
 private:
     // Destroyed in reverse: the functions' InterfacesRemoved go before their groups'.
     std::unique_ptr<ManagerObject> manager_;
     std::unique_ptr<ExportedSet<unsigned, GroupInfo>> groups_;
     std::unique_ptr<ExportedSet<PciAddress, DeviceInfo>> devices_;
+    std::unique_ptr<HeldCalls> held_reads_;
 };
 
 }  // namespace vfiod
