@@ -88,7 +88,8 @@ public:
     // `release_one` puts the oldest back on the connection's read queue. A turn of the loop
     // dispatches up to 64 bus messages, then calls it; the call it put back is dispatched
     // first in the next turn, and the fds, signals and timers are served in between. So a
-    // call waits for one held read at most, and held reads for 64 other messages at most.
+    // call waits for one held read at most, and held reads for 64 other messages at most (and,
+    // HeldCalls' own rule, for the connection's write queue to drain).
     void release_held(std::function<void()> release_one) { release_held_ = std::move(release_one); }
     // The loop's mailbox, created (and watched) on first use.
     std::shared_ptr<Mailbox> mailbox();

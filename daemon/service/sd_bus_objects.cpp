@@ -80,6 +80,13 @@ int HeldCalls::filter(sd_bus_message* m, void* userdata, sd_bus_error* error) {
 bool HeldCalls::release_one() {
     if (held_.empty())
         return false;
+    // One bulk reply at a time in the connection's write queue. The bus stops reading from
+    // vfiod while 127 MiB of its messages wait for slow readers (max_incoming_bytes); the held
+    // reads then wait here as call messages, not as 2 MB replies in vfiod's memory. The loop
+    // polls for POLLOUT while the queue is not empty, so it comes back once it has drained.
+    std::uint64_t queued = 0;
+    if (sd_bus_get_n_queued_write(bus_.get(), &queued) >= 0 && queued > 0)
+        return true;
     auto m = std::move(held_.front());
     held_.pop_front();
     // Fails only when the bus is closing, and the loop ends then anyway: the call is dropped.

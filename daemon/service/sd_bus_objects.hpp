@@ -264,7 +264,8 @@ public:
     HeldCalls& operator=(const HeldCalls&) = delete;
 
     // Puts the oldest held call back on the read queue, to be dispatched (past the filter) by the
-    // next sd_bus_process(). Returns whether any call is still held after it.
+    // next sd_bus_process(), unless the connection still has messages to write. Returns whether
+    // any call is still held after it.
     bool release_one();
     std::size_t held() const { return held_.size(); }
 
