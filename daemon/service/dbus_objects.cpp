@@ -236,12 +236,15 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
     sd_bus* bus = sd_bus_of(manager_->object());
     groups_ = std::make_unique<ExportedSet<unsigned, GroupInfo>>(bus, kGroups);
     devices_ = std::make_unique<ExportedSet<PciAddress, DeviceInfo>>(bus, kDevices);
-    held_reads_ = std::make_unique<HeldCalls>(bus, is_bulk_read);
 }
 
 DbusObjects::~DbusObjects() = default;
 
-bool DbusObjects::release_held_read() { return held_reads_->release_one(); }
+std::function<void()> DbusObjects::hold_bulk_reads() {
+    if (!held_reads_)
+        held_reads_ = std::make_unique<HeldCalls>(sd_bus_of(manager_->object()), is_bulk_read);
+    return [held = held_reads_.get()] { held->release_one(); };
+}
 
 void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
     // The one way onto the bus: the objects below only ever hold publishable strings. A signal

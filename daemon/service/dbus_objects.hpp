@@ -4,6 +4,7 @@
 // interface from the records published here (no per-object library state).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "core/pci_address.hpp"
@@ -37,11 +38,12 @@ public:
     // not looked at.
     void publish(const Inventory& inv, const InventoryChange& change);
 
-    // Reads that cost in proportion to the whole inventory (GetManagedObjects, Introspect,
-    // Plan) are held back while other calls wait (service/sd_bus_objects.hpp, HeldCalls). The
-    // event loop calls this when the bus has nothing else to dispatch: it puts the oldest back,
-    // to be dispatched next, and says whether more are held.
-    bool release_held_read();
+    // From now on, reads that cost in proportion to the whole inventory (GetManagedObjects,
+    // Introspect, Plan) are held back while other calls wait (service/sd_bus_objects.hpp,
+    // HeldCalls). The returned function puts the oldest back, to be dispatched next; the event
+    // loop calls it once per turn (LoopHooks::release_held). Held reads wait for it, so a
+    // program whose loop does not call it must not call this: its reads stay in order.
+    std::function<void()> hold_bulk_reads();
 
 private:
     // Destroyed in reverse: the functions' InterfacesRemoved go before their groups'.

@@ -170,7 +170,7 @@ protected:
     void serve() {
         auto loop = std::make_shared<Loop>(*server_, signal_set({}));
         loop->after_each([this] { service_.publish(); });
-        loop->release_held([this] { objects_->release_held_read(); });
+        loop->release_held(objects_->hold_bulk_reads());
         auto mailbox = loop->mailbox();
         auto thread = std::make_shared<std::thread>([loop] { loop->run(); });
         stop_ = [loop, mailbox, thread] {
