@@ -70,7 +70,7 @@ int HeldCalls::filter(sd_bus_message* m, void* userdata, sd_bus_error* error) {
                                  "%zu calls like this one are waiting already; try again",
                                  self->held_.size());
     try {
-        self->held_.emplace_back(sd_bus_message_ref(m));
+        self->held_.emplace_back().reset(sd_bus_message_ref(m));  // no reference if it throws
     } catch (const std::bad_alloc&) {  // never through sd-bus's C frames
         return -ENOMEM;
     }
