@@ -6,6 +6,8 @@
 //            reply decoded by sdbus-c++ into maps of Variants, as a C++ client sees it
 //   gmo_reply the same call on plain sd-bus, timed until the whole reply has arrived (what
 //            vfiod and the bus cost; no decoding), then walked once to count its objects
+//   reload   a root Reload on a quiet daemon, and the same with 120 GetManagedObjects calls in
+//            flight ahead of it (issue 23, finding 6), timed until its reply; median of runs
 // Prints "name value runs" lines, and "objects N" (what GetManagedObjects returned).
 #include <fcntl.h>
 #include <poll.h>
@@ -120,6 +122,108 @@ std::pair<double, long> raw_get_managed_objects(sd_bus* bus) {
     return {ms, n};
 }
 
+sd_bus* open_bus() {
+    sd_bus* bus = nullptr;
+    if (int r = sd_bus_open_system(&bus); r < 0) {
+        std::fprintf(stderr, "daemon_bench: sd_bus_open_system: %s\n", std::strerror(-r));
+        return nullptr;
+    }
+    // Before the reads were held back, a Reload behind them took longer than sd-bus's 25 s.
+    sd_bus_set_method_call_timeout(bus, 600'000'000);
+    return bus;
+}
+
+// Milliseconds of a root Reload's call, -1 on error.
+double timed_reload(sd_bus* bus) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    auto t0 = Clock::now();
+    int r = sd_bus_call_method(bus, "org.vfiod1", "/org/vfiod1", "org.vfiod1.Manager", "Reload",
+                               &error, nullptr, "");
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (r < 0)
+        std::fprintf(stderr, "daemon_bench: Reload: %s\n",
+                     error.message ? error.message : std::strerror(-r));
+    sd_bus_error_free(&error);
+    return r < 0 ? -1 : ms;
+}
+
+// Dispatches what `buses` have received until `done()`, waiting in poll(2) between rounds.
+template <typename Done>
+void serve_until(const std::vector<sd_bus*>& buses, Done done) {
+    while (!done()) {
+        std::vector<pollfd> fds;
+        for (sd_bus* b : buses) {
+            while (sd_bus_process(b, nullptr) > 0) {
+            }
+            fds.push_back({sd_bus_get_fd(b), static_cast<short>(sd_bus_get_events(b)), 0});
+        }
+        if (!done())
+            ::poll(fds.data(), fds.size(), 100);
+    }
+}
+
+// A root Reload with `reads` GetManagedObjects calls in flight ahead of it: 10 on each of their
+// own connections (the bus lets one wait for 128 replies), all routed to vfiod before the Reload
+// is sent. The readers read their replies meanwhile, as real clients do: 120 unread 2 MB replies
+// exceed what dbus-daemon buffers for vfiod (max_incoming_bytes, 127 MiB), and it stops reading
+// from vfiod. Returns the Reload's milliseconds once every read is answered too, so the next run
+// starts on a quiet daemon; -1 on error.
+double reload_under_reads(int reads) {
+    constexpr int kPerConnection = 10;
+    std::vector<sd_bus*> buses;
+    int answered = 0;
+    auto count = [](sd_bus_message*, void* n, sd_bus_error*) {
+        ++*static_cast<int*>(n);
+        return 0;
+    };
+    bool ok = true;
+    for (int i = 0; ok && i < reads; ++i) {
+        if (i % kPerConnection == 0) {
+            sd_bus* b = open_bus();
+            if (!(ok = b != nullptr))
+                break;
+            buses.push_back(b);
+        }
+        ok = buses.back() &&
+             sd_bus_call_method_async(buses.back(), nullptr, "org.vfiod1", "/org/vfiod1",
+                                      "org.freedesktop.DBus.ObjectManager", "GetManagedObjects",
+                                      count, &answered, "") >= 0;
+    }
+    // The bus handles each connection's messages in order: its answer to GetId comes after it
+    // passed that connection's calls on to vfiod.
+    for (sd_bus* b : buses)
+        ok = ok && sd_bus_call_method(b, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                      "org.freedesktop.DBus", "GetId", nullptr, nullptr, "") >= 0;
+    sd_bus* bus = ok ? open_bus() : nullptr;
+    if (bus)
+        buses.push_back(bus);
+    struct {
+        Clock::time_point start, end;
+        bool done = false, failed = false;
+    } reload;
+    auto reloaded = [](sd_bus_message* m, void* r, sd_bus_error*) {
+        auto* rl = static_cast<decltype(reload)*>(r);
+        rl->end = Clock::now();
+        rl->done = true;
+        rl->failed = sd_bus_message_is_method_error(m, nullptr) > 0;
+        return 0;
+    };
+    reload.start = Clock::now();
+    if (bus && sd_bus_call_method_async(bus, nullptr, "org.vfiod1", "/org/vfiod1",
+                                        "org.vfiod1.Manager", "Reload", reloaded, &reload,
+                                        "") >= 0) {
+        serve_until(buses, [&] { return reload.done; });
+        serve_until(buses, [&] { return answered == reads; });
+    }
+    for (sd_bus* b : buses)
+        sd_bus_flush_close_unref(b);
+    if (!reload.done || reload.failed)
+        std::fprintf(stderr, "daemon_bench: the Reload behind the reads failed\n");
+    return ok && reload.done && !reload.failed
+               ? std::chrono::duration<double, std::milli>(reload.end - reload.start).count()
+               : -1;
+}
+
 void stop(Daemon& d) {
     ::kill(d.pid, SIGTERM);
     int st;
@@ -139,9 +243,10 @@ int main(int argc, char** argv) {
     const int starts = smoke ? 1 : 5, calls = smoke ? 2 : 21;
 
     std::vector<double> ready;
-    long rss = -1, hwm = -1;
+    long rss = -1, hwm = -1, reload_hwm = -1;
     size_t objects = 0;
-    std::vector<double> gmo, gmo_reply;
+    std::vector<double> gmo, gmo_reply, reload, reload_reads;
+    const int reads = smoke ? 12 : 120, reload_runs = smoke ? 1 : 3;
     for (int run = 0; run < starts; ++run) {
         Daemon d = start(vfiod, root);
         if (d.ready_ms < 0) {
@@ -191,12 +296,28 @@ int main(int argc, char** argv) {
                 gmo_reply.push_back(ms);
             }
             sd_bus_unref(bus);
+            bus = open_bus();
+            for (int c = 0; bus && c < reload_runs; ++c) {
+                reload.push_back(timed_reload(bus));
+                reload_reads.push_back(reload_under_reads(reads));
+                std::fprintf(stderr, "daemon_bench: Reload %.1f ms quiet, %.1f ms behind %d reads\n",
+                             reload.back(), reload_reads.back(), reads);
+                if (reload.back() < 0 || reload_reads.back() < 0) {
+                    sd_bus_unref(bus);
+                    stop(d);
+                    return 1;
+                }
+            }
+            sd_bus_unref(bus);
+            reload_hwm = status_kib(d.pid, "VmHWM");  // the peak, reads buffered included
         }
         stop(d);
     }
+    std::printf("reload_hwm_kib %ld 1\n", reload_hwm);
     std::printf("ready_ms %.1f %d\nrss_kib %ld 1\nhwm_kib %ld 1\ngmo_ms %.2f %d\n"
-                "gmo_reply_ms %.2f %d\nobjects %zu\n",
+                "gmo_reply_ms %.2f %d\nobjects %zu\nreload_ms %.1f %d\nreload_reads_ms %.1f %d\n"
+                "reads %d\n",
                 median(ready), starts, rss, hwm, median(gmo), calls, median(gmo_reply), calls,
-                objects);
+                objects, median(reload), reload_runs, median(reload_reads), reload_runs, reads);
     return 0;
 }

@@ -6,7 +6,7 @@
 #
 #   plan/floor/driverctl/lspci   whole processes on the same tree, median of BENCH_RUNS (5)
 #   burst1/burst255              the service layer's cost per udev burst (vfiod-bench-burst)
-#   ready/rss/gmo                the real vfiod on a private bus (vfiod-bench-daemon)
+#   ready/rss/gmo/reload         the real vfiod on a private bus (vfiod-bench-daemon)
 #   hung                         answers while one group's write hangs (vfiod-bench-hung)
 #
 # --smoke: small trees and one run each, for CI: every tool must run and read the tree (counts
@@ -150,6 +150,11 @@ row "vfiod RSS when ready" "$objects" "$rss_mib" MiB "peak $(awk -v k="${d[hwm_k
 row "GetManagedObjects, reply" "$objects" "${d[gmo_reply_ms]}" ms "sd-bus call, whole reply in" "<= 50 ms" \
     "$(verdict "${d[gmo_reply_ms]}" 50)"
 row "GetManagedObjects, decoded" "$objects" "${d[gmo_ms]}" ms "sdbus-c++ proxy, maps of Variants" "" ""
+row "Reload, quiet" "$objects" "${d[reload_ms]}" ms "root, nothing else in flight" "" ""
+row "Reload, ${d[reads]} GMOs ahead" "$objects" "${d[reload_reads_ms]}" ms "GetManagedObjects sent before it" \
+    "<= 1000 ms" "$(verdict "${d[reload_reads_ms]}" 1000)"
+row "  vfiod peak RSS after them" "$objects" "$(awk -v k="${d[reload_hwm_kib]}" 'BEGIN { printf "%.1f", k / 1024 }')" MiB \
+    "VmHWM, their replies buffered" "" ""
 
 # --- issue 13: answers while one group's write hangs (the service on the fake kernel) ---
 # Its trees live in TMPDIR: on tmpfs, as /run/vfiod (the journal) and sysfs are on a real host;

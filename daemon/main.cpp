@@ -194,6 +194,7 @@ int main(int argc, char** argv) {
     vfiod::LoopHooks hooks;
     hooks.work_fd = workers.fd();
     hooks.work_ready = [&] { workers.dispatch(); };
+    hooks.release_held = objects.hold_bulk_reads();
     hooks.after_dispatch = [&] {
         auth.tidy();
         call_log.flush();

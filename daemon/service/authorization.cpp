@@ -1,7 +1,11 @@
 #include "service/authorization.hpp"
 
+#include <algorithm>
+
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
+
+#include "core/strings.hpp"
 
 namespace vfiod {
 
@@ -19,7 +23,67 @@ bool is_absent(const std::string& error) {
            error == "org.freedesktop.DBus.Error.NameHasNoOwner";
 }
 
+// An error from the bus or polkit as vfiod quotes it to the caller and the log: bounded, and
+// with nothing in it that could forge a log line or move a terminal's cursor.
+std::string quoted(const sdbus::Error& e) {
+    return printable(e.getName() + ": " + e.getMessage(), Authorizer::kQuotedError);
+}
+
+AuthResult polkit_verdict(const sdbus::Error* e, const PolkitAnswer& a, uid_t uid) {
+    using V = AuthResult::Verdict;
+    const std::string action = kManageAction;
+    if (e && is_absent(e->getName()))
+        return {V::Denied, uid, "polkit is not running, so only root may"};
+    // The bus refused to pass the question on (a limit of its own): not polkit's "no".
+    if (e && e->getName() == "org.freedesktop.DBus.Error.LimitsExceeded")
+        return {V::Busy, uid, "the bus refused to ask polkit (" + quoted(*e) + "); try again"};
+    if (e)
+        return {V::Denied, uid, "polkit failed (" + quoted(*e) + "), so the call is denied"};
+    if (a.get<0>())
+        return {V::Allowed, uid, "polkit grants " + action};
+    if (a.get<1>())
+        return {V::Challenge, uid,
+                "polkit grants " + action + " only after authentication, and vfiod cannot prompt"};
+    return {V::Denied, uid, "polkit does not grant " + action};
+}
+
 }  // namespace
+
+PolkitSlots::Decision PolkitSlots::ask(uid_t uid) const {
+    using K = Decision::Kind;
+    std::size_t mine = held(uid);
+    if (mine >= kShare)
+        return {K::Refuse};
+    if (total_ < kTotal)
+        return {K::Take};
+    // All taken, by at least kTotal / kShare uids. The one holding the most (the lowest uid of
+    // those, so the choice is stable) yields only if that leaves it still holding more: two
+    // uids never take a slot back and forth.
+    auto most = std::max_element(held_.begin(), held_.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most->second > mine + 1)
+        return {K::Preempt, most->first};
+    return {K::Refuse};
+}
+
+void PolkitSlots::take(uid_t uid) {
+    ++held_[uid];
+    ++total_;
+}
+
+void PolkitSlots::give_back(uid_t uid) {
+    auto it = held_.find(uid);
+    if (it == held_.end())
+        return;
+    --total_;
+    if (--it->second == 0)
+        held_.erase(it);
+}
+
+std::size_t PolkitSlots::held(uid_t uid) const {
+    auto it = held_.find(uid);
+    return it == held_.end() ? 0 : it->second;
+}
 
 const char* AuthResult::error_name() const {
     switch (verdict) {
@@ -34,6 +98,7 @@ const char* AuthResult::error_name() const {
 struct Authorizer::Query {
     Done done;
     sdbus::PendingAsyncCall call;  // the CheckAuthorization in flight, if any
+    bool at_polkit = false;        // holds one of slots_ (the caller's uid's)
 };
 
 // What is kept of one caller, only while it has checks in flight: its uid (a unique name's uid
@@ -86,7 +151,7 @@ Authorizer::Caller* Authorizer::add_caller(const std::string& sender) {
                           if (!e)
                               on_uid(sender, static_cast<uid_t>(uid), "", false);
                           else
-                              on_uid(sender, std::nullopt, e->getName() + ": " + e->getMessage(),
+                              on_uid(sender, std::nullopt, quoted(*e),
                                      e->getName() == "org.freedesktop.DBus.Error.NameHasNoOwner");
                       });
     return callers_.emplace(sender, std::move(c)).first->second.get();
@@ -154,46 +219,69 @@ void Authorizer::on_uid(const std::string& sender, std::optional<uid_t> uid,
     }
 }
 
+// Takes a polkit slot for the check, or answers it LimitsExceeded when its uid may have none.
 void Authorizer::ask_polkit(const std::string& sender, std::uint64_t id) {
-    Caller& c = *callers_.at(sender);
-    uid_t uid = *c.uid;
+    auto it = callers_.find(sender);
+    if (it == callers_.end())
+        return;
+    uid_t uid = *it->second->uid;
+    auto d = slots_.ask(uid);
+    if (d.kind == PolkitSlots::Decision::Kind::Refuse) {
+        finish(sender, id,
+               {AuthResult::Verdict::Busy, uid,
+                fmt::format("uid {} has {} calls waiting for polkit already (vfiod waits for {} "
+                            "at most, shared between uids); try again",
+                            uid, slots_.held(uid), PolkitSlots::kTotal)});
+        return;
+    }
+    if (d.kind == PolkitSlots::Decision::Kind::Preempt)
+        preempt(d.victim);
+    slots_.take(uid);
+    it->second->queries.at(id).at_polkit = true;
+    call_polkit(sender, id, uid);
+}
+
+// All slots are taken and `victim` holds the most: its newest check gives way. Its caller is
+// answered LimitsExceeded, as if it had come when that uid already held its share.
+void Authorizer::preempt(uid_t victim) {
+    const std::string* sender = nullptr;
+    std::uint64_t newest = 0;
+    for (const auto& [name, c] : callers_)
+        if (c->uid == victim)
+            for (const auto& [id, q] : c->queries)
+                if (q.at_polkit && id > newest) {
+                    sender = &name;
+                    newest = id;
+                }
+    if (!sender)
+        return;
+    std::string name = *sender;  // finish() may free the caller, and the key with it
+    callers_.at(name)->queries.at(newest).call.cancel();
+    finish(name, newest,
+           {AuthResult::Verdict::Busy, victim,
+            fmt::format("uid {} has the most calls waiting for polkit while another uid waits; "
+                        "try again",
+                        victim)});
+}
+
+void Authorizer::call_polkit(const std::string& sender, std::uint64_t id, uid_t uid) {
     Subject subject{std::string("system-bus-name"),
                     std::map<std::string, sdbus::Variant>{{"name", sdbus::Variant(sender)}}};
     // Flags 0: sdbus-c++ 1.2 cannot read a call's ALLOW_INTERACTIVE_AUTHORIZATION flag, so there
     // is never a prompt; servers grant the action by rules files.
     try {
-        c.queries.at(id).call =
+        callers_.at(sender)->queries.at(id).call =
             polkit_->callMethodAsync("CheckAuthorization")
                 .onInterface(kPolkitInterface)
                 .withTimeout(kPolkitTimeout)
                 .withArguments(subject, std::string(kManageAction),
                                std::map<std::string, std::string>{}, uint32_t{0}, std::string())
                 .uponReplyInvoke([this, sender, id, uid](const sdbus::Error* e, PolkitAnswer a) {
-                    using V = AuthResult::Verdict;
-                    if (e && is_absent(e->getName()))
-                        finish(sender, id,
-                                  {V::Denied, uid, "polkit is not running, so only root may"});
-                    else if (e)
-                        finish(sender, id,
-                                  {V::Denied, uid,
-                                   "polkit failed (" + e->getName() + ": " + e->getMessage() +
-                                       "), so the call is denied"});
-                    else if (a.get<0>())
-                        finish(sender, id, {V::Allowed, uid, "polkit grants " +
-                                                                    std::string(kManageAction)});
-                    else if (a.get<1>())
-                        finish(sender, id,
-                                  {V::Challenge, uid,
-                                   "polkit grants " + std::string(kManageAction) +
-                                       " only after authentication, and vfiod cannot prompt"});
-                    else
-                        finish(sender, id,
-                                  {V::Denied, uid,
-                                   "polkit does not grant " + std::string(kManageAction)});
+                    finish(sender, id, polkit_verdict(e, a, uid));
                 });
     } catch (const sdbus::Error& e) {
         finish(sender, id, {AuthResult::Verdict::Denied, uid,
-                            "cannot ask polkit (" + e.getMessage() + "), so the call is denied"});
+                            "cannot ask polkit (" + quoted(e) + "), so the call is denied"});
     }
 }
 
@@ -205,6 +293,8 @@ void Authorizer::finish(const std::string& sender, std::uint64_t id, const AuthR
     if (q == it->second->queries.end())
         return;
     Done done = std::move(q->second.done);
+    if (q->second.at_polkit)
+        slots_.give_back(*it->second->uid);
     it->second->queries.erase(q);
     drop_if_idle(sender);
     done(r);
@@ -226,8 +316,11 @@ void Authorizer::caller_left(const std::string& sender) {
     // Its questions are withdrawn: a late answer is dropped by sd-bus, and no reply is sent to a
     // name that no longer exists. The match slot runs this very callback, so it is freed later.
     it->second->uid_call.cancel();
-    for (auto& [id, q] : it->second->queries)
+    for (auto& [id, q] : it->second->queries) {
         q.call.cancel();
+        if (q.at_polkit)
+            slots_.give_back(*it->second->uid);
+    }
     spdlog::debug("{} left the bus with {} call(s) awaiting authorization; dropped", sender,
                   it->second->queries.size());
     it->second->queries.clear();

@@ -38,17 +38,55 @@ struct AuthResult {
     const char* error_name() const;
 };
 
+// Who holds the CheckAuthorization calls vfiod has in flight. The bus lets one connection wait
+// for at most 128 replies (dbus-daemon's max_replies_per_connection, the system bus default);
+// past that a call fails at once. So there are fewer slots than that, shared per uid, not per
+// caller: a uid opens as many connections as it likes, and each is a caller of its own.
+// Bookkeeping only; the Authorizer asks, and answers the calls.
+class PolkitSlots {
+public:
+    // Below the bus's 128, with room for vfiod's other calls.
+    static constexpr std::size_t kTotal = 96;
+    // One uid's share: a uid holding it is answered LimitsExceeded at once.
+    static constexpr std::size_t kShare = 16;
+
+    struct Decision {
+        enum class Kind {
+            Take,     // a free slot
+            Preempt,  // all taken: `victim` holds the most, and gives its newest check up
+            Refuse,   // the uid holds its share, or no uid holds more than it does + 1
+        };
+        Kind kind;
+        uid_t victim = 0;
+    };
+    // What a check for `uid` may have. A uid holding no slot is refused only when kTotal uids
+    // hold one each.
+    Decision ask(uid_t uid) const;
+    void take(uid_t uid);
+    void give_back(uid_t uid);
+    std::size_t held(uid_t uid) const;
+    std::size_t total() const { return total_; }
+
+private:
+    std::map<uid_t, std::size_t> held_;  // uids holding at least one
+    std::size_t total_ = 0;
+};
+
 class Authorizer {
 public:
     using Done = std::function<void(const AuthResult&)>;
 
     // How long polkit may take before the caller is denied (sd-bus's own default call timeout).
     static constexpr std::chrono::seconds kPolkitTimeout{25};
-    // Checks one caller (one unique name) may have in flight; more are answered LimitsExceeded
-    // at once. The bus caps pending replies per connection too, but not the memory we keep.
+    // Checks one caller (one unique name) may have in flight, and all callers together,
+    // whether at polkit or still waiting for the bus to name the caller's uid; more are
+    // answered LimitsExceeded at once. They bound the memory kept; PolkitSlots bounds what is
+    // asked of polkit.
     static constexpr std::size_t kMaxPendingPerCaller = 16;
-    // Checks in flight over all callers.
     static constexpr std::size_t kMaxPending = 1024;
+    // How much of a failing polkit's error vfiod quotes (its reply and log line): polkit's
+    // message is polkit's to choose, 100,000 characters of it as well.
+    static constexpr std::size_t kQuotedError = 200;
 
     explicit Authorizer(sdbus::IConnection& connection);
     ~Authorizer();
@@ -77,6 +115,8 @@ private:
     void on_uid(const std::string& sender, std::optional<uid_t> uid, const std::string& error,
                 bool gone);
     void ask_polkit(const std::string& sender, std::uint64_t id);
+    void call_polkit(const std::string& sender, std::uint64_t id, uid_t uid);
+    void preempt(uid_t victim);
     void finish(const std::string& sender, std::uint64_t id, const AuthResult& r);
     void caller_left(const std::string& sender);
     void drop_if_idle(const std::string& sender);
@@ -85,6 +125,7 @@ private:
     std::unique_ptr<sdbus::IProxy> bus_;
     std::unique_ptr<sdbus::IProxy> polkit_;
     std::map<std::string, std::unique_ptr<Caller>> callers_;
+    PolkitSlots slots_;
     std::vector<std::unique_ptr<Caller>> graveyard_;
     std::uint64_t next_id_ = 1;
 };

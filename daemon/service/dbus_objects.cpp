@@ -31,6 +31,16 @@ const char* error_name(OpResult::Code c) {
     return "org.vfiod1.Error.Failed";
 }
 
+// The reads HeldCalls holds back: what they cost grows with the inventory. Matched by member
+// whatever the interface (sd-bus's own handlers need it, and holding back a cheap namesake
+// costs nothing).
+bool is_bulk_read(sd_bus_message* m) {
+    for (const char* member : {"GetManagedObjects", "Introspect", "Plan"})
+        if (sd_bus_message_is_method_call(m, nullptr, member) > 0)
+            return true;
+    return false;
+}
+
 std::vector<std::string> strings(const std::vector<PciAddress>& list) {
     std::vector<std::string> out;
     for (const auto& a : list)
@@ -229,6 +239,12 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
 }
 
 DbusObjects::~DbusObjects() = default;
+
+std::function<void()> DbusObjects::hold_bulk_reads() {
+    if (!held_reads_)
+        held_reads_ = std::make_unique<HeldCalls>(sd_bus_of(manager_->object()), is_bulk_read);
+    return [held = held_reads_.get()] { held->release_one(); };
+}
 
 void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
     // The one way onto the bus: the objects below only ever hold publishable strings. A signal

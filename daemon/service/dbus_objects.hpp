@@ -4,6 +4,7 @@
 // interface from the records published here (no per-object library state).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "core/pci_address.hpp"
@@ -21,6 +22,7 @@ class Service;
 class ManagerObject;
 template <typename Key, typename Info>
 class ExportedSet;
+class HeldCalls;
 
 class DbusObjects {
 public:
@@ -36,11 +38,19 @@ public:
     // not looked at.
     void publish(const Inventory& inv, const InventoryChange& change);
 
+    // From now on, reads that cost in proportion to the whole inventory (GetManagedObjects,
+    // Introspect, Plan) are held back while other calls wait (service/sd_bus_objects.hpp,
+    // HeldCalls). The returned function puts the oldest back, to be dispatched next; the event
+    // loop calls it once per turn (LoopHooks::release_held). Held reads wait for it, so a
+    // program whose loop does not call it must not call this: its reads stay in order.
+    std::function<void()> hold_bulk_reads();
+
 private:
     // Destroyed in reverse: the functions' InterfacesRemoved go before their groups'.
     std::unique_ptr<ManagerObject> manager_;
     std::unique_ptr<ExportedSet<unsigned, GroupInfo>> groups_;
     std::unique_ptr<ExportedSet<PciAddress, DeviceInfo>> devices_;
+    std::unique_ptr<HeldCalls> held_reads_;
 };
 
 }  // namespace vfiod

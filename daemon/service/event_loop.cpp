@@ -92,6 +92,8 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* ev
         loop.after_dispatch(hooks.after_dispatch);
     if (hooks.next_deadline)
         loop.wake_by(hooks.next_deadline);
+    if (hooks.release_held)
+        loop.release_held(hooks.release_held);
     return loop.run();
 }
 

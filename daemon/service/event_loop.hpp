@@ -28,6 +28,8 @@ struct LoopHooks {
     // Finished off-loop operations: `work_ready` runs their completions when `work_fd` polls in.
     int work_fd = -1;
     std::function<void()> work_ready;
+    // Puts back one bus call held back behind the others (DbusObjects::hold_bulk_reads).
+    std::function<void()> release_held;
 };
 
 // Runs until SIGTERM/SIGINT, or until the bus is lost. `events` (the udev monitor) is null when

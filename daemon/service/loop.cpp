@@ -19,6 +19,11 @@ namespace {
 
 using Clock = Loop::Clock;
 
+// Bus messages dispatched in one turn at most. A flood of cheap calls then cannot keep the loop
+// from its signals, workers, timers and watchdog, nor from the held reads, each of which goes
+// back on the bus once per turn.
+constexpr int kMaxDispatchPerTurn = 64;
+
 // systemd's watchdog (WatchdogSec=): WATCHDOG=1 from the loop itself, so the pings stop exactly
 // when the loop stops turning, whatever other threads do.
 class Watchdog {
@@ -175,12 +180,15 @@ int Loop::run() {
         watchdog.ping_if_due();
         sdbus::IConnection::PollData bus_poll;
         try {
-            while (bus_.processPendingRequest())
+            for (int n = 0; n < kMaxDispatchPerTurn && bus_.processPendingRequest(); ++n)
                 settle();
             for (auto& f : after_dispatch_)
                 f();
-            // Messages read while the handlers above called out are queued inside the
-            // connection: its timeout is then 0 and the next turn dispatches them.
+            // One held call goes back on the read queue, ahead of what is still in the socket;
+            // like the messages read while the handlers above called out, it makes the
+            // connection's timeout 0 and the next turn dispatches it first.
+            if (release_held_)
+                release_held_();
             bus_poll = bus_.getEventLoopPollData();
         } catch (const sdbus::Error& e) {
             // The bus went away (dbus-daemon restarted): systemd restarts us onto the new one.

@@ -84,6 +84,13 @@ public:
     void wake_by(std::function<std::optional<Clock::time_point>()> deadline) {
         deadlines_.push_back(std::move(deadline));
     }
+    // Bus calls a filter held back (vfiod's bulk reads, service/sd_bus_objects.hpp HeldCalls):
+    // `release_one` puts the oldest back on the connection's read queue. A turn of the loop
+    // dispatches up to 64 bus messages, then calls it; the call it put back is dispatched
+    // first in the next turn, and the fds, signals and timers are served in between. So a
+    // call waits for one held read at most, and held reads for 64 other messages at most (and,
+    // HeldCalls' own rule, for the connection's write queue to drain).
+    void release_held(std::function<void()> release_one) { release_held_ = std::move(release_one); }
     // The loop's mailbox, created (and watched) on first use.
     std::shared_ptr<Mailbox> mailbox();
     // run() returns `code` once the handler that called this has returned.
@@ -106,6 +113,7 @@ private:
     std::vector<std::function<void()>> after_dispatch_;
     std::vector<std::function<void()>> after_each_;
     std::vector<std::function<std::optional<Clock::time_point>()>> deadlines_;
+    std::function<void()> release_held_;
     std::optional<int> exit_code_;
     std::shared_ptr<Mailbox> mailbox_;
 };

@@ -5,8 +5,10 @@
 # before vfiod sees it. After each group of calls vfiod must still be up and answering.
 # Then polkit (DESIGN §6), first absent, then python-dbusmock's polkitd: denied until the mock
 # grants org.vfiod1.manage; a challenge; a polkit error; a hanging polkit delays only its
-# caller; a caller that leaves mid-check gets nothing done and leaves no state; 10,000 denied
-# calls from 100 connections leave bounded memory and a bounded, exact log.
+# caller; a caller that leaves mid-check gets nothing done and leaves no state; polkit's answers
+# are shared per uid (160 checks of one uid, then seven uids, on a hung polkit: another uid is
+# still asked about and granted); a 100,000-character polkit error is quoted short; 10,000
+# denied calls from 100 connections leave bounded memory and a bounded, exact log.
 # Usage: authz_test.sh VFIOD MKFIXTURE POLICY_CONF CLIENT VFIOCTL
 # Exit 0 when every check passed, 1 otherwise, 77 (skip) without root or the tools.
 set -u
@@ -255,6 +257,77 @@ sleep 0.5
 check "its Reload was not run after polkit said yes" "$protected" "$(plan_has '"reason": "protected"')"
 alive "a caller leaving mid-check"
 
+# --- polkit's answers are shared fairly between uids (issue 23, finding 4) ---
+# The bus lets vfiod wait for at most 128 replies at once (dbus-daemon's
+# max_replies_per_connection; a CheckAuthorization beyond it fails with LimitsExceeded at once).
+# uid 65534 parks 160 checks on a hung polkit from 20 connections (each a caller of its own);
+# then uid 1 (daemon), whom polkit grants, must still get its check through and be answered.
+as_uid() { local uid=$1; shift; setpriv --reuid="$uid" --regid="$uid" --clear-groups "$PY" "$CLIENT" "$WORK/bus" "$@"; }
+# Waits until polkit has been asked no more for half a second: every call of a flood is then answered
+# or waiting at polkit.
+checks_settle() {
+    local n m=-1
+    for _ in $(seq 100); do n=$(checks); [ "$n" = "$m" ] && break; m=$n; sleep 0.5; done
+}
+mock SimulateHang b true >/dev/null
+asked=$(checks)
+as_uid 65534 flood:20:8 /org/vfiod1 org.vfiod1.Manager.Reload "" >"$WORK/flood-hung" 2>&1 &
+flooder=$!
+checks_settle
+parked=$(( $(checks) - asked ))
+echo "# uid 65534 parked $parked checks at polkit"
+as_uid 1 call /org/vfiod1 org.vfiod1.Manager.Reload "" >"$WORK/other" 2>&1 &
+other=$!
+for _ in $(seq 50); do [ "$(checks)" -gt $((asked + parked)) ] && break; sleep 0.1; done
+check "another uid's check reaches polkit past the flood" $((asked + parked + 1)) "$(checks)"
+mock SimulateHang b false >/dev/null
+mock ReleaseHangingCalls >/dev/null
+wait $other
+check "polkit grants it: the other uid's Reload succeeds" ok "$(cut -f1 "$WORK/other")"
+wait $flooder
+check "no call of the flood is denied (each is granted or LimitsExceeded)" "" \
+    "$(grep -v '^ok \|^org.freedesktop.DBus.Error.LimitsExceeded ' "$WORK/flood-hung")"
+check "the flood's granted calls are those polkit was asked about" "ok $parked" \
+    "$(grep '^ok ' "$WORK/flood-hung")"
+alive "160 checks of one uid on a hung polkit"
+
+# Attacks on the sharing: callers that leave while polkit hangs give their slots back; seven uids
+# that each want their share (112 > 96) leave room for an eighth, and none is denied.
+mock SimulateHang b true >/dev/null
+asked=$(checks)
+"${NOBODY[@]}" flood:4:16 /org/vfiod1 org.vfiod1.Manager.Reload "" >/dev/null 2>&1 &  # its pid, to kill
+flooder=$!
+checks_settle
+kill $flooder; wait $flooder 2>/dev/null  # its 4 connections close with 16 checks at polkit
+check "the leaving flood had 16 checks at polkit" $((asked + 16)) "$(checks)"
+for _ in $(seq 50); do [ "$(match_rules)" = "$rules_idle" ] && break; sleep 0.1; done
+check "its callers are dropped (match rules back to $rules_idle)" "$rules_idle" "$(match_rules)"
+flooders=
+for uid in 65534 3 4 5 6 7 8; do
+    asked=$(checks)
+    as_uid $uid flood:2:16 /org/vfiod1 org.vfiod1.Manager.Reload "" >"$WORK/flood-$uid" 2>&1 &
+    flooders="$flooders $!"
+    checks_settle
+    [ $uid = 65534 ] && check "uid 65534 has its share again once its callers left" \
+        $((asked + 16)) "$(checks)"
+done
+asked=$(checks)
+as_uid 10 call /org/vfiod1 org.vfiod1.Manager.Reload "" >"$WORK/other" 2>&1 &
+other=$!
+for _ in $(seq 50); do [ "$(checks)" -gt "$asked" ] && break; sleep 0.1; done
+check "with 7 uids at polkit, an eighth's check reaches it" $((asked + 1)) "$(checks)"
+mock SimulateHang b false >/dev/null
+mock ReleaseHangingCalls >/dev/null
+wait $other
+check "with 7 uids at polkit, an eighth is answered as granted" ok "$(cut -f1 "$WORK/other")"
+wait $flooders
+for uid in 65534 3 4 5 6 7 8; do
+    check "uid $uid: no call denied (each granted or LimitsExceeded)" "" \
+        "$(grep -v '^ok \|^org.freedesktop.DBus.Error.LimitsExceeded ' "$WORK/flood-$uid")"
+    check_contains "uid $uid: some of its calls were granted" "ok " "$(cat "$WORK/flood-$uid")"
+done
+alive "7 uids flooding a hung polkit"
+
 # --- a challenge, and a polkit error ---
 mock AddMethod sssss org.freedesktop.PolicyKit1.Authority CheckAuthorization \
     '(sa{sv})sa{ss}us' '(bba{ss})' 'ret = (False, True, {})' >/dev/null
@@ -269,6 +342,22 @@ mock AddMethod sssss org.freedesktop.PolicyKit1.Authority CheckAuthorization \
 check "a polkit error denies" $DENIED "$(nobody_manager call Release s $GPU)"
 check_contains "and the denial says polkit failed" "polkit failed" "$(cat "$WORK/last")"
 check "root is unaffected by a broken polkit" ok "$(manager call Reload "")"
+# A polkit error's message is polkit's to choose: 100,000 characters of it are cut short in the
+# reply and the log line (issue 23, finding 7a). A uid of its own (bin), so no rate limit hides the line.
+mock AddMethod sssss org.freedesktop.PolicyKit1.Authority CheckAuthorization \
+    '(sa{sv})sa{ss}us' '(bba{ss})' \
+    'raise dbus.exceptions.DBusException("\x1b[31m" + "x" * 100000, name="org.freedesktop.PolicyKit1.Error.Failed")' >/dev/null
+as_uid 2 call /org/vfiod1 org.vfiod1.Manager.Release s $GPU >"$WORK/last" 2>&1
+check "a polkit error of 100,000 characters denies" $DENIED "$(cut -f1 "$WORK/last")"
+len=$(wc -c <"$WORK/last")
+[ "$len" -lt 1024 ] && pass "its denial is short ($len bytes)" || fail "its denial is short" "$len bytes"
+check_contains "its denial still says polkit failed" "polkit failed" "$(cat "$WORK/last")"
+line=$(grep '(uid 2)' "$WORK/vfiod.log" | tail -n 1)
+check_contains "vfiod logged the denial" "polkit failed" "$line"
+[ "${#line}" -lt 1024 ] && pass "its log line is short (${#line} characters)" \
+    || fail "its log line is short" "${#line} characters"
+case $line in *$'\x1b'*) fail "its log line carries no terminal escape" ;;
+    *) pass "its log line carries no terminal escape" ;; esac
 
 # --- polkitd gone: root only ---
 kill "$EXTRA_PIDS"; wait "$EXTRA_PIDS" 2>/dev/null; EXTRA_PIDS=

@@ -1,13 +1,16 @@
 // DbusObjects on a private dbus-daemon, driven with hand-made inventories: keys at the ends of
 // their ranges are reachable by their paths and by no other spelling, PropertiesChanged names
 // only what changed, and a signal that cannot be sent throws sdbus::Error, which is what
-// Service::publish catches to mark what failed and send it again.
+// Service::publish catches to mark what failed and send it again. Bulk reads (GetManagedObjects,
+// Introspect, Plan) wait behind every other call, by count, not by clock.
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <sdbus-c++/sdbus-c++.h>
 
@@ -17,6 +20,7 @@
 #include "service/authorization.hpp"
 #include "service/call_log.hpp"
 #include "service/dbus_objects.hpp"
+#include "service/loop.hpp"
 #include "service/sd_bus_objects.hpp"
 #include "service/service.hpp"
 
@@ -56,6 +60,99 @@ InventoryChange everything(const Inventory& inv) {
     return c;
 }
 
+// A plain sd-bus client that sends calls without waiting for their replies and records the order
+// in which the replies come: "label" for a return, "label error-name" for an error.
+class Pipeline {
+public:
+    explicit Pipeline(const std::string& address) {
+        sd_bus_new(&bus_);
+        sd_bus_set_address(bus_, address.c_str());
+        sd_bus_set_bus_client(bus_, 1);
+        up_ = sd_bus_start(bus_) >= 0;
+    }
+    ~Pipeline() {
+        for (auto* slot : slots_)
+            sd_bus_slot_unref(slot);
+        sd_bus_flush_close_unref(bus_);
+    }
+    Pipeline(const Pipeline&) = delete;
+    Pipeline& operator=(const Pipeline&) = delete;
+    bool up() const { return up_; }
+
+    void call(std::string label, const char* dest, const char* path, const char* interface,
+              const char* member, const char* arg = nullptr) {
+        sd_bus_message* m = nullptr;
+        sd_bus_message_new_method_call(bus_, &m, dest, path, interface, member);
+        if (arg)
+            sd_bus_message_append(m, "s", arg);
+        labels_.push_back({this, std::move(label)});
+        sd_bus_slot* slot = nullptr;
+        if (sd_bus_call_async(bus_, &slot, m, &Pipeline::on_reply, &labels_.back(), 0) >= 0)
+            slots_.push_back(slot);
+        sd_bus_message_unref(m);
+    }
+    // Returns once the bus has routed every call sent so far: it handles a connection's
+    // messages in order, so its answer to a call of its own comes after it passed them on.
+    void barrier() {
+        sd_bus_flush(bus_);
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message* reply = nullptr;
+        sd_bus_call_method(bus_, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                           "org.freedesktop.DBus", "GetId", &e, &reply, "");
+        sd_bus_message_unref(reply);
+        sd_bus_error_free(&e);
+    }
+    // The replies, once `n` have come (a minute at most: a safety net, not a measurement).
+    const std::vector<std::string>& replies(size_t n) {
+        auto end = std::chrono::steady_clock::now() + 60s;
+        while (order_.size() < n && std::chrono::steady_clock::now() < end)
+            if (sd_bus_process(bus_, nullptr) == 0)
+                sd_bus_wait(bus_, 100000);
+        return order_;
+    }
+    // Where the first reply starting with `label` came, or -1.
+    long position(const std::string& label) const {
+        for (size_t i = 0; i < order_.size(); ++i)
+            if (order_[i].rfind(label, 0) == 0)
+                return static_cast<long>(i);
+        return -1;
+    }
+
+private:
+    struct Label {
+        Pipeline* self;
+        std::string text;
+    };
+    static int on_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+        auto* l = static_cast<Label*>(userdata);
+        const sd_bus_error* e = sd_bus_message_get_error(m);
+        l->self->order_.push_back(e ? l->text + " " + e->name : l->text);
+        return 1;
+    }
+
+    sd_bus* bus_ = nullptr;
+    bool up_ = false;
+    std::deque<Label> labels_;
+    std::vector<sd_bus_slot*> slots_;
+    std::vector<std::string> order_;
+};
+
+// 1,024 groups of one function each: a GetManagedObjects that costs milliseconds to build.
+Inventory large_inventory() {
+    Inventory inv;
+    for (unsigned i = 0; i < 1024; ++i) {
+        PciAddress a{0, static_cast<uint8_t>(i / 256), static_cast<uint8_t>(i / 8 % 32),
+                     static_cast<uint8_t>(i % 8)};
+        inv.groups[i] = {i, GroupState::Pending, Reason::None, {}, {a}};
+        DeviceInfo d;
+        d.address = a;
+        d.group = i;
+        d.driver = "vfio-pci";
+        inv.devices[a] = d;
+    }
+    return inv;
+}
+
 class DbusObjectsTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -66,14 +163,24 @@ protected:
         server_->requestName("org.vfiod1");
         client_ = sdbus::createSessionBusConnectionWithAddress(bus_.address());
     }
-    void TearDown() override {
-        if (serving_)
-            server_->leaveEventLoop();
-    }
-    // The server answers on a thread of its own from here on; publish before.
+    void TearDown() override { stop_serving(); }
+    // The server answers on a thread of its own from here on, in vfiod's event loop (the
+    // service's replies sent after each dispatch, held reads put back one per turn); publish
+    // before, or after stop_serving().
     void serve() {
-        server_->enterEventLoopAsync();
-        serving_ = true;
+        auto loop = std::make_shared<Loop>(*server_, signal_set({}));
+        loop->after_each([this] { service_.publish(); });
+        loop->release_held(objects_->hold_bulk_reads());
+        auto mailbox = loop->mailbox();
+        auto thread = std::make_shared<std::thread>([loop] { loop->run(); });
+        stop_ = [loop, mailbox, thread] {
+            mailbox->post([loop] { loop->quit(0); });
+            thread->join();
+        };
+    }
+    void stop_serving() {
+        if (stop_)
+            std::exchange(stop_, nullptr)();
     }
     std::string error_of_get(const std::string& path, const char* interface, const char* name) {
         try {
@@ -95,7 +202,7 @@ protected:
     std::unique_ptr<Authorizer> auth_;
     std::unique_ptr<DbusObjects> objects_;
     std::unique_ptr<sdbus::IConnection> client_;
-    bool serving_ = false;
+    std::function<void()> stop_;
 };
 
 TEST_F(DbusObjectsTest, EveryKeyByItsOwnPathAndNoOtherSpelling) {
@@ -163,8 +270,7 @@ TEST_F(DbusObjectsTest, PropertiesChangedNamesOnlyWhatChanged) {
         });
     watch->finishRegistration();
     client_->enterEventLoopAsync();
-    server_->leaveEventLoop();  // publishing happens on the bus's thread, as in vfiod
-    serving_ = false;
+    stop_serving();  // publishing happens on the loop's thread, as in vfiod
 
     inv.devices[kVmd].driver = "vfio-pci";
     inv.devices[kVmd].group = 7;  // IommuGroup and Group both
@@ -209,6 +315,89 @@ TEST_F(DbusObjectsTest, ASignalThatCannotBeSentThrowsSdbusError) {
     EXPECT_THROW(objects_->publish(removed, one), sdbus::Error);  // InterfacesRemoved
     // And the objects still go quietly with the bus closed.
     EXPECT_NO_THROW(objects_.reset());
+}
+
+// Issue 23, finding 6: sd-bus handles messages in order, so a call queued behind bulk reads
+// waited for every one of them. All calls are in vfiod's socket before its loop turns: the
+// property read comes back first, ahead of every read held back, which are served in order.
+TEST_F(DbusObjectsTest, BulkReadsWaitBehindEveryOtherCall) {
+    Inventory inv = large_inventory();
+    objects_->publish(inv, everything(inv));
+    Pipeline client(bus_.address());
+    ASSERT_TRUE(client.up());
+    for (int i = 0; i < 10; ++i)
+        client.call("gmo", "org.vfiod1", "/org/vfiod1", "org.freedesktop.DBus.ObjectManager",
+                    "GetManagedObjects");
+    client.call("plan", "org.vfiod1", "/org/vfiod1", "org.vfiod1.Manager", "Plan");
+    client.call("introspect", "org.vfiod1", "/org/vfiod1/device",
+                "org.freedesktop.DBus.Introspectable", "Introspect");
+    client.call("get", "org.vfiod1", "/org/vfiod1/group/7", "org.freedesktop.DBus.Properties",
+                "Get");  // no arguments: InvalidArgs, answered inline all the same
+    client.barrier();
+    serve();
+    auto order = client.replies(13);
+    stop_serving();
+    ASSERT_EQ(order.size(), 13u);
+    EXPECT_EQ(order[0].rfind("get ", 0), 0u) << "the cheap call is not held: " << order[0];
+    EXPECT_EQ(client.position("plan"), 11) << "held reads keep their order";
+    EXPECT_EQ(client.position("introspect"), 12);
+    for (int i = 1; i <= 10; ++i)
+        EXPECT_EQ(order[i], "gmo") << "reply " << i;
+}
+
+// A mutating call needs bus round trips of its own (who is the caller? polkit?): while they are
+// out, held reads are served, one per loop turn. It is answered after a few of 100, not after
+// all of them as before.
+TEST_F(DbusObjectsTest, AMutatingCallWaitsForAFewHeldReadsNotAll) {
+    Inventory inv = large_inventory();
+    objects_->publish(inv, everything(inv));
+    Pipeline client(bus_.address());
+    ASSERT_TRUE(client.up());
+    for (int i = 0; i < 100; ++i)
+        client.call("gmo", "org.vfiod1", "/org/vfiod1", "org.freedesktop.DBus.ObjectManager",
+                    "GetManagedObjects");
+    // Root: InvalidArgs from the service; anyone else: AccessDenied (no polkit on this bus).
+    client.call("bind", "org.vfiod1", "/org/vfiod1", "org.vfiod1.Manager", "Bind", "x");
+    client.barrier();
+    serve();
+    auto order = client.replies(101);
+    stop_serving();
+    ASSERT_EQ(order.size(), 101u);
+    long bind = client.position("bind ");
+    EXPECT_GE(bind, 0) << "Bind answered with an error";
+    EXPECT_LT(bind, 50) << "Bind waited for " << bind << " of 100 GetManagedObjects";
+}
+
+// The cap: past `max` held calls, one more is answered LimitsExceeded at once; the held ones are
+// answered as they are put back.
+TEST_F(DbusObjectsTest, HeldCallsAreBounded) {
+    auto probe = sdbus::createObject(*server_, "/probe");
+    HeldCalls held(sd_bus_of(*probe),
+                   [](sd_bus_message* m) { return sd_bus_message_is_method_call(m, nullptr, "Ping") > 0; },
+                   4);
+    Pipeline client(bus_.address());
+    ASSERT_TRUE(client.up());
+    for (int i = 0; i < 6; ++i)
+        client.call("ping", "org.vfiod1", "/probe", "org.freedesktop.DBus.Peer", "Ping");
+    client.barrier();
+    sd_bus* server = sd_bus_of(*probe);
+    while (sd_bus_process(server, nullptr) > 0) {
+    }
+    EXPECT_EQ(held.held(), 4u);
+    auto order = client.replies(2);
+    ASSERT_EQ(order.size(), 2u);
+    EXPECT_EQ(order[0], "ping org.freedesktop.DBus.Error.LimitsExceeded");
+    EXPECT_EQ(order[1], "ping org.freedesktop.DBus.Error.LimitsExceeded");
+    for (int i = 0; i < 4; ++i) {
+        sd_bus_flush(server);  // a call is put back only once the replies before it are out
+        EXPECT_EQ(held.release_one(), i < 3);
+        while (sd_bus_process(server, nullptr) > 0) {
+        }
+    }
+    order = client.replies(6);
+    EXPECT_EQ(order.size(), 6u);
+    EXPECT_EQ(order.back(), "ping") << "a call put back is answered, not held again";
+    EXPECT_EQ(held.held(), 0u);
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ public:
         hooks_.work_fd = workers_.fd();
         hooks_.work_ready = [this] { workers_.dispatch(); };
         hooks_.after_dispatch = [this] { auth_->tidy(); };
+        hooks_.release_held = objects_->hold_bulk_reads();
         loop_ = std::thread([this] { run_event_loop(*bus_, service_, events_, hooks_); });
         return true;
     }
