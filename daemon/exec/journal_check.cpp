@@ -12,14 +12,9 @@ namespace vfiod {
 EntryFacts read_entry_facts(const HostFs& fs, const JournalEntry& entry) {
     EntryFacts facts;
     facts.topology.iommu_enabled = true;
-    auto& members = facts.topology.groups[entry.group];
-    for (const auto& name : fs.list("sys/kernel/iommu_groups/" + std::to_string(entry.group) +
-                                    "/devices"))
-        if (auto a = PciAddress::parse(name))
-            members.push_back(*a);
-    if (members.empty())
-        facts.topology.groups.erase(entry.group);
     std::vector<std::string> warnings;  // an unreadable function is reported as not found
+    if (auto members = read_group_members(fs, entry.group, &warnings); !members.empty())
+        facts.topology.groups.emplace(entry.group, std::move(members));
     std::set<PciAddress> named;
     for (const auto& f : entry.functions)
         if (named.insert(f.address).second)

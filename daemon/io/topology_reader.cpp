@@ -206,6 +206,12 @@ bool iommu_enabled(const HostFs& fs, const Topology& topo) {
 
 }  // namespace
 
+std::vector<PciAddress> read_group_members(const HostFs& fs, unsigned group,
+                                           std::vector<std::string>* warnings) {
+    BoundedWarnings skipped(warnings, "odd sysfs entries skipped");
+    return read_members(fs, std::to_string(group), skipped);
+}
+
 Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
     Topology topo;
     read_drivers(fs, &topo);

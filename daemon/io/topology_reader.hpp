@@ -20,6 +20,11 @@ Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings);
 std::optional<PciFunction> read_function(const HostFs& fs, const PciAddress& addr,
                                          std::vector<std::string>* warnings);
 
+// The members of one IOMMU group, as the group itself lists them, sorted; names that are not
+// PCI addresses are skipped and said in *warnings.
+std::vector<PciAddress> read_group_members(const HostFs& fs, unsigned group,
+                                           std::vector<std::string>* warnings);
+
 // Brings `topo` up to date after udev named `touched`, reading only what can have changed with
 // them: each touched function, the PF of a touched VF (its sriov_numvfs), every member of the
 // IOMMU groups those belong or belonged to (and of groups a member moved to), the driver list and
