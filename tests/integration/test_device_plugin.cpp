@@ -162,6 +162,16 @@ long stop_timed(Proc& p, int* code) {
     return ms_since(t0);
 }
 
+// SIGTERM exits 0 without waiting for vfiod: within kServedLimit (its goal, 1 s, is bench/'s).
+void expect_prompt_exit(Proc& p, const char* what) {
+    int code = -1;
+    long took = stop_timed(p, &code);
+    std::printf("# %s: SIGTERM -> exit: %ld ms\n", what, took);
+    EXPECT_EQ(code, 0) << what;
+    EXPECT_LT(took, std::chrono::duration_cast<std::chrono::milliseconds>(kServedLimit).count())
+        << what;
+}
+
 TEST_F(DevicePluginTest, RegistersEachResourceAndListsHealthAndNuma) {
     start_fake_vfiod();
     ASSERT_TRUE(kubelet->start());
@@ -535,12 +545,8 @@ TEST_F(DevicePluginTest, SigtermWhileVfiodIsFrozenAtStartExitsPromptly) {
     start_plugin();
     ASSERT_TRUE(eventually([&] { return log_count("starting") == 1; }, 5s));
     std::this_thread::sleep_for(500ms);  // inside its first read by now
-    int code = -1;
-    long took = stop_timed(plugin, &code);
-    std::printf("# vfiod frozen since start: SIGTERM -> exit: %ld ms\n", took);
+    expect_prompt_exit(plugin, "vfiod frozen since start");
     vfiod.signal(SIGCONT);
-    EXPECT_EQ(code, 0);
-    EXPECT_LT(took, 3000);
 }
 
 // Finding 3 (b): vfiod freezes right after a change, the plugin's re-read of the inventory hangs,
@@ -564,11 +570,7 @@ TEST_F(DevicePluginTest, KubeletRestartWhileVfiodIsFrozenMidResyncRegistersAtOnc
     EXPECT_TRUE(listed({"example.com/r0", "example.com/r1"}, 3s));
     EXPECT_EQ(health("example.com/r0", "0000:01:00.0"), "Healthy");
     ASSERT_GE(peer.held(), 1u);  // the read is still pending
-    int code = -1;
-    took = stop_timed(plugin, &code);
-    std::printf("# SIGTERM during a pending read -> exit: %ld ms\n", took);
-    EXPECT_EQ(code, 0);
-    EXPECT_LT(took, 3000);
+    expect_prompt_exit(plugin, "a read pending");
 }
 
 // A vfiod that never answers is asked again after a backoff, not in a loop, with one warning for
@@ -650,10 +652,7 @@ TEST_F(DevicePluginTest, VfiodRestartingRepeatedlyWhileFrozen) {
     peer.set_mode(FakeVfiodPeer::Mode::Freeze);
     peer.emit_changed(100);
     ASSERT_TRUE(eventually([&] { return peer.held() >= 1; }, 5s));
-    int code = -1;
-    long took = stop_timed(plugin, &code);
-    EXPECT_EQ(code, 0);
-    EXPECT_LT(took, 3000);
+    expect_prompt_exit(plugin, "frozen again after a restart");
 }
 
 // Finding 7a: an Allocate is one log line, however many IDs or containers it carries (10,000
