@@ -30,9 +30,9 @@
 #include "fleet_tree.hpp"
 #include "io/host_fs.hpp"
 #include "io/host_tables.hpp"
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/dbus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/objects.hpp"
 #include "service/service.hpp"
 
 using namespace vfiod;

@@ -12,16 +12,16 @@
 #include <systemd/sd-daemon.h>
 
 #include "io/host_fs.hpp"
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/dbus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/objects.hpp"
 #include "service/event_loop.hpp"
-#include "service/logging.hpp"
-#include "service/loop.hpp"
+#include "infra/logging.hpp"
+#include "infra/loop.hpp"
 #include "service/service.hpp"
 #include "service/udev_match.hpp"
 #include "service/udev_monitor.hpp"
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 #ifdef VFIOD_FAKE_KERNEL
 #include "fake_kernel.hpp"
 #include "scenarios.hpp"

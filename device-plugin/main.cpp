@@ -1,5 +1,5 @@
 // vfiod-device-plugin: the kubelet device plugin fed by vfiod's D-Bus inventory (DESIGN §9).
-// One thread runs a Loop (service/loop.hpp, the daemon's too): D-Bus, inotify on the kubelet
+// One thread runs a Loop (infra/loop.hpp, the daemon's too): D-Bus, inotify on the kubelet
 // directory and /dev/vfio, signals, registration retries. gRPC serves the kubelet from its own
 // threads out of the shared snapshot, and hands Register's outcome back through the mailbox.
 // Nothing on the loop waits for vfiod: its inventory is read asynchronously (client::ViewReader),
@@ -27,12 +27,12 @@
 #include <spdlog/spdlog.h>
 
 #include "dbus_client.hpp"
-#include "io/fd.hpp"
+#include "infra/fd.hpp"
 #include "io/host_fs.hpp"
 #include "model.hpp"
 #include "server.hpp"
-#include "service/logging.hpp"
-#include "service/loop.hpp"
+#include "infra/logging.hpp"
+#include "infra/loop.hpp"
 
 namespace {
 

@@ -1,12 +1,14 @@
 #!/bin/sh
 # The include rule of README "Layout", enforced: each layer includes only the layers below it.
 #   daemon/core     nothing but itself and the C++ library (no I/O, no D-Bus, no logging)
-#   daemon/io       core
-#   daemon/exec     core, io
-#   daemon/service  core, io, exec (and sdbus-c++, spdlog, libudev, libsystemd)
-#   client          core, io
-#   cli             core, io, exec, client; never the daemon's service layer
-#   device-plugin   core, io, client, and of the service layer logging.hpp and loop.hpp only
+#   daemon/infra    nothing of the project's but itself: the loop, logging, workers, Fd
+#   daemon/io       core, and infra/fd.hpp (header-only)
+#   daemon/exec     core, io, and infra/fd.hpp
+#   daemon/service  core, io, exec, infra (and libudev, the bus connection); never dbus/
+#   daemon/dbus     core, io, exec, infra, service (and sdbus-c++, sd-bus)
+#   client          core, io, infra/fd.hpp
+#   cli             core, io, exec, client, infra/fd.hpp; never the daemon's service or dbus
+#   device-plugin   core, io, client, infra
 # Usage: layering.sh SOURCE_ROOT. Prints each violation as FILE:LINE: include; exit 1 if any.
 root=${1:?usage: layering.sh SOURCE_ROOT}
 cd "$root" || exit 2
@@ -26,22 +28,28 @@ forbid() {
     fi
 }
 
-forbid daemon/core 'io/|exec/|service/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
+forbid daemon/core 'io/|exec/|infra/|service/|dbus/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
     'is the pure core: no I/O, D-Bus or logging'
-forbid daemon/io 'exec/|service/|sdbus-c\+\+|spdlog' 'may include core only'
-forbid daemon/exec 'service/|sdbus-c\+\+|spdlog' 'may include core and io only'
-forbid client 'exec/|service/' 'may include core and io only'
-forbid cli 'service/' 'is a client of the daemon, not part of it'
-forbid device-plugin 'exec/|service/' 'may use the client, core, io, logging and the loop only' \
-    'service/logging\.hpp|service/loop\.hpp'
+forbid daemon/infra 'core/|io/|exec/|service/|dbus/|client/|toml\+\+|libudev' \
+    'is the generic infrastructure: it knows nothing of PCI'
+forbid daemon/io 'exec/|infra/|service/|dbus/|sdbus-c\+\+|spdlog' 'may include core (and infra/fd.hpp) only' \
+    'infra/fd\.hpp'
+forbid daemon/exec 'infra/|service/|dbus/|sdbus-c\+\+|spdlog' 'may include core and io (and infra/fd.hpp) only' \
+    'infra/fd\.hpp'
+forbid daemon/service 'dbus/' 'is below the D-Bus objects: it never names them'
+forbid client 'exec/|infra/|service/|dbus/' 'may include core and io (and infra/fd.hpp) only' \
+    'infra/fd\.hpp'
+forbid cli 'service/|dbus/|infra/' 'is a client of the daemon, not part of it' 'infra/fd\.hpp'
+forbid device-plugin 'exec/|service/|dbus/' 'may use the client, core, io and infra only'
 # A quoted include is found next to the including file first, so "../service/x.hpp" from exec
 # would reach the service layer without naming it: every include names its header from the
 # include root (daemon/) or its own directory, never through "..".
-for d in daemon/core daemon/io daemon/exec daemon/service client cli device-plugin; do
+for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli \
+    device-plugin; do
     forbid "$d" '[^">]*\.\.' 'names a header through "..", which the rules above cannot see'
 done
 # Every layer directory must still exist, or the rule would pass by checking nothing.
-for d in daemon/core daemon/io daemon/exec daemon/service client cli; do
+for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli; do
     ls "$d"/*.cpp >/dev/null 2>&1 || { echo "layering.sh: no sources in $d"; bad=1; }
 done
 [ "$bad" -eq 0 ] && echo "layering: every #include follows the rule"

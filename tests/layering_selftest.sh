@@ -9,7 +9,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 copy() {
     rm -rf "$tmp/src" && mkdir -p "$tmp/src/daemon" || exit 2
-    for d in daemon/core daemon/io daemon/exec daemon/service client cli device-plugin; do
+    for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli \
+        device-plugin; do
         cp -r "$root/$d" "$tmp/src/$d" || exit 2
     done
 }
@@ -29,7 +30,9 @@ copy
 sh "$check" "$tmp/src" >/dev/null || { echo "FAIL: layering.sh fails on the tree as it is"; fail=1; }
 expect_violation cli/text.cpp '#include "service/service.hpp"'
 expect_violation daemon/core/state.cpp '#include <spdlog/spdlog.h>'
-expect_violation daemon/exec/journal.cpp '#include "../service/logging.hpp"'
+expect_violation daemon/exec/journal.cpp '#include "../infra/logging.hpp"'
 expect_violation daemon/io/host_fs.cpp '#  include "core/../exec/journal.hpp"'
 expect_violation device-plugin/model.cpp '#include "service/service.hpp"'
+expect_violation daemon/service/inventory.cpp '#include "dbus/objects.hpp"'
+expect_violation daemon/infra/workers.cpp '#include "core/state.hpp"'
 exit "$fail"

@@ -1,7 +1,7 @@
 #include "host_fs.hpp"
 
 #include "core/strings.hpp"
-#include "io/fd.hpp"
+#include "infra/fd.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 //   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
 #pragma once
 
-#include "io/fd.hpp"
+#include "infra/fd.hpp"
 
 #include <optional>
 #include <string>

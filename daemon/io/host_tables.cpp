@@ -11,7 +11,7 @@
 #include <cerrno>
 
 #include "core/strings.hpp"
-#include "io/fd.hpp"
+#include "infra/fd.hpp"
 #include "io/host_use.hpp"
 #include "io/netns_use.hpp"
 #include "io/proc_parsers.hpp"

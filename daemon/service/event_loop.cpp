@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
-#include "service/loop.hpp"
+#include "infra/loop.hpp"
 #include "service/service.hpp"
 #include "service/udev_monitor.hpp"
 

@@ -1,4 +1,4 @@
-// The daemon's one event loop, a Loop (service/loop.hpp): the bus, the udev monitor, a signalfd,
+// The daemon's one event loop, a Loop (infra/loop.hpp): the bus, the udev monitor, a signalfd,
 // the workers' completions and the udev coalescing timer share a single poll(2). Idle means
 // blocked in poll: no timers, no log lines.
 #pragma once

@@ -13,7 +13,7 @@
 #include "io/host_use.hpp"
 #include "io/topology_reader.hpp"
 #include "service/fenced_host_fs.hpp"
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 
 namespace vfiod {
 

@@ -29,12 +29,12 @@
 #include "loop_daemon.hpp"
 #include "scenarios.hpp"
 #include "scripted_events.hpp"
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/dbus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/objects.hpp"
 #include "service/event_loop.hpp"
 #include "service/service.hpp"
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 
 namespace vfiod::test {
 namespace {

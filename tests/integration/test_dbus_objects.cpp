@@ -17,11 +17,11 @@
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "private_bus.hpp"
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/dbus_objects.hpp"
-#include "service/loop.hpp"
-#include "service/sd_bus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/objects.hpp"
+#include "infra/loop.hpp"
+#include "dbus/sd_bus_objects.hpp"
 #include "service/service.hpp"
 
 namespace vfiod::test {

@@ -12,13 +12,13 @@
 
 #include <sdbus-c++/sdbus-c++.h>
 
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/dbus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/objects.hpp"
 #include "service/event_loop.hpp"
 #include "service/service.hpp"
 #include "service/udev_monitor.hpp"
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 
 namespace vfiod::test {
 

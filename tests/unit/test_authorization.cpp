@@ -1,11 +1,11 @@
-// How polkit's slots are shared between uids (daemon/service/authorization, PolkitSlots): the
+// How polkit's slots are shared between uids (daemon/dbus/authorization, PolkitSlots): the
 // bookkeeping behind "a uid holding none always gets a slot" (issue 23, finding 4).
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
-#include "service/authorization.hpp"
+#include "dbus/authorization.hpp"
 
 namespace vfiod {
 namespace {

@@ -1,7 +1,7 @@
-// The rate limiter behind the log of denied and failed D-Bus calls (daemon/service/call_log).
+// The rate limiter behind the log of denied and failed D-Bus calls (daemon/dbus/call_log).
 #include <gtest/gtest.h>
 
-#include "service/call_log.hpp"
+#include "dbus/call_log.hpp"
 
 namespace vfiod {
 namespace {

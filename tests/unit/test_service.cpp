@@ -19,7 +19,7 @@
 #include "fake_tree.hpp"
 #include "scenarios.hpp"
 #include "service/service.hpp"
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 
 namespace vfiod::test {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/logging.hpp"
+#include "infra/logging.hpp"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "service/call_log.hpp"
+#include "dbus/call_log.hpp"
 
 #include <spdlog/spdlog.h>
 

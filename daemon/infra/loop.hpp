@@ -17,7 +17,7 @@
 
 #include <signal.h>
 
-#include "io/fd.hpp"
+#include "infra/fd.hpp"
 
 namespace sdbus {
 class IConnection;
@@ -84,7 +84,7 @@ public:
     void wake_by(std::function<std::optional<Clock::time_point>()> deadline) {
         deadlines_.push_back(std::move(deadline));
     }
-    // Bus calls a filter held back (vfiod's bulk reads, service/sd_bus_objects.hpp HeldCalls):
+    // Bus calls a filter held back (vfiod's bulk reads, dbus/sd_bus_objects.hpp HeldCalls):
     // `release_one` puts the oldest back on the connection's read queue. A turn of the loop
     // dispatches up to 64 bus messages, then calls it; the call it put back is dispatched
     // first in the next turn, and the fds, signals and timers are served in between. So a

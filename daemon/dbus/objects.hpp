@@ -39,7 +39,7 @@ public:
     void publish(const Inventory& inv, const InventoryChange& change);
 
     // From now on, reads that cost in proportion to the whole inventory (GetManagedObjects,
-    // Introspect, Plan) are held back while other calls wait (service/sd_bus_objects.hpp,
+    // Introspect, Plan) are held back while other calls wait (dbus/sd_bus_objects.hpp,
     // HeldCalls). The returned function puts the oldest back, to be dispatched next; the event
     // loop calls it once per turn (LoopHooks::release_held). Held reads wait for it, so a
     // program whose loop does not call it must not call this: its reads stay in order.

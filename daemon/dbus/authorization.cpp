@@ -1,4 +1,4 @@
-#include "service/authorization.hpp"
+#include "dbus/authorization.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "service/workers.hpp"
+#include "infra/workers.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

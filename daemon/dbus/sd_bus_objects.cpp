@@ -1,4 +1,4 @@
-#include "service/sd_bus_objects.hpp"
+#include "dbus/sd_bus_objects.hpp"
 
 #include <sdbus-c++/sdbus-c++.h>
 

@@ -1,4 +1,4 @@
-#include "service/loop.hpp"
+#include "infra/loop.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>

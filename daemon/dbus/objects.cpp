@@ -1,4 +1,4 @@
-#include "service/dbus_objects.hpp"
+#include "dbus/objects.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,9 +9,9 @@
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
 #include "org.vfiod1.Manager.adaptor.h"
-#include "service/authorization.hpp"
-#include "service/call_log.hpp"
-#include "service/sd_bus_objects.hpp"
+#include "dbus/authorization.hpp"
+#include "dbus/call_log.hpp"
+#include "dbus/sd_bus_objects.hpp"
 #include "service/service.hpp"
 
 namespace vfiod {
