@@ -16,6 +16,12 @@
 
 namespace vfiod {
 
+std::string group_object_path(unsigned id) { return "/org/vfiod1/group/" + std::to_string(id); }
+
+std::string device_object_path(const PciAddress& a) {
+    return "/org/vfiod1/device/" + a.object_path_element();
+}
+
 namespace {
 
 const char* error_name(OpResult::Code c) {

@@ -24,6 +24,10 @@ template <typename Key, typename Info>
 class ExportedSet;
 class HeldCalls;
 
+// D-Bus object paths (DESIGN §6).
+std::string group_object_path(unsigned id);
+std::string device_object_path(const PciAddress& a);
+
 class DbusObjects {
 public:
     DbusObjects(sdbus::IConnection& connection, Service& service, Authorizer& auth,

@@ -71,8 +71,4 @@ struct InventoryChange {
 Inventory publishable(Inventory inv);
 DeviceInfo publishable(DeviceInfo d);
 
-// D-Bus object paths (DESIGN §6).
-std::string group_object_path(unsigned id);
-std::string device_object_path(const PciAddress& a);
-
 }  // namespace vfiod

@@ -62,12 +62,6 @@ Service::Status from_outcome(const GroupOutcome& o) {
 
 }  // namespace
 
-std::string group_object_path(unsigned id) { return "/org/vfiod1/group/" + std::to_string(id); }
-
-std::string device_object_path(const PciAddress& a) {
-    return "/org/vfiod1/device/" + a.object_path_element();
-}
-
 Service::Service(HostFs& fs, ServiceOptions options)
     : fs_(fs),
       view_(std::make_unique<FencedHostFs>(fs)),
