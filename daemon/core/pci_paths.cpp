@@ -24,4 +24,10 @@ std::string override_write(std::string_view wanted) {
     return wanted.empty() ? std::string("\n") : std::string(wanted);
 }
 
+std::string vfio_group(unsigned group) { return std::string(kVfioDir) + "/" + std::to_string(group); }
+
+std::string vfio_cdev(std::string_view name) { return std::string(kVfioCdevs) + "/" + std::string(name); }
+
+std::string host_path(std::string_view relative) { return "/" + std::string(relative); }
+
 }  // namespace vfiod::pci_paths

@@ -28,6 +28,15 @@ std::string override_file(const PciAddress& a);
 std::string driver_link(const PciAddress& a);
 std::string unbind_file(const PciAddress& a);
 
+// The VFIO device nodes, relative to the root like the rest ("dev/vfio/12"); a consumer that
+// hands a node to a container or names it on D-Bus prefixes "/" (host_path), whatever the root.
+inline constexpr const char* kVfioDir = "dev/vfio";
+inline constexpr const char* kVfioContainer = "dev/vfio/vfio";
+inline constexpr const char* kVfioCdevs = "dev/vfio/devices";  // iommufd: vfio<M>
+std::string vfio_group(unsigned group);
+std::string vfio_cdev(std::string_view name);
+std::string host_path(std::string_view relative);
+
 // driver_override as the kernel shows it ("(null)" when unset) to what vfiod means ("").
 std::string override_value(std::string_view shown);
 // What to write to driver_override to leave it as `wanted`: the kernel clears it on a lone "\n".
