@@ -39,7 +39,8 @@ std::optional<int> begin_vfiod(int argc, char** argv, DaemonOptions* options) {
 Daemon::Daemon(HostFs& fs, DaemonOptions options, PciEventSource* events)
     : root_(std::move(options.root)),
       live_(fs.live()),
-      events_(events), service_(fs, std::move(options.service)) {}
+      events_(events),
+      service_(fs, std::move(options.service)) {}
 
 Daemon::~Daemon() {
     if (background_.loop.joinable())
