@@ -33,14 +33,15 @@ forbid() {
     fi
 }
 
-forbid daemon/core 'io/|exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
+forbid daemon/core \
+    'io/|exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
     'is the pure core: no I/O, D-Bus or logging'
 forbid daemon/infra 'core/|io/|exec/|service/|dbus/|app/|client/|toml\+\+|libudev' \
     'is the generic infrastructure: it knows nothing of PCI'
-forbid daemon/io 'exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' 'may include core (and infra/fd.hpp) only' \
-    'infra/fd\.hpp'
-forbid daemon/exec 'infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' 'may include core and io (and infra/fd.hpp) only' \
-    'infra/fd\.hpp'
+forbid daemon/io 'exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
+    'may include core (and infra/fd.hpp) only' 'infra/fd\.hpp'
+forbid daemon/exec 'infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
+    'may include core and io (and infra/fd.hpp) only' 'infra/fd\.hpp'
 forbid daemon/service 'dbus/|app/' 'is below the D-Bus objects: it never names them'
 forbid daemon/dbus 'app/' 'is below daemon/app: it never names it'
 # The test support's headers (fake kernel, scenarios) are found by name alone: vfiod never

@@ -38,8 +38,7 @@ std::optional<int> begin_vfiod(int argc, char** argv, DaemonOptions* options) {
 
 Daemon::Daemon(HostFs& fs, DaemonOptions options, PciEventSource* events)
     : root_(std::move(options.root)),
-      live_(fs.live()),
-      events_(events),
+      events_{fs.live(), nullptr, events},
       service_(fs, std::move(options.service)) {}
 
 Daemon::~Daemon() {
@@ -50,15 +49,15 @@ Daemon::~Daemon() {
 // The monitor exists before the coldplug scan in Service::start(): an event in between is
 // queued on its socket rather than lost.
 int Daemon::open_events() {
-    if (events_ || !live_)
+    if (events_.source || !events_.live)
         return 0;
     std::string err;
-    monitor_ = UdevMonitor::open(&err);
-    if (!monitor_) {
+    events_.monitor = UdevMonitor::open(&err);
+    if (!events_.monitor) {
         spdlog::critical("{}", err);
         return 1;
     }
-    events_ = monitor_.get();
+    events_.source = events_.monitor.get();
     return 0;
 }
 
@@ -109,7 +108,7 @@ void Daemon::say_ready(const std::string& note) {
         return;
     readiness_.ready = true;
     spdlog::info("vfiod {} ready: mode {}, root {}{}{}", VFIOD_VERSION, to_string(service_.mode()),
-                 root_, events_ ? "" : " (no udev: re-read on Reload/SIGHUP)", note);
+                 root_, events_.source ? "" : " (no udev: re-read on Reload/SIGHUP)", note);
     sd_notifyf(0, "READY=1\nSTATUS=running%s", note.c_str());
     // The coldplug read's transient heap (the whole host parsed, every group planned) goes
     // back to the kernel: 2.3 MiB of RSS at 4,000 objects.
@@ -138,7 +137,7 @@ LoopHooks Daemon::loop_hooks() {
 
 int Daemon::run() {
     try {
-        return run_event_loop(*bus_, service_, events_, loop_hooks());
+        return run_event_loop(*bus_, service_, events_.source, loop_hooks());
     } catch (const std::exception& e) {
         // Every entry into the service is guarded and marks its groups failed; this is the last
         // resort for what is not (std::bad_alloc between two entries): exit like a lost bus, so

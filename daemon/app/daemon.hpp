@@ -66,6 +66,12 @@ public:
     Service& service() { return service_; }
 
 private:
+    // Where PCI events come from: udev on the live root, a test's events, or nothing.
+    struct Events {
+        bool live;  // the running host's root: udev describes it
+        std::unique_ptr<UdevMonitor> monitor;
+        PciEventSource* source;  // monitor, a test's events, or null
+    };
     struct Readiness {
         std::atomic<bool> ready{false};
         std::chrono::steady_clock::time_point by;
@@ -82,9 +88,7 @@ private:
     LoopHooks loop_hooks();
 
     std::string root_;  // as given, for the ready line
-    bool live_;         // the running host's root: udev describes it
-    std::unique_ptr<UdevMonitor> monitor_;
-    PciEventSource* events_;  // monitor_, a test's events, or null (no udev)
+    Events events_;
     std::unique_ptr<sdbus::IConnection> bus_;
     Service service_;
     std::unique_ptr<Authorizer> auth_;
