@@ -1,0 +1,47 @@
+// Why this file exists, and why it reads a protected member (issue 21, item 3).
+//
+// sdbus-c++ 1.2 (Debian 12) has no public way to get the sd_bus* under a connection, nor to make
+// a connection over an sd_bus* of our own; the API that is missing is
+// `sdbus::createBusConnection(sd_bus*)`, added in sdbus-c++ 1.4. vfiod needs the sd_bus for its
+// Group and Device objects, served as systemd serves its units (one fallback vtable and one node
+// enumerator per interface, sd_bus_objects.hpp), and for HeldCalls' bus filter.
+//
+// The alternative, every object on sdbus-c++, was measured (bench/README.md, "One way to serve
+// the objects?"): sdbus-c++ keeps about 4 KiB per exported object that the raw vtables do not,
+// so at 4,055 objects vfiod's RSS at READY=1 would double (30 MiB instead of 15 MiB, against a
+// 16 MiB goal). So the read stays, confined here; once sdbus-c++ 1.4 is the floor, vfiod should
+// open its own sd_bus, hand it to createBusConnection() and delete this file.
+#include "dbus/raw_bus.hpp"
+
+#include <type_traits>
+
+#include <sdbus-c++/sdbus-c++.h>
+
+namespace vfiod {
+
+namespace {
+
+// A Message keeps its sd_bus_message in the protected member `msg_`. A pointer to that member,
+// formed in a derived class, reads it from any Message: plain C++, no cast of the object and no
+// assumption about the layout.
+struct RawMessage : sdbus::Message {
+    // What this relies on, checked when it is compiled: an sdbus-c++ that renames `msg_`, makes it
+    // private or changes its type fails to build here rather than misbehave.
+    static_assert(std::is_same_v<decltype(&RawMessage::msg_), void* sdbus::Message::*>,
+                  "sdbus::Message::msg_ is no longer the protected void* this adapter reads: "
+                  "see the comment at the top of dbus/raw_bus.cpp");
+
+    static sd_bus_message* of(const sdbus::Message& m) {
+        return static_cast<sd_bus_message*>(m.*(&RawMessage::msg_));
+    }
+};
+
+}  // namespace
+
+sd_bus* sd_bus_of(sdbus::IObject& object) {
+    // Made only to be asked for its bus, never sent.
+    auto signal = object.createSignal("org.freedesktop.DBus.Peer", "Unsent");
+    return sd_bus_message_get_bus(RawMessage::of(signal));
+}
+
+}  // namespace vfiod
