@@ -5,6 +5,7 @@
 // and failures. The Group and Device objects are not its: see group.hpp and device.hpp.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <sdbus-c++/sdbus-c++.h>
