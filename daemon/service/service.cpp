@@ -39,7 +39,9 @@ Service::Service(HostFs& fs, ServiceOptions options)
       decider_(std::make_unique<Decider>(*host_, *publisher_, *executor_, *journal_,
                                          [this] { return mode(); })),
       queue_(std::make_unique<GroupQueue>(GroupQueue::Hooks{
-          .answer = [this](Reply reply, OpResult r) { publisher_->answer(std::move(reply), std::move(r)); },
+          .answer = [this](Reply reply, OpResult r) {
+              publisher_->answer(std::move(reply), std::move(r));
+          },
           .reload = [this] { return reload(); },
           .group_idle = [this](unsigned g) { group_idle(g); },
       })) {
@@ -57,7 +59,9 @@ Service::~Service() = default;
 Mode Service::mode() const { return options_.force_observe ? Mode::Observe : host_->config().mode; }
 
 void Service::set_workers(Workers* workers) { queue_->set_workers(workers); }
-void Service::set_table_watch(std::unique_ptr<TableWatch> watch) { host_->set_table_watch(std::move(watch)); }
+void Service::set_table_watch(std::unique_ptr<TableWatch> watch) {
+    host_->set_table_watch(std::move(watch));
+}
 const HostTables& Service::tables() const { return host_->tables(); }
 const Inventory& Service::inventory() const { return publisher_->inventory(); }
 void Service::set_on_change(OnChange cb) { publisher_->set_on_change(std::move(cb)); }
