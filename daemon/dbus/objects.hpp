@@ -1,13 +1,17 @@
 // The D-Bus face of the service (DESIGN §6): the manager object with the object manager, and one
-// object per published group and function, kept in step with the service's Inventory. The
-// manager is an sdbus-c++ object; groups and functions are served by one sd-bus vtable per
-// interface from the records published here (no per-object library state).
+// object per published group and function, kept in step with the service's Inventory. This is
+// only their composition: it creates them on one connection and says which publication goes to
+// which. Each kind is its own file: manager.hpp (an sdbus-c++ object), group.hpp and device.hpp
+// (served by one sd-bus vtable per interface from the records published here, no per-object
+// library state), each with its path spelled and parsed.
 #pragma once
 
 #include <functional>
 #include <memory>
 
 #include "core/pci_address.hpp"
+#include "dbus/device.hpp"  // device_object_path, for those who name an object
+#include "dbus/group.hpp"   // group_object_path
 #include "service/inventory.hpp"
 
 namespace sdbus {
@@ -23,10 +27,6 @@ class ManagerObject;
 template <typename Key, typename Info>
 class ExportedSet;
 class HeldCalls;
-
-// D-Bus object paths (DESIGN §6).
-std::string group_object_path(unsigned id);
-std::string device_object_path(const PciAddress& a);
 
 class DbusObjects {
 public:

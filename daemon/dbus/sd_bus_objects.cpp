@@ -4,26 +4,6 @@
 
 namespace vfiod {
 
-namespace {
-
-// A Message keeps its sd_bus_message in the protected member `msg_`. A pointer to that member,
-// formed in a derived class, reads it from any Message: plain C++, no cast and no assumption
-// about the layout. An sdbus-c++ that renames or retypes the member fails to compile here rather
-// than misbehave.
-struct RawMessage : sdbus::Message {
-    static sd_bus_message* of(const sdbus::Message& m) {
-        return static_cast<sd_bus_message*>(m.*(&RawMessage::msg_));
-    }
-};
-
-}  // namespace
-
-sd_bus* sd_bus_of(sdbus::IObject& object) {
-    // Made only to be asked for its bus, never sent.
-    auto signal = object.createSignal("org.freedesktop.DBus.Peer", "Unsent");
-    return sd_bus_message_get_bus(RawMessage::of(signal));
-}
-
 namespace sd_bus_detail {
 
 void check(int r, const char* what) {

@@ -1,7 +1,8 @@
 // Objects served by plain sd-bus from published records, as systemd serves its units: one
 // fallback vtable per interface on a path prefix, a find callback that maps a path to its
 // record, and a node enumerator that lists the paths. Per object there is only the record:
-// sdbus-c++ keeps about 3.5 KiB for each object it exports (14 MiB at 4,000 objects).
+// sdbus-c++ keeps about 3.5 KiB for each object it exports (14 MiB at 4,000 objects). The sd_bus
+// these need comes from dbus/raw_bus.hpp.
 #pragma once
 
 #include <systemd/sd-bus.h>
@@ -23,14 +24,7 @@
 
 #include <sdbus-c++/Types.h>
 
-namespace sdbus {
-class IObject;
-}
-
 namespace vfiod {
-
-// The sd_bus under an sdbus-c++ object's connection, borrowed (sdbus-c++ 1.2 has no accessor).
-sd_bus* sd_bus_of(sdbus::IObject& object);
 
 namespace sd_bus_detail {
 

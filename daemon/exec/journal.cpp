@@ -168,6 +168,83 @@ std::string serialize(const JournalEntry& e) {
     return out;
 }
 
+namespace {
+
+// The rest of a `function` line after its address: its key=value fields. An error names why.
+std::optional<std::string> parse_function_fields(std::istringstream& fields,
+                                                 JournalEntry::Function* f) {
+    std::string kv;
+    while (fields >> kv) {
+        auto eq = kv.find('=');
+        auto v = eq == std::string::npos ? std::nullopt : unescape(kv.substr(eq + 1));
+        if (!v)
+            return "bad field '" + kv + "'";
+        std::string k = kv.substr(0, eq);
+        if (k == "original")
+            f->original = *v;
+        else if (k == "before")
+            f->before = *v;
+        else if (k == "before_override")
+            f->before_override = *v;
+        else if (k == "target")
+            f->target = *v;
+        else
+            return "unknown field '" + k + "'";
+    }
+    return std::nullopt;
+}
+
+// Which of the required keys an entry has named so far.
+struct Required {
+    bool group = false, op = false, phase = false;
+};
+
+// One line of an entry, applied to `e`; an error names why the line is bad.
+std::optional<std::string> parse_journal_line(const std::string& key, const std::string& value,
+                                              std::istringstream& fields, JournalEntry& e,
+                                              Required& seen) {
+    if (key == "group") {
+        char* end = nullptr;
+        unsigned long g = std::strtoul(value.c_str(), &end, 10);
+        if (value.empty() || *end || g > 0xffffffffUL)
+            return "bad group '" + value + "'";
+        e.group = static_cast<unsigned>(g);
+        seen.group = true;
+    } else if (key == "op") {
+        auto op = from_string(value, kOps);
+        if (!op)
+            return "unknown op '" + value + "'";
+        e.op = *op;
+        seen.op = true;
+    } else if (key == "phase") {
+        auto ph = from_string(value, kPhases);
+        if (!ph)
+            return "unknown phase '" + value + "'";
+        e.phase = *ph;
+        seen.phase = true;
+    } else if (key == "released") {
+        if (value != "0" && value != "1")
+            return "bad released '" + value + "'";
+        e.released = value == "1";
+    } else if (key == "function") {
+        if (e.functions.size() == kMaxEntryFunctions)
+            return "names more than " + std::to_string(kMaxEntryFunctions) +
+                   " functions, more than an IOMMU group holds: not an entry vfiod wrote";
+        auto addr = PciAddress::parse(value);
+        if (!addr)
+            return "bad address '" + value + "'";
+        JournalEntry::Function f{*addr, "", "", "", ""};
+        if (auto why = parse_function_fields(fields, &f))
+            return why;
+        e.functions.push_back(std::move(f));
+    } else {
+        return "unknown key '" + key + "'";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
     std::istringstream in(text);
     std::string line;
@@ -176,74 +253,21 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
         return std::nullopt;
     }
     JournalEntry e;
-    bool have_group = false, have_op = false, have_phase = false;
+    Required seen;
     unsigned lineno = 1;
     while (std::getline(in, line)) {
         ++lineno;
         std::istringstream fields(line);
         std::string key, value;
         fields >> key >> value;
-        auto bad = [&](const std::string& why) {
-            fail(err, "line " + std::to_string(lineno) + ": " + printable(why, 256));
-            return std::nullopt;
-        };
         if (key.empty())
             continue;
-        if (key == "group") {
-            char* end = nullptr;
-            unsigned long g = std::strtoul(value.c_str(), &end, 10);
-            if (value.empty() || *end || g > 0xffffffffUL)
-                return bad("bad group '" + value + "'");
-            e.group = static_cast<unsigned>(g);
-            have_group = true;
-        } else if (key == "op") {
-            auto op = from_string(value, kOps);
-            if (!op)
-                return bad("unknown op '" + value + "'");
-            e.op = *op;
-            have_op = true;
-        } else if (key == "phase") {
-            auto ph = from_string(value, kPhases);
-            if (!ph)
-                return bad("unknown phase '" + value + "'");
-            e.phase = *ph;
-            have_phase = true;
-        } else if (key == "released") {
-            if (value != "0" && value != "1")
-                return bad("bad released '" + value + "'");
-            e.released = value == "1";
-        } else if (key == "function") {
-            if (e.functions.size() == kMaxEntryFunctions)
-                return bad("names more than " + std::to_string(kMaxEntryFunctions) +
-                           " functions, more than an IOMMU group holds: not an entry vfiod wrote");
-            auto addr = PciAddress::parse(value);
-            if (!addr)
-                return bad("bad address '" + value + "'");
-            JournalEntry::Function f{*addr, "", "", "", ""};
-            std::string kv;
-            while (fields >> kv) {
-                auto eq = kv.find('=');
-                auto v = eq == std::string::npos ? std::nullopt : unescape(kv.substr(eq + 1));
-                if (!v)
-                    return bad("bad field '" + kv + "'");
-                std::string k = kv.substr(0, eq);
-                if (k == "original")
-                    f.original = *v;
-                else if (k == "before")
-                    f.before = *v;
-                else if (k == "before_override")
-                    f.before_override = *v;
-                else if (k == "target")
-                    f.target = *v;
-                else
-                    return bad("unknown field '" + k + "'");
-            }
-            e.functions.push_back(std::move(f));
-        } else {
-            return bad("unknown key '" + key + "'");
+        if (auto why = parse_journal_line(key, value, fields, e, seen)) {
+            fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
+            return std::nullopt;
         }
     }
-    if (!have_group || !have_op || !have_phase) {
+    if (!seen.group || !seen.op || !seen.phase) {
         fail(err, "incomplete entry (group, op and phase are required)");
         return std::nullopt;
     }

@@ -1,5 +1,8 @@
-// The daemon's service layer: event → re-read → plan → execute → publish. It owns the running
-// config and the per-group states; the D-Bus adaptor and the event loop only call into it.
+// The daemon's service layer: event → re-read → plan → execute → publish. A thin front over
+// HostModel (what the host is), Decider (what to do about it), GroupQueue (when, and on which
+// thread) and Publisher (what the consumers are told); it owns the config's lifecycle (load,
+// reload), the bridge to the executor and the entries' error guard. The D-Bus adaptor and the
+// event loop only call into it.
 #pragma once
 
 #include <deque>
@@ -18,29 +21,23 @@
 #include "io/snapshot.hpp"
 #include "io/host_fs.hpp"
 #include "io/host_tables.hpp"
+#include "service/group_queue.hpp"
 #include "service/inventory.hpp"
+#include "service/op_result.hpp"
 
 namespace vfiod {
 
+class Decider;
 class Executor;
-class FencedHostFs;
+class HostModel;
 class Journal;
+class Publisher;
 class Workers;
+struct Prepared;
 
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
     bool force_observe = false;              // --observe
-};
-
-// The outcome of an operator request, in the closed set of D-Bus errors (DESIGN §6).
-struct OpResult {
-    // Busy: too many requests already wait (org.freedesktop.DBus.Error.LimitsExceeded).
-    enum class Code { Ok, InvalidArgs, NotFound, NotAllowlisted, Refused, Failed, Busy };
-    Code code = Code::Ok;
-    std::string message;  // for Refused it starts with the reason code
-
-    bool ok() const { return code == Code::Ok; }
-    static OpResult error(Code c, std::string m) { return {c, std::move(m)}; }
 };
 
 class Service {
@@ -87,12 +84,12 @@ public:
     // synchronously. Set the workers before start(), the coldplug binds use them too, and let
     // them go first: their jobs use the service until they end (~Workers waits for them).
     using Reply = std::function<void(const OpResult&)>;
-    void set_workers(Workers* workers) { workers_ = workers; }
+    void set_workers(Workers* workers);
     // What says that the host's mount table, swaps, routes or links changed, so events re-read
     // them only then. The live host watches the kernel (watch_kernel_tables()); a tree has
     // nothing to watch and re-reads them on every event. Tests replace it before start().
-    void set_table_watch(std::unique_ptr<TableWatch> watch) { tables_ = HostTables(std::move(watch)); }
-    const HostTables& tables() const { return tables_; }
+    void set_table_watch(std::unique_ptr<TableWatch> watch);
+    const HostTables& tables() const;
     void bind_async(std::string address, Reply reply);
     void release_async(std::string address, Reply reply);
     void reload_async(Reply reply);
@@ -103,14 +100,14 @@ public:
     void when_idle(std::function<void()> cb);
 
     std::string plan_json() const;
-    const Inventory& inventory() const { return inventory_; }
+    const Inventory& inventory() const;
     Mode mode() const;
 
     // Called by publish() when the inventory changed, with what changed: the first time with
     // everything. A bind's `pending` step is published before its writes end (they run on a
     // worker, after the dispatch that decided them), so consumers see each transition.
     using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
-    void set_on_change(OnChange cb) { on_change_ = std::move(cb); }
+    void set_on_change(OnChange cb);
 
     // One group's published state and why.
     struct Status {
@@ -122,26 +119,6 @@ public:
     };
 
 private:
-    template <typename F>
-    OpResult guarded(const char* what, F&& entry);
-    void apply_events(const std::set<PciAddress>& touched);
-    OpResult apply_reload();
-    // One operation split at its writes: decided on the loop, written off it.
-    struct Prepared {
-        std::optional<OpResult> done;  // answered (or decided) without writing
-        unsigned group = 0;
-        GroupPlan plan;               // its functions are fenced while the writes run
-        bool releasing = false;
-        Trigger trigger{};
-        // The early-override clean-up: each function's writes back to the host; the group's
-        // status is then `after`, whatever the writes did.
-        std::vector<std::pair<PciAddress, std::vector<Write>>> cleanup;
-        std::optional<Status> after;
-        // Finishing or rolling back what the last run left unfinished (the journal names the
-        // functions); the group's decision follows in its queue.
-        bool reconciling = false;
-        std::vector<PciAddress> functions;
-    };
     struct Request {
         enum class Kind { Bind, Release, Decide, Reconcile };
         Kind kind = Kind::Bind;
@@ -149,86 +126,43 @@ private:
         Reply reply;               // Bind, Release
         bool from_events = false;  // Decide: a udev event, not coldplug or a reload
     };
+    template <typename F>
+    OpResult guarded(const char* what, F&& entry);
+    void apply_events(const std::set<PciAddress>& touched);
+    OpResult apply_reload();
+    // What a crash or a blocked write left unfinished, per group (start()).
+    std::map<unsigned, std::vector<PciAddress>> reconcile();
+    void log_interrupted(const GroupOutcome& o);
+    void refresh_fences();
+    void decide(const std::set<unsigned>& groups, bool from_events);
+    void submit(Request r);
+    // Sends a request that waited for a reload on its way, answering it Failed if that throws.
+    void resubmit(Request r, Reply reply);
+    void enqueue(unsigned group, Request r);
+    // A request as the group queue carries it, and what it does when it reaches the front.
+    GroupQueue::Op operation(Request r, unsigned group);
+    GroupQueue::Started start_operation(const Request& r, unsigned group);
     Prepared prepare(const Request& r, unsigned group);
-    static Prepared ended(OpResult r);  // a request answered without writes
-    // The function an operator's Bind or Release names, re-read now; nullptr, with the answer
-    // in *why, when the address is malformed or names no function.
-    const PciFunction* requested_function(std::string_view address, OpResult* why);
     Prepared prepare_bind(std::string_view address);
-    Prepared prepare_release(std::string_view address);
-    Prepared prepare_decide(unsigned group, bool from_events);
     GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
     OpResult complete(const Prepared& p, const GroupOutcome& o);
-    void submit(Request r);
-    void enqueue(unsigned group, Request r);
-    void start_next(unsigned group);
-    // Sends `reply` once what this dispatch changed is published (publish()).
-    void answer(Reply reply, OpResult r);
-    void finish(unsigned group, const Prepared& p, const GroupOutcome& o);
+    OpResult finish(unsigned group, const Prepared& p, const GroupOutcome& o);
+    // A group's queue emptied: the events it held back are heard now.
     void group_idle(unsigned group);
-    void serve_reloads();
-    void refresh_fences();
 
-    void reread();
-    std::set<unsigned> refresh(std::set<PciAddress> touched);
-    // What a read of the host found odd (a FIFO for an attribute, junk names), logged as a
-    // warning the first time it is seen, not again while it stays: a re-read does not repeat it.
-    void log_host_warnings(const std::vector<std::string>& warnings, bool whole_host);
-    std::set<PciAddress> members(const std::set<unsigned>& groups) const;
-    std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> group_view(unsigned id) const;
-    void decide(const std::set<unsigned>& groups, bool from_events);
-    std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
-    void reconcile();
-    void log_interrupted(const GroupOutcome& o);
-    OpResult refusal(const GroupPlan& gp) const;
-    void set_status(unsigned group, Status s);
-    void forget_group(unsigned group);
-    void publish_changes();
-    const GroupPlan* group_plan(unsigned group) const;
-    std::optional<unsigned> group_of(const PciAddress& a) const;
-    std::set<unsigned> groups_whose_entries_changed(const Config& before, const Config& after) const;
-    std::map<PciAddress, std::string> originals(unsigned group) const;
-
-    HostFs& fs_;                          // the executor's: writes, on worker threads
-    std::unique_ptr<FencedHostFs> view_;  // the loop's reads
+    HostFs& fs_;  // the executor's: writes, on worker threads
     ServiceOptions options_;
-    Config config_;
-    // The host as last read, and the plan of every group that holds an allowlisted function.
-    // Start-up and Reload read everything; an event, an operation and its outcome re-read only
-    // the groups concerned (refresh), so their cost does not grow with the host.
-    Snapshot snapshot_;
-    HostTables tables_;
-    std::map<unsigned, GroupPlan> plans_;
-    std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
-    std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
-    bool publish_all_ = true;     // everything may have (start-up, Reload)
-    // What on_change_ has not been told yet: everything at first, and what a publication that
-    // threw did not get across.
-    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}};
-    std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
-    std::map<unsigned, Status> status_;
-    std::set<unsigned> reasserted_;  // groups whose drift was re-asserted once already
-    std::set<std::string> host_warned_;  // host warnings logged and still seen
-    std::set<unsigned> deciding_;    // groups the current entry has started to decide
     // Made with the service and never replaced: operations on worker threads use them until
     // they end, and the workers go before the service (set_workers()).
     const std::unique_ptr<Journal> journal_;
     const std::unique_ptr<Executor> executor_;
-    Inventory inventory_;
-    OnChange on_change_;
-
-    Workers* workers_ = nullptr;
-    // Operator requests a group's queue or a waiting reload holds at most; more are answered Busy,
-    // so callers queuing behind a hung write cannot grow vfiod without bound.
-    static constexpr std::size_t kMaxWaiting = 32;
-    std::map<unsigned, std::deque<Request>> queues_;  // per group; the front one is running
-    std::map<unsigned, std::set<PciAddress>> running_;  // functions being written, per group
+    const std::unique_ptr<HostModel> host_;
+    const std::unique_ptr<Publisher> publisher_;
+    const std::unique_ptr<Decider> decider_;
+    const std::unique_ptr<GroupQueue> queue_;
+    // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
-    std::vector<Reply> reloads_;  // waiting for the operations in flight; served by one reload
-    std::deque<Request> held_;    // arrived while a reload waits
-    bool serving_reloads_ = false;  // serve_reloads() is running
-    std::vector<std::function<void()>> idle_waiters_;
-    std::map<unsigned, std::vector<PciAddress>> interrupted_;  // start(): to reconcile, per group
+    std::set<unsigned> deciding_;  // groups the current entry has started to decide
 };
 
 }  // namespace vfiod

@@ -21,6 +21,7 @@
 #include "dbus/call_log.hpp"
 #include "dbus/objects.hpp"
 #include "infra/loop.hpp"
+#include "dbus/raw_bus.hpp"
 #include "dbus/sd_bus_objects.hpp"
 #include "service/service.hpp"
 

@@ -1,0 +1,164 @@
+#include "service/host_model.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "io/host_use.hpp"
+#include "io/topology_reader.hpp"
+#include "service/fenced_host_fs.hpp"
+
+namespace vfiod {
+
+namespace {
+
+// What decides a function's fate in a config: its first matching [[device]] entry and whether a
+// [[protect]] entry matches. Origins are left out: moving an entry to another line changes
+// nothing about the group.
+std::string entry_signature(const Config& c, const PciFunction& fn) {
+    std::string sig = protected_by(c, fn) ? "protected;" : "";
+    if (const DeviceEntry* e = governing_entry(c, fn))
+        sig += (e->selector ? e->selector->str() : "") + "|" +
+               (e->address ? e->address->str() : "") + "|" + e->driver + "|" + e->resource_name +
+               "|" + (e->early ? "early" : "");
+    return sig;
+}
+
+}  // namespace
+
+HostModel::HostModel(HostFs& fs) : view_(std::make_unique<FencedHostFs>(fs)) {}
+
+HostModel::~HostModel() = default;
+
+Config HostModel::replace_config(Config c) {
+    Config before = std::move(config_);
+    config_ = std::move(c);
+    return before;
+}
+
+void HostModel::replanned(std::optional<unsigned> group) const {
+    if (on_replan_)
+        on_replan_(group);
+}
+
+void HostModel::reread() {
+    snapshot_ = read_snapshot(*view_);
+    log_host_warnings(snapshot_.warnings, true);
+    claimants_.clear();
+    for (const auto& [a, fn] : snapshot_.topology.functions)
+        if (fn.iommu_group)
+            claimants_[*fn.iommu_group].insert(a);
+    plans_.clear();
+    for (auto& gp : make_plan(snapshot_.topology, snapshot_.use, config_).groups)
+        if (gp.group)
+            plans_.emplace(*gp.group, std::move(gp));
+    replanned(std::nullopt);
+}
+
+void HostModel::log_host_warnings(const std::vector<std::string>& warnings, bool whole_host) {
+    // The readers bound their own output (BoundedWarnings), so a whole-host read brings a few
+    // dozen at most; a burst's partial read only adds to what is known.
+    std::set<std::string> seen(warnings.begin(), warnings.end());
+    for (const auto& w : warnings)
+        if (!host_warned_.count(w))
+            spdlog::warn("{}", w);
+    if (whole_host)
+        host_warned_ = std::move(seen);
+    else if (host_warned_.size() < 1024)
+        host_warned_.merge(seen);
+}
+
+// What changed with `touched`, and nothing else: those functions, their groups' members, the
+// host-use facts about them, their groups' plans. Returns the groups re-planned. Equal to a full
+// reread() as long as the kernel names every function whose state changes (the property test in
+// tests/unit/test_incremental.cpp holds it to that).
+std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
+    Topology& topo = snapshot_.topology;
+    const bool iommu_before = topo.iommu_enabled;
+    std::vector<std::string> warnings;
+    std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings);
+    if (topo.iommu_enabled != iommu_before) {
+        // Every decision hangs on it: read it all again.
+        for (const auto& [g, gp] : plans_)
+            groups.insert(g);
+        reread();
+        for (const auto& [g, gp] : plans_)
+            groups.insert(g);
+        return groups;
+    }
+    std::set<PciAddress> only = members(groups);
+    only.merge(touched);
+    for (unsigned g : groups) {
+        auto& c = claimants_[g];
+        c.insert(only.begin(), only.end());
+        std::erase_if(c, [&](const PciAddress& a) {
+            const PciFunction* fn = topo.find(a);
+            return !fn || fn->iommu_group != g;
+        });
+        if (c.empty())
+            claimants_.erase(g);
+    }
+    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only, &tables_), only);
+    log_host_warnings(warnings, false);
+    static const std::set<PciAddress> kNone;
+    for (unsigned g : groups) {
+        auto c = claimants_.find(g);
+        auto gp = plan_one_group(topo, snapshot_.use, config_, g,
+                                 c == claimants_.end() ? kNone : c->second);
+        if (gp)
+            plans_.insert_or_assign(g, std::move(*gp));
+        else
+            plans_.erase(g);
+        replanned(g);
+    }
+    return groups;
+}
+
+std::set<PciAddress> HostModel::members(const std::set<unsigned>& groups) const {
+    std::set<PciAddress> out;
+    for (unsigned g : groups)
+        if (auto it = snapshot_.topology.groups.find(g); it != snapshot_.topology.groups.end())
+            out.insert(it->second.begin(), it->second.end());
+    return out;
+}
+
+const GroupPlan* HostModel::group_plan(unsigned group) const {
+    auto it = plans_.find(group);
+    return it == plans_.end() ? nullptr : &it->second;
+}
+
+std::optional<unsigned> HostModel::group_of(const PciAddress& a) const {
+    const PciFunction* fn = snapshot_.topology.find(a);
+    return fn ? fn->iommu_group : std::nullopt;
+}
+
+Plan HostModel::whole_plan() const { return make_plan(snapshot_.topology, snapshot_.use, config_); }
+
+std::set<unsigned> HostModel::groups_whose_entries_changed(const Config& before) const {
+    std::set<unsigned> changed;
+    for (const auto& [g, members] : snapshot_.topology.groups)
+        for (const auto& a : members)
+            if (const PciFunction* fn = snapshot_.topology.find(a))
+                if (entry_signature(before, *fn) != entry_signature(config_, *fn))
+                    changed.insert(g);
+    return changed;
+}
+
+void HostModel::fence_group(unsigned group, const std::set<PciAddress>& functions) {
+    writing_[group].insert(functions.begin(), functions.end());
+}
+
+void HostModel::unfence_group(unsigned group) { writing_.erase(group); }
+
+void HostModel::refresh_fences(const std::vector<PciAddress>& stuck) {
+    std::set<PciAddress> keep;
+    for (const auto& [g, fns] : writing_)
+        keep.insert(fns.begin(), fns.end());
+    keep.insert(stuck.begin(), stuck.end());
+    std::set<PciAddress> fenced = view_->fenced();
+    for (const auto& a : fenced)
+        if (!keep.count(a))
+            view_->unfence(a);
+    for (const auto& a : keep)
+        view_->fence(a);
+}
+
+}  // namespace vfiod

@@ -1,0 +1,87 @@
+// The loop's picture of the host: the running config, the snapshot, the kernel tables, the plan
+// of every group holding an allowlisted function, who claims each group, and the fenced view
+// every read goes through. It owns which functions are fenced (those being written), not why.
+// It decides nothing, publishes nothing and never writes to the host: it must not touch the
+// executor, the journal, group statuses or the operation queue.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/plan.hpp"
+#include "io/host_fs.hpp"
+#include "io/host_tables.hpp"
+#include "io/snapshot.hpp"
+
+namespace vfiod {
+
+class FencedHostFs;
+
+class HostModel {
+public:
+    // Told of every group whose plan was made again (nullopt: the whole host was re-read), so
+    // the publisher looks at them again.
+    using Replanned = std::function<void(std::optional<unsigned> group)>;
+
+    explicit HostModel(HostFs& fs);
+    ~HostModel();
+    HostModel(const HostModel&) = delete;
+    HostModel& operator=(const HostModel&) = delete;
+
+    void set_on_replan(Replanned cb) { on_replan_ = std::move(cb); }
+    void set_table_watch(std::unique_ptr<TableWatch> watch) { tables_ = HostTables(std::move(watch)); }
+    const HostTables& tables() const { return tables_; }
+
+    const Config& config() const { return config_; }
+    // The new config, the plans' input from the next read on; returns the one it replaces.
+    Config replace_config(Config c);
+
+    const Snapshot& snapshot() const { return snapshot_; }
+    const std::map<unsigned, GroupPlan>& plans() const { return plans_; }
+    const GroupPlan* group_plan(unsigned group) const;
+    std::optional<unsigned> group_of(const PciAddress& a) const;
+    std::set<PciAddress> members(const std::set<unsigned>& groups) const;
+    // Every group's plan, no-iommu functions included, made from the snapshot now.
+    Plan whole_plan() const;
+    // Groups holding a function whose governing entries differ between `before` and the
+    // running config.
+    std::set<unsigned> groups_whose_entries_changed(const Config& before) const;
+
+    // Reads the whole host again (start-up, Reload).
+    void reread();
+    // Re-reads what `touched` concerns; returns the groups re-planned (see host_model.cpp).
+    std::set<unsigned> refresh(std::set<PciAddress> touched);
+
+    // Functions being written, per group: the view reads none of them until unfenced.
+    void fence_group(unsigned group, const std::set<PciAddress>& functions);
+    void unfence_group(unsigned group);
+    // Fences exactly the functions being written and those with a write `stuck` in the kernel.
+    void refresh_fences(const std::vector<PciAddress>& stuck);
+
+private:
+    // What a read of the host found odd (a FIFO for an attribute, junk names), logged as a
+    // warning the first time it is seen, not again while it stays: a re-read does not repeat it.
+    void log_host_warnings(const std::vector<std::string>& warnings, bool whole_host);
+    void replanned(std::optional<unsigned> group) const;
+
+    std::unique_ptr<FencedHostFs> view_;  // the loop's reads
+    Config config_;
+    // The host as last read, and the plan of every group that holds an allowlisted function.
+    // Start-up and Reload read everything; an event, an operation and its outcome re-read only
+    // the groups concerned (refresh), so their cost does not grow with the host.
+    Snapshot snapshot_;
+    HostTables tables_;
+    std::map<unsigned, GroupPlan> plans_;
+    std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
+    std::set<std::string> host_warned_;                   // host warnings logged and still seen
+    std::map<unsigned, std::set<PciAddress>> writing_;   // functions being written, per group
+    Replanned on_replan_;
+};
+
+}  // namespace vfiod

@@ -1,0 +1,21 @@
+// The outcome of an operator request, on its own so the operation queue can answer Busy without
+// knowing the service.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace vfiod {
+
+// The outcome of an operator request, in the closed set of D-Bus errors (DESIGN §6).
+struct OpResult {
+    // Busy: too many requests already wait (org.freedesktop.DBus.Error.LimitsExceeded).
+    enum class Code { Ok, InvalidArgs, NotFound, NotAllowlisted, Refused, Failed, Busy };
+    Code code = Code::Ok;
+    std::string message;  // for Refused it starts with the reason code
+
+    bool ok() const { return code == Code::Ok; }
+    static OpResult error(Code c, std::string m) { return {c, std::move(m)}; }
+};
+
+}  // namespace vfiod

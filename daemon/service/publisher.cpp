@@ -1,0 +1,199 @@
+#include "service/publisher.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "exec/journal.hpp"
+#include "service/host_model.hpp"
+#include "service/plan_text.hpp"
+
+namespace vfiod {
+
+const Publisher::Status* Publisher::status(unsigned group) const {
+    auto it = status_.find(group);
+    return it == status_.end() ? nullptr : &it->second;
+}
+
+void Publisher::mark(std::optional<unsigned> group) {
+    if (group)
+        dirty_.insert(*group);
+    else
+        publish_all_ = true;
+}
+
+void Publisher::set_status(unsigned group, Status s) {
+    dirty_.insert(group);
+    auto it = status_.find(group);
+    if (it != status_.end() && it->second == s)
+        return;
+    const GroupPlan* gp = host_.group_plan(group);
+    // A released group's plan would bind it again; what matters is where its functions are now.
+    std::string devices = gp ? describe_devices(*gp, s.state != GroupState::Released) : "";
+    switch (s.state) {
+    case GroupState::Bound:
+    case GroupState::Released:
+        spdlog::info("group {}: {} ({})", group, to_string(s.state), devices);
+        break;
+    case GroupState::Pending:
+        spdlog::info("group {}: pending: {}", group, s.message);
+        break;
+    case GroupState::Refused:
+        spdlog::warn("group {}: refused {} (blockers {}): {}", group, to_string(s.reason),
+                     addresses(s.blockers), s.message);
+        break;
+    case GroupState::Failed:
+        spdlog::error("group {}: failed{}{}: {} ({})", group, s.reason == Reason::None ? "" : " ",
+                      to_string(s.reason), s.message, devices);
+        break;
+    }
+    status_[group] = std::move(s);
+}
+
+void Publisher::forget_group(unsigned group) {
+    dirty_.insert(group);
+    if (status_.erase(group))
+        spdlog::info("group {}: gone (no allowlisted function left)", group);
+}
+
+// The published view of one group (nullopt: not published): its object and its functions'.
+std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Publisher::group_view(unsigned id) const {
+    const GroupPlan* gp = host_.group_plan(id);
+    auto st = status_.find(id);
+    if (!gp || st == status_.end())
+        return std::nullopt;
+    std::pair<GroupInfo, std::vector<DeviceInfo>> out;
+    GroupInfo& gi = out.first;
+    gi.id = id;
+    gi.state = st->second.state;
+    gi.reason = st->second.reason;
+    gi.blockers = st->second.blockers;
+    auto entry = journal_.load(id);
+    auto orig = entry ? entry->originals() : std::map<PciAddress, std::string>{};
+    for (const auto& d : gp->devices) {
+        gi.devices.push_back(d.address);
+        DeviceInfo di;
+        di.address = d.address;
+        di.vendor = d.vendor;
+        di.device = d.device;
+        di.class_code = d.class_code;
+        di.driver = d.driver;
+        di.target = d.target.value_or("");
+        auto o = orig.find(d.address);
+        if (o != orig.end())
+            di.original_driver = o->second;
+        else if (!d.target || d.driver != *d.target)
+            di.original_driver = d.driver;  // still on it: the host driver is the original
+        di.group = id;
+        if (const PciFunction* fn = host_.snapshot().topology.find(d.address))
+            di.numa_node = fn->numa_node;
+        di.resource_name = d.resource_name.value_or("");
+        di.role = d.role;
+        out.second.push_back(std::move(di));
+    }
+    return out;
+}
+
+void Publisher::publish() {
+    try {
+        publish_changes();
+    } catch (const std::exception& e) {
+        // What the consumers were told is unknown: the groups being published are marked
+        // failed, and everything not acknowledged goes again.
+        spdlog::error("publishing: {}; the groups it was publishing are marked failed", e.what());
+        for (unsigned g : unsent_.groups)
+            if (host_.group_plan(g) && status_.count(g))
+                set_status(g, {GroupState::Failed, Reason::None,
+                               std::string("internal error: publishing: ") + e.what(), {}});
+        try {
+            publish_changes();
+        } catch (const std::exception& again) {
+            spdlog::error("publishing again: {}", again.what());
+        }
+    }
+    send_replies();
+}
+
+void Publisher::answer(Reply reply, OpResult r) {
+    if (reply)
+        replies_.emplace_back(std::move(reply), std::move(r));
+}
+
+void Publisher::send_replies() {
+    std::vector<std::pair<Reply, OpResult>> replies;
+    replies.swap(replies_);
+    for (auto& [reply, r] : replies) {
+        // One reply that cannot be sent (a caller gone, no memory) costs the others nothing.
+        try {
+            reply(r);
+        } catch (const std::exception& e) {
+            spdlog::error("answering a request: {}", e.what());
+        }
+    }
+}
+
+void Publisher::update_group(unsigned g, InventoryChange* change) {
+    auto view = group_view(g);
+    auto old = inventory_.groups.find(g);
+    if (old != inventory_.groups.end() && view && old->second == view->first &&
+        std::all_of(view->second.begin(), view->second.end(), [&](const DeviceInfo& d) {
+            auto it = inventory_.devices.find(d.address);
+            return it != inventory_.devices.end() && it->second == d;
+        }))
+        return;
+    if (old == inventory_.groups.end() && !view)
+        return;
+    change->groups.insert(g);
+    if (old != inventory_.groups.end()) {
+        for (const auto& a : old->second.devices) {
+            change->devices.insert(a);
+            if (auto d = inventory_.devices.find(a);
+                d != inventory_.devices.end() && d->second.group == g)
+                inventory_.devices.erase(d);
+        }
+        inventory_.groups.erase(old);
+    }
+    if (!view)
+        return;
+    inventory_.groups.emplace(g, std::move(view->first));
+    for (auto& d : view->second) {
+        change->devices.insert(d.address);
+        inventory_.devices.insert_or_assign(d.address, std::move(d));
+    }
+}
+
+void Publisher::publish_changes() {
+    // Only the groups that may have changed are rebuilt (each costs a journal read), and only
+    // they go to the consumers: an event about one group costs the same on a host of four
+    // groups or four thousand.
+    std::set<unsigned> groups;
+    if (publish_all_) {
+        for (const auto& [g, gp] : host_.plans())
+            groups.insert(g);
+        for (const auto& [g, gi] : inventory_.groups)
+            groups.insert(g);
+    } else {
+        groups = dirty_;
+    }
+    InventoryChange change;
+    std::string m = to_string(mode_());
+    const bool iommu = host_.snapshot().topology.iommu_enabled;
+    if (inventory_.mode != m || inventory_.iommu != iommu) {
+        inventory_.mode = std::move(m);
+        inventory_.iommu = iommu;
+        change.manager = true;
+    }
+    for (unsigned g : groups)
+        update_group(g, &change);
+    dirty_.clear();
+    publish_all_ = false;
+    // Until on_change_ returns, consumers may hold a partial view: kept, and sent again.
+    unsent_.merge(std::move(change));
+    if (unsent_.empty())
+        return;
+    if (on_change_)
+        on_change_(inventory_, unsent_);
+    unsent_ = {};
+}
+
+}  // namespace vfiod

@@ -1,0 +1,68 @@
+// What the consumers (the D-Bus objects) are told: every group's published status and its log
+// line, the inventory built from the host model, what changed since the last publication
+// (dirty groups, or everything), and the replies held until that publication. It reads the
+// host model and the journal; it must not re-read the host, decide a group or write anything.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "service/inventory.hpp"
+#include "service/service.hpp"
+
+namespace vfiod {
+
+class HostModel;
+class Journal;
+
+class Publisher {
+public:
+    using Status = Service::Status;
+    using Reply = Service::Reply;
+
+    Publisher(const HostModel& host, const Journal& journal, std::function<Mode()> mode)
+        : host_(host), journal_(journal), mode_(std::move(mode)) {}
+
+    void set_on_change(Service::OnChange cb) { on_change_ = std::move(cb); }
+    const Inventory& inventory() const { return inventory_; }
+
+    const std::map<unsigned, Status>& statuses() const { return status_; }
+    const Status* status(unsigned group) const;
+    // Logs the change (one line per state change) and marks the group for publication.
+    void set_status(unsigned group, Status s);
+    void forget_group(unsigned group);
+    // The group's view may have changed (nullopt: any group's may have).
+    void mark(std::optional<unsigned> group);
+
+    // Sends `reply` once what this dispatch changed is published (publish()).
+    void answer(Reply reply, OpResult r);
+    // Service::publish(): never throws.
+    void publish();
+    // Publishes the changes; throws what on_change_ throws.
+    void publish_changes();
+
+private:
+    std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> group_view(unsigned id) const;
+    // Brings one group's part of inventory_ up to date, noting in *change what differed.
+    void update_group(unsigned g, InventoryChange* change);
+    void send_replies();
+
+    const HostModel& host_;
+    const Journal& journal_;
+    std::function<Mode()> mode_;
+    std::map<unsigned, Status> status_;
+    std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
+    bool publish_all_ = true;     // everything may have (start-up, Reload)
+    // What on_change_ has not been told yet: everything at first, and what a publication that
+    // threw did not get across.
+    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}};
+    std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
+    Inventory inventory_;
+    Service::OnChange on_change_;
+};
+
+}  // namespace vfiod
