@@ -1,6 +1,6 @@
 // vfiod-bench-hung [RUNS [FUNCTIONS]]: how fast vfiod answers while one group's sysfs write hangs
-// (issue 13: another group's Bind within 100 ms). The service as vfiod runs it (tests/support/
-// loop_daemon.hpp: workers, D-Bus objects, the event loop) on the fake kernel and the bus
+// (issue 13: another group's Bind within 100 ms). vfiod's own Daemon (daemon/app: workers,
+// D-Bus objects, the event loop) on the fake kernel and the bus
 // DBUS_SYSTEM_BUS_ADDRESS names (bench/run.sh starts a private one; root, to own org.vfiod1
 // under the shipped policy). The host: the gpu-host scenario, or with FUNCTIONS the fleet tree of
 // that size with two VFs allowlisted. One group's driver_override write blocks (the GPU's, or
@@ -23,7 +23,8 @@
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
-#include "loop_daemon.hpp"
+#include "app/daemon.hpp"
+#include "infra/loop.hpp"
 #include "scenarios.hpp"
 
 namespace {
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: DBUS_SYSTEM_BUS_ADDRESS=... vfiod-bench-hung [RUNS [FUNCTIONS]]\n");
         return 2;
     }
-    vfiod::block_signals();
+    vfiod::block_signals(vfiod::daemon_signals());
     FakeTree tree;
     std::string hung_fn = "0000:01:00.0", other = "0000:03:00.0", hung_group = "13";
     // The hung write must outlast the measurement, not end `stuck` in the middle of it.
@@ -88,8 +89,8 @@ int main(int argc, char** argv) {
     }
     tree.write_file("etc/vfiod/vfiod.toml", config);
     FakeKernel kernel(tree);
-    vfiod::test::Daemon daemon(kernel);
-    if (!daemon.start())
+    vfiod::Daemon daemon(kernel);
+    if (!daemon.start_thread())
         return 1;
     for (int i = 0; i < 30000 && !daemon.ready(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -6,9 +6,14 @@
 #   daemon/exec     core, io, and infra/fd.hpp
 #   daemon/service  core, io, exec, infra (and libudev, the bus connection); never dbus/
 #   daemon/dbus     core, io, exec, infra, service (and sdbus-c++, sd-bus)
+#   daemon/app      every layer above: vfiod put together; nothing includes it but main() and
+#                   the tests; it never includes tests/ (the fake kernel has its own main there)
 #   client          core, io, infra/fd.hpp
 #   cli             core, io, exec, client, infra/fd.hpp; never the daemon's service or dbus
 #   device-plugin   core, io, client, infra
+# The calls between the daemon's layers are checked again at link time (daemon/meson.build's
+# layer checks: a call into a higher layer fails the build); this script is what linking cannot
+# see, header-only includes and the programs outside daemon/.
 # Usage: layering.sh SOURCE_ROOT. Prints each violation as FILE:LINE: include; exit 1 if any.
 root=${1:?usage: layering.sh SOURCE_ROOT}
 cd "$root" || exit 2
@@ -28,28 +33,36 @@ forbid() {
     fi
 }
 
-forbid daemon/core 'io/|exec/|infra/|service/|dbus/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
+forbid daemon/core \
+    'io/|exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog|toml\+\+|libudev|systemd/' \
     'is the pure core: no I/O, D-Bus or logging'
-forbid daemon/infra 'core/|io/|exec/|service/|dbus/|client/|toml\+\+|libudev' \
+forbid daemon/infra 'core/|io/|exec/|service/|dbus/|app/|client/|toml\+\+|libudev' \
     'is the generic infrastructure: it knows nothing of PCI'
-forbid daemon/io 'exec/|infra/|service/|dbus/|sdbus-c\+\+|spdlog' 'may include core (and infra/fd.hpp) only' \
+forbid daemon/io 'exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
+    'may include core (and infra/fd.hpp) only' 'infra/fd\.hpp'
+forbid daemon/exec 'infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
+    'may include core and io (and infra/fd.hpp) only' 'infra/fd\.hpp'
+forbid daemon/service 'dbus/|app/' 'is below the D-Bus objects: it never names them'
+forbid daemon/dbus 'app/' 'is below daemon/app: it never names it'
+# The test support's headers (fake kernel, scenarios) are found by name alone: vfiod never
+# includes them, nor anything through tests/.
+forbid daemon/app 'tests/|fake_|scenarios\.hpp|exec_world|private_bus|scripted_events' \
+    'is production code: the test builds have their own main() in tests/support'
+forbid daemon 'tests/|fake_|scenarios\.hpp' 'is production code: it never includes tests/'
+forbid client 'exec/|infra/|service/|dbus/|app/' 'may include core and io (and infra/fd.hpp) only' \
     'infra/fd\.hpp'
-forbid daemon/exec 'infra/|service/|dbus/|sdbus-c\+\+|spdlog' 'may include core and io (and infra/fd.hpp) only' \
-    'infra/fd\.hpp'
-forbid daemon/service 'dbus/' 'is below the D-Bus objects: it never names them'
-forbid client 'exec/|infra/|service/|dbus/' 'may include core and io (and infra/fd.hpp) only' \
-    'infra/fd\.hpp'
-forbid cli 'service/|dbus/|infra/' 'is a client of the daemon, not part of it' 'infra/fd\.hpp'
-forbid device-plugin 'exec/|service/|dbus/' 'may use the client, core, io and infra only'
+forbid cli 'service/|dbus/|infra/|app/' 'is a client of the daemon, not part of it' 'infra/fd\.hpp'
+forbid device-plugin 'exec/|service/|dbus/|app/' 'may use the client, core, io and infra only'
 # A quoted include is found next to the including file first, so "../service/x.hpp" from exec
 # would reach the service layer without naming it: every include names its header from the
 # include root (daemon/) or its own directory, never through "..".
-for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli \
-    device-plugin; do
+for d in daemon daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus \
+    daemon/app client cli device-plugin; do
     forbid "$d" '[^">]*\.\.' 'names a header through "..", which the rules above cannot see'
 done
 # Every layer directory must still exist, or the rule would pass by checking nothing.
-for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli; do
+for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus daemon/app \
+    client cli; do
     ls "$d"/*.cpp >/dev/null 2>&1 || { echo "layering.sh: no sources in $d"; bad=1; }
 done
 [ "$bad" -eq 0 ] && echo "layering: every #include follows the rule"

@@ -9,8 +9,9 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 copy() {
     rm -rf "$tmp/src" && mkdir -p "$tmp/src/daemon" || exit 2
-    for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus client cli \
-        device-plugin; do
+    cp "$root"/daemon/*.cpp "$tmp/src/daemon/" || exit 2
+    for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus daemon/app \
+        client cli device-plugin; do
         cp -r "$root/$d" "$tmp/src/$d" || exit 2
     done
 }
@@ -35,4 +36,7 @@ expect_violation daemon/io/host_fs.cpp '#  include "core/../exec/journal.hpp"'
 expect_violation device-plugin/model.cpp '#include "service/service.hpp"'
 expect_violation daemon/service/inventory.cpp '#include "dbus/objects.hpp"'
 expect_violation daemon/infra/workers.cpp '#include "core/state.hpp"'
+expect_violation daemon/dbus/call_log.cpp '#include "app/daemon.hpp"'
+expect_violation daemon/main.cpp '#include "fake_kernel.hpp"'
+expect_violation daemon/app/daemon.cpp '#include "../../tests/support/scenarios.hpp"'
 exit "$fail"

@@ -33,7 +33,7 @@ void reload(Service& service) {
 
 }  // namespace
 
-static sigset_t handled_signals() {
+sigset_t daemon_signals() {
     return signal_set({SIGHUP, SIGTERM, SIGINT
 #ifdef VFIOD_TEST_HOOKS
                        ,
@@ -42,11 +42,9 @@ static sigset_t handled_signals() {
     });
 }
 
-void block_signals() { block_signals(handled_signals()); }
-
 int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* events,
                    const LoopHooks& hooks) {
-    Loop loop(bus, handled_signals());
+    Loop loop(bus, daemon_signals());
     loop.on_signal([&](int signo) {
         if (signo == SIGHUP) {
             spdlog::info("SIGHUP: reloading the configuration");

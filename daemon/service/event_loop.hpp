@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 
+#include <signal.h>
+
 namespace sdbus {
 class IConnection;
 }
@@ -16,9 +18,10 @@ namespace vfiod {
 class Service;
 class PciEventSource;
 
-// Blocks SIGHUP/SIGTERM/SIGINT for the calling thread; call before any thread is started so
-// they are delivered only to the loop's signalfd.
-void block_signals();
+// The signals the loop reads from its signalfd: SIGHUP, SIGTERM, SIGINT. Block them
+// (block_signals(daemon_signals()), infra/loop.hpp) before any thread is started, so they are
+// delivered only there.
+sigset_t daemon_signals();
 
 // What else the loop serves between bus dispatches: housekeeping that must not run inside a bus
 // callback, and a deadline (the end of a log rate-limiting window) it must wake up for.

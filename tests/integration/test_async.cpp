@@ -26,7 +26,8 @@
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
-#include "loop_daemon.hpp"
+#include "app/daemon.hpp"
+#include "infra/loop.hpp"
 #include "scenarios.hpp"
 #include "scripted_events.hpp"
 #include "dbus/authorization.hpp"
@@ -160,7 +161,7 @@ protected:
     void SetUp() override {
         if (!getenv("DBUS_SYSTEM_BUS_ADDRESS") || geteuid() != 0)
             GTEST_SKIP() << "needs root and a private bus (run through async_test.sh)";
-        block_signals();  // before any thread: SIGTERM must reach only the loop's signalfd
+        block_signals(daemon_signals());  // before any thread: SIGTERM reaches only the signalfd
         set_write_timeout(kWriteTimeout);
     }
     void set_write_timeout(int seconds) {
@@ -178,8 +179,8 @@ protected:
     // after the test lets a hung one return.
     std::unique_ptr<Daemon> settled_daemon() {
         set_write_timeout(30);
-        auto d = std::make_unique<Daemon>(kernel, &events);
-        if (!d->start() || !eventually([&] { return d->ready(); }))
+        auto d = std::make_unique<Daemon>(kernel, DaemonOptions{}, &events);
+        if (!d->start_thread() || !eventually([&] { return d->ready(); }))
             return nullptr;
         return d;
     }
@@ -219,7 +220,7 @@ protected:
 
 TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
     Daemon d(kernel);
-    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(d.start_thread());
     // Both groups start released, so each Bind below has writes to make.
     ASSERT_TRUE(call("Release", {kGpu}).error.empty());
     ASSERT_TRUE(call("Release", {kNic}).error.empty());
@@ -268,7 +269,7 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
 
 TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
     Daemon d(kernel);
-    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(d.start_thread());
     ASSERT_TRUE(call("Release", {kGpu}).error.empty());
     kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
     auto first = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
@@ -297,7 +298,7 @@ TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
 TEST_F(AsyncTest, AGroupsQueueIsBoundedWhileItsWriteHangs) {
     set_write_timeout(30);
     Daemon d(kernel);
-    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(d.start_thread());
     ASSERT_TRUE(call("Release", {kGpu}).error.empty());
     kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
     auto hung = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
@@ -353,8 +354,8 @@ TEST_F(AsyncTest, AGroupsQueueIsBoundedWhileItsWriteHangs) {
 // it did, and once the probe works the group ends bound, nothing left pending.
 TEST_F(AsyncTest, ConcurrentReloadsBindsReleasesAndEventsLeaveTheDaemonConsistent) {
     kernel.fail_probe(kGpu, "vfio-pci");
-    Daemon d(kernel, &events);
-    ASSERT_TRUE(d.start());
+    Daemon d(kernel, {}, &events);
+    ASSERT_TRUE(d.start_thread());
     ASSERT_TRUE(eventually([&] { return d.ready(); }));
     ASSERT_EQ(group_state(13), "failed");
     ASSERT_EQ(group_reason(13), "write-failed");
@@ -420,7 +421,7 @@ TEST_F(AsyncTest, AColdplugBindThatHangsDelaysNothingAndEndsBoundWhenTheWriteRet
     kernel.block_path(kGpuOverride);
     Daemon d(kernel);
     auto t0 = Clock::now();
-    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(d.start_thread());
     EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the hung coldplug write";
     ASSERT_TRUE(hangs_now()) << "the GPU's coldplug write did not start";
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << "the NIC's coldplug";
@@ -479,7 +480,7 @@ TEST_F(AsyncTest, AnEarlyOverrideCleanUpThatHangsDelaysNothing) {
     ASSERT_EQ(kernel.write(dev + "/driver/unbind", nic2), 0);
     kernel.block_path(dev + "/driver_override");
     Daemon d(kernel);
-    ASSERT_TRUE(d.start());
+    ASSERT_TRUE(d.start_thread());
     ASSERT_TRUE(hangs_now()) << "the clean-up did not start";
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; }));
     others_answer("early-override clean-up", 16, "refused", kAnswerLimit);
@@ -499,7 +500,7 @@ TEST_F(AsyncTest, ARestartWhileADaemonBindHangsEndsConsistent) {
     kernel.block_path(kGpuOverride);
     {
         Daemon first(kernel);
-        ASSERT_TRUE(first.start());
+        ASSERT_TRUE(first.start_thread());
         ASSERT_TRUE(hangs_now());
         ASSERT_TRUE(eventually([] { return group_state(13) == "failed"; })) << group_state(13);
     }
@@ -507,7 +508,7 @@ TEST_F(AsyncTest, ARestartWhileADaemonBindHangsEndsConsistent) {
     set_write_timeout(30);
     Daemon second(kernel);
     auto t0 = Clock::now();
-    ASSERT_TRUE(second.start());
+    ASSERT_TRUE(second.start_thread());
     EXPECT_LT(Clock::now() - t0, 5s) << "start() waited for the blocked function";
     // Finishing the last run's entry waits on the kernel, off the loop: the bus is served.
     ASSERT_TRUE(eventually([] { return group_state(15) == "bound"; })) << group_state(15);

@@ -23,7 +23,8 @@
 
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
-#include "loop_daemon.hpp"
+#include "app/daemon.hpp"
+#include "infra/loop.hpp"
 #include "private_bus.hpp"
 #include "scenarios.hpp"
 #include "scripted_events.hpp"
@@ -89,7 +90,7 @@ protected:
 
 TEST_F(EventLoopTest, PublishingThatThrowsNeverEndsTheDaemon) {
     ASSERT_TRUE(bus_.up()) << "dbus-daemon did not start";
-    block_signals();  // before any thread exists, as vfiod's main() does
+    block_signals(daemon_signals());  // before any thread exists, as vfiod's main() does
     auto conn = sdbus::createSessionBusConnectionWithAddress(bus_.address());
     Service service(kernel_, {});
     Authorizer auth(*conn);
@@ -174,11 +175,13 @@ TEST_F(EventLoopTest, PublishingThatThrowsNeverEndsTheDaemon) {
 // FIFO is refused rather than waited on, and the loop keeps answering throughout.
 TEST_F(EventLoopTest, HostileNamesAndFilesOnTheIncrementalPath) {
     ASSERT_TRUE(bus_.up()) << "dbus-daemon did not start";
-    block_signals();
+    block_signals(daemon_signals());
     ::setenv("DBUS_SYSTEM_BUS_ADDRESS", bus_.address().c_str(), 1);
     ScriptedEvents events;
-    Daemon daemon(kernel_, &events, {.config_file = std::nullopt, .force_observe = true});
-    ASSERT_TRUE(daemon.start());
+    DaemonOptions options;
+    options.service.force_observe = true;
+    Daemon daemon(kernel_, options, &events);
+    ASSERT_TRUE(daemon.start_thread());
     client_ = sdbus::createSessionBusConnectionWithAddress(bus_.address());
     auto driver_property = [&](const char* bdf) -> std::string {
         try {
