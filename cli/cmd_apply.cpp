@@ -64,13 +64,7 @@ void write_json(const std::vector<Result>& results) {
     for (const auto& r : results) {
         const GroupOutcome& o = r.outcome;
         j.begin_object();
-        write_group_key(j, o.group);
-        j.key("state").value(to_string(o.state));
-        write_reason_key(j, o.reason);
-        j.key("blockers").begin_array();
-        for (const auto& b : o.blockers)
-            j.value(b.str());
-        j.end_array();
+        write_group_head(j, o.group, "state", to_string(o.state), o.reason, o.blockers);
         j.key("message").value(o.message);
         j.end_object();
     }

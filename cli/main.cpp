@@ -1,8 +1,11 @@
-// vfioctl: argument parsing and verb dispatch. Each verb lives in its own cmd_*.cpp.
+// vfioctl: argument parsing and verb dispatch. Each verb lives in its own cmd_*.cpp. Each option
+// is spelled once, in kOptions: parsing, the usage lines, the Options section of --help (which
+// the bash completion reads) and the checks of which verb takes what all come from that table.
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +24,46 @@ enum Opt : unsigned {
     kYaml = 16,
     kExternal = 32,
     kJsonPatch = 64,
+};
+
+// Where an option sits in a verb's usage line: values first, then what changes the verb's
+// behaviour, then the output format. Formats also exclude each other.
+enum class Kind { Value, Modifier, Format };
+
+struct Option {
+    const char* name;   // "--root"; a value option also takes "--root=DIR"
+    Opt bit;            // how a verb (Verb::opts) names the options it takes
+    Kind kind;
+    const char* value;  // the value's name ("DIR"), nullptr for a flag
+    const char* needs;  // what a missing or empty value is reported as needing
+    void (*set)(Args& args, std::string_view value);
+    const char* help;   // the Options section of --help; each '\n' starts a continuation line
+};
+
+// In the order --help lists them (and the order of the "does not apply" checks).
+constexpr Option kOptions[] = {
+    {"--root", kRoot, Kind::Value, "DIR", "a directory",
+     [](Args& a, std::string_view v) { a.root = std::string(v); },
+     "Resolve every path under DIR instead of / (sys/, proc/, dev/, run/,\n"
+     "etc/vfiod/): inspect a captured or synthetic host tree."},
+    {"--config", kConfig, Kind::Value, "FILE", "a file",
+     [](Args& a, std::string_view v) { a.config = std::string(v); },
+     "Read FILE (and FILE's sibling conf.d/*.toml) instead of\n"
+     "DIR/etc/vfiod/vfiod.toml and DIR/etc/vfiod/conf.d/*.toml."},
+    {"--json", kJson, Kind::Format, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.json = true; },
+     "Machine-readable output for scripts (plan, apply, status, doctor,\ncheck-config)."},
+    {"--offline", kOffline, Kind::Modifier, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.offline = true; },
+     "status: read sysfs under --root instead of asking the daemon."},
+    {"--yaml", kYaml, Kind::Format, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.yaml = true; }, "kubevirt: YAML output (the default)."},
+    {"--external", kExternal, Kind::Modifier, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.external = true; },
+     "kubevirt: mark the resources externalResourceProvider: true."},
+    {"--json-patch", kJsonPatch, Kind::Format, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.json_patch = true; },
+     "kubevirt: RFC 6902 add operations instead of a fragment."},
 };
 
 struct Verb {
@@ -48,7 +91,8 @@ const Verb kVerbs[] = {
      "allowlist"},
 };
 
-const char kHelp[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
+// --help: the text around the Options section, which kOptions fills in.
+const char kHelpHead[] = R"(Usage: vfioctl [OPTIONS] COMMAND [ARGS]
 
 Prepare PCI devices for pass-through: vfioctl shows and explains what the vfiod daemon does,
 which is to bind whole IOMMU groups of allowlisted devices to vfio-pci through driver_override,
@@ -89,17 +133,9 @@ administrator grants to a Unix group with a rules file: copy
 vfiod never prompts for a password; without polkitd only root may.
 
 Options:
-  --root DIR           Resolve every path under DIR instead of / (sys/, proc/, dev/, run/,
-                       etc/vfiod/): inspect a captured or synthetic host tree.
-  --config FILE        Read FILE (and FILE's sibling conf.d/*.toml) instead of
-                       DIR/etc/vfiod/vfiod.toml and DIR/etc/vfiod/conf.d/*.toml.
-  --json               Machine-readable output for scripts (plan, apply, status, doctor,
-                       check-config).
-  --offline            status: read sysfs under --root instead of asking the daemon.
-  --yaml               kubevirt: YAML output (the default).
-  --external           kubevirt: mark the resources externalResourceProvider: true.
-  --json-patch         kubevirt: RFC 6902 add operations instead of a fragment.
-  -h, --help           Show this help, or a command's help: vfioctl COMMAND --help.
+)";
+
+const char kHelpTail[] = R"(  -h, --help           Show this help, or a command's help: vfioctl COMMAND --help.
   --version            Show the version.
 
 Exit status:
@@ -123,22 +159,30 @@ Files:
   /run/vfiod/                                       the daemon's journal of bindings
 )";
 
+// One option of the Options section: its spelling in a 21-column field, then its help, each
+// continuation line indented to the same column.
+void print_option_help(const Option& o) {
+    std::string spelled = std::string(o.name) + (o.value ? std::string(" ") + o.value : "");
+    std::string_view help = o.help;
+    std::printf("  %-21s", spelled.c_str());
+    for (size_t nl; (nl = help.find('\n')) != std::string_view::npos; help.remove_prefix(nl + 1))
+        std::printf("%.*s\n%23s", static_cast<int>(nl), help.data(), "");
+    std::printf("%.*s\n", static_cast<int>(help.size()), help.data());
+}
+
+void print_help() {
+    std::fputs(kHelpHead, stdout);
+    for (const Option& o : kOptions)
+        print_option_help(o);
+    std::fputs(kHelpTail, stdout);
+}
+
 void print_verb_help(const Verb& v) {
     std::printf("Usage: vfioctl %s%s%s", v.name, v.operand ? " " : "", v.operand ? v.operand : "");
-    if (v.opts & kRoot)
-        std::printf(" [--root DIR]");
-    if (v.opts & kConfig)
-        std::printf(" [--config FILE]");
-    if (v.opts & kOffline)
-        std::printf(" [--offline]");
-    if (v.opts & kExternal)
-        std::printf(" [--external]");
-    if (v.opts & kJson)
-        std::printf(" [--json]");
-    if (v.opts & kYaml)
-        std::printf(" [--yaml]");
-    if (v.opts & kJsonPatch)
-        std::printf(" [--json-patch]");
+    for (Kind kind : {Kind::Value, Kind::Modifier, Kind::Format})
+        for (const Option& o : kOptions)
+            if (o.kind == kind && (v.opts & o.bit))
+                std::printf(" [%s%s%s]", o.name, o.value ? " " : "", o.value ? o.value : "");
     std::printf("\n\n%s.\n\nSee vfioctl --help for the options and exit codes.\n", v.summary);
 }
 
@@ -147,110 +191,134 @@ int usage_error(const std::string& message) {
     return kExitUsage;
 }
 
-}  // namespace
+// The option `arg` spells: "--json" exactly, a value option also as "--root=DIR".
+const Option* find_option(std::string_view arg) {
+    for (const Option& o : kOptions) {
+        std::string_view name = o.name;
+        if (arg == name || (o.value && arg.size() > name.size() &&
+                            arg.substr(0, name.size()) == name && arg[name.size()] == '='))
+            return &o;
+    }
+    return nullptr;
+}
 
-int main(int argc, char** argv) {
-    std::vector<std::string_view> argl(argv + 1, argv + argc);
+// What the command line says, before the checks that need the verb.
+struct CommandLine {
     Args args;
     const Verb* verb = nullptr;
     bool help = false;
     std::vector<std::string> operands;
-    unsigned seen = 0;
+    unsigned seen = 0;  // the Opt bits given
+};
 
+// Reads one option into `cl`, its value from "--name=VALUE" or the next word (`i` moves past it).
+std::optional<int> take_option(const Option& o, const std::vector<std::string_view>& argl,
+                               size_t& i, CommandLine& cl) {
+    std::string_view a = argl[i];
+    std::string_view value;
+    if (o.value) {
+        size_t n = std::strlen(o.name);
+        if (a.size() > n)
+            value = a.substr(n + 1);
+        else if (i + 1 < argl.size())
+            value = argl[++i];
+        if (value.empty())
+            return usage_error(std::string(o.name) + " needs " + o.needs);
+    }
+    o.set(cl.args, value);
+    cl.seen |= o.bit;
+    return std::nullopt;
+}
+
+// Parses the words into `cl`; an exit status when that ends the run (--version, a usage error).
+std::optional<int> parse(const std::vector<std::string_view>& argl, CommandLine& cl) {
     for (size_t i = 0; i < argl.size(); ++i) {
         std::string_view a = argl[i];
-        std::string value;
-        auto take_value = [&](std::string_view name) -> bool {
-            if (a.size() > name.size() && a[name.size()] == '=') {
-                value = std::string(a.substr(name.size() + 1));
-                return true;
-            }
-            if (i + 1 >= argl.size())
-                return false;
-            value = std::string(argl[++i]);
-            return true;
-        };
-        auto is = [&](std::string_view name) {
-            return a == name || (a.substr(0, name.size()) == name && a.size() > name.size() &&
-                                 a[name.size()] == '=');
-        };
         if (a == "-h" || a == "--help") {
-            help = true;
+            cl.help = true;
         } else if (a == "--version") {
             std::printf("vfioctl %s\n", VFIOD_VERSION);
             return kExitOk;
-        } else if (a == "--json") {
-            args.json = true;
-            seen |= kJson;
-        } else if (a == "--offline") {
-            args.offline = true;
-            seen |= kOffline;
-        } else if (a == "--yaml") {
-            args.yaml = true;
-            seen |= kYaml;
-        } else if (a == "--external") {
-            args.external = true;
-            seen |= kExternal;
-        } else if (a == "--json-patch") {
-            args.json_patch = true;
-            seen |= kJsonPatch;
-        } else if (is("--root")) {
-            if (!take_value("--root") || value.empty())
-                return usage_error("--root needs a directory");
-            args.root = value;
-            seen |= kRoot;
-        } else if (is("--config")) {
-            if (!take_value("--config") || value.empty())
-                return usage_error("--config needs a file");
-            args.config = value;
-            seen |= kConfig;
+        } else if (const Option* o = find_option(a)) {
+            if (auto rc = take_option(*o, argl, i, cl))
+                return rc;
         } else if (a == "--") {
             for (++i; i < argl.size(); ++i)
-                operands.emplace_back(argl[i]);
+                cl.operands.emplace_back(argl[i]);
         } else if (a.size() > 1 && a[0] == '-') {
             return usage_error("unknown option '" + std::string(a) + "'");
-        } else if (!verb) {
+        } else if (!cl.verb) {
             for (const Verb& v : kVerbs)
                 if (a == v.name)
-                    verb = &v;
-            if (!verb)
+                    cl.verb = &v;
+            if (!cl.verb)
                 return usage_error("unknown command '" + std::string(a) + "'");
         } else {
-            operands.emplace_back(a);
+            cl.operands.emplace_back(a);
         }
     }
+    return std::nullopt;
+}
 
-    if (!verb) {
-        if (help) {
-            std::fputs(kHelp, stdout);
+// At most one output format: "--json, --yaml and --json-patch exclude each other".
+std::optional<int> check_formats(unsigned seen) {
+    std::vector<const Option*> formats;
+    for (const Option& o : kOptions)
+        if (o.kind == Kind::Format)
+            formats.push_back(&o);
+    std::string names;
+    int given = 0;
+    for (size_t k = 0; k < formats.size(); ++k) {
+        names += (k == 0 ? "" : k + 1 == formats.size() ? " and " : ", ");
+        names += formats[k]->name;
+        given += (seen & formats[k]->bit) ? 1 : 0;
+    }
+    if (given > 1)
+        return usage_error(names + " exclude each other");
+    return std::nullopt;
+}
+
+// The checks that need the verb: its options, its operand, one format, an existing --root.
+std::optional<int> check(CommandLine& cl) {
+    const Verb& verb = *cl.verb;
+    for (const Option& o : kOptions)
+        if ((cl.seen & o.bit) && !(verb.opts & o.bit))
+            return usage_error(std::string(o.name) + " does not apply to '" + verb.name + "'");
+    if (verb.operand) {
+        if (cl.operands.size() != 1)
+            return usage_error(std::string("'") + verb.name + "' takes exactly one " + verb.operand);
+        cl.args.operand = cl.operands[0];
+    } else if (!cl.operands.empty()) {
+        return usage_error("unexpected argument '" + cl.operands[0] + "'");
+    }
+    if (auto rc = check_formats(cl.seen))
+        return rc;
+    if (cl.seen & kRoot) {
+        struct stat st;
+        if (stat(cl.args.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return usage_error("--root " + cl.args.root + ": not a directory");
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CommandLine cl;
+    if (auto rc = parse(std::vector<std::string_view>(argv + 1, argv + argc), cl))
+        return *rc;
+    if (!cl.verb) {
+        if (cl.help) {
+            print_help();
             return kExitOk;
         }
         return usage_error("no command given");
     }
-    if (help) {
-        print_verb_help(*verb);
+    if (cl.help) {
+        print_verb_help(*cl.verb);
         return kExitOk;
     }
-    static const std::pair<unsigned, const char*> kNames[] = {
-        {kRoot, "--root"},       {kConfig, "--config"},     {kJson, "--json"},
-        {kOffline, "--offline"}, {kYaml, "--yaml"},         {kExternal, "--external"},
-        {kJsonPatch, "--json-patch"}};
-    for (auto [bit, name] : kNames)
-        if ((seen & bit) && !(verb->opts & bit))
-            return usage_error(std::string(name) + " does not apply to '" + verb->name + "'");
-    if (verb->operand) {
-        if (operands.size() != 1)
-            return usage_error(std::string("'") + verb->name + "' takes exactly one " + verb->operand);
-        args.operand = operands[0];
-    } else if (!operands.empty()) {
-        return usage_error("unexpected argument '" + operands[0] + "'");
-    }
-    if (__builtin_popcount(seen & (kJson | kYaml | kJsonPatch)) > 1)
-        return usage_error("--json, --yaml and --json-patch exclude each other");
-    if (seen & kRoot) {
-        struct stat st;
-        if (stat(args.root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-            return usage_error("--root " + args.root + ": not a directory");
-    }
-    return verb->run(args);
+    if (auto rc = check(cl))
+        return *rc;
+    return cl.verb->run(cl.args);
 }

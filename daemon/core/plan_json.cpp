@@ -43,18 +43,24 @@ void write_reason_key(JsonWriter& w, Reason r) {
         w.value(to_string(r));
 }
 
-void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
-    w.begin_object();
-    write_group_key(w, g.group);
-    if (state)
-        w.key("state").value(*state);
-    else
-        w.key("action").value(to_string(g.action));
-    write_reason_key(w, g.reason);
+void write_group_head(JsonWriter& w, const std::optional<unsigned>& group,
+                      std::string_view status_key, std::string_view status, Reason reason,
+                      const std::vector<PciAddress>& blockers) {
+    write_group_key(w, group);
+    w.key(status_key).value(status);
+    write_reason_key(w, reason);
     w.key("blockers").begin_array();
-    for (const auto& b : g.blockers)
+    for (const auto& b : blockers)
         w.value(b.str());
     w.end_array();
+}
+
+void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
+    w.begin_object();
+    if (state)
+        write_group_head(w, g.group, "state", *state, g.reason, g.blockers);
+    else
+        write_group_head(w, g.group, "action", to_string(g.action), g.reason, g.blockers);
     w.key("devices").begin_array();
     for (const auto& d : g.devices) {
         w.begin_object();

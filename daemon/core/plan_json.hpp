@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "json.hpp"
 #include "plan.hpp"
@@ -16,6 +18,13 @@ std::string plan_to_json(const Plan& plan, bool pretty = true);
 // left out (the status shape).
 void write_group_json(JsonWriter& w, const GroupPlan& g,
                       const std::optional<std::string>& state = std::nullopt);
+
+// The members every group object of DESIGN §5 opens with, in this order: "group", the decision
+// under `status_key` ("action" in a plan, "state" in status and apply output), "reason" and
+// "blockers". The plan, status and `vfioctl apply --json` shapes all start here.
+void write_group_head(JsonWriter& w, const std::optional<unsigned>& group,
+                      std::string_view status_key, std::string_view status, Reason reason,
+                      const std::vector<PciAddress>& blockers);
 
 // The "group" and "reason" members every group-shaped object carries (plan, status, apply,
 // doctor): null for a function without an IOMMU group, null for Reason::None.

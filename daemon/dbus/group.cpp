@@ -3,6 +3,7 @@
 #include <charconv>
 #include <vector>
 
+#include "core/pci_paths.hpp"
 #include "dbus/device.hpp"
 #include "dbus/sd_bus_objects.hpp"
 
@@ -30,7 +31,7 @@ constexpr Property<GroupInfo> kProperties[] = {
         "Reason"),
     property<GroupInfo, [](const GroupInfo& g) { return strings(g.blockers); }>("Blockers"),
     property<GroupInfo, [](const GroupInfo& g) {
-        return "/dev/vfio/" + std::to_string(g.id);
+        return pci_paths::host_path(pci_paths::vfio_group(g.id));
     }>("VfioPath", true),
     property<GroupInfo, [](const GroupInfo& g) {
         std::vector<sdbus::ObjectPath> out;

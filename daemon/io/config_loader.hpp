@@ -1,4 +1,7 @@
 // Reads and validates vfiod.toml (+ conf.d) into a Config, with FILE:LINE:COLUMN messages (DESIGN §3).
+// The steps live apart: io/config_files reads the files, core/toml_prescan refuses a document
+// too deep for toml++, io/config_schema parses and checks each file (the only toml++ source),
+// core/config_checks checks the merged Config (resource-name collisions, overlapping entries).
 #pragma once
 
 #include <optional>

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 #include "io/device_use.hpp"
 #include "io/host_tables.hpp"
@@ -184,7 +185,7 @@ bool fds_matter(const HostFs& fs, const Topology& topo, const std::vector<Device
         if (fn.driver.find("vfio") != std::string::npos)
             return true;
     for (const auto& [g, members] : topo.groups)
-        if (fs.exists("dev/vfio/" + std::to_string(g)))
+        if (fs.exists(pci_paths::vfio_group(g)))
             return true;
     return false;
 }

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 
 namespace vfiod {
@@ -39,16 +40,16 @@ void read_vfio_use(const HostFs& fs, const Topology& topo, const std::vector<Ope
                 cdevs.emplace(name, addr);
 
     for (const auto& o : open) {
-        std::string group = after(o.target, "/dev/vfio/");
+        std::string group = after(o.target, pci_paths::host_path(pci_paths::kVfioDir) + "/");
         if (all_digits(group)) {
             auto g = topo.groups.find(static_cast<unsigned>(std::strtoul(group.c_str(), nullptr, 10)));
             if (g == topo.groups.end())
                 continue;
             for (const auto& a : g->second)
-                add(use, a, "/dev/vfio/" + group + " is open by " + process_name(fs, o.pid));
+                add(use, a, o.target + " is open by " + process_name(fs, o.pid));
             continue;
         }
-        std::string cdev = after(o.target, "/dev/vfio/devices/");
+        std::string cdev = after(o.target, pci_paths::host_path(pci_paths::kVfioCdevs) + "/");
         auto c = cdevs.find(cdev);
         if (!cdev.empty() && c != cdevs.end())
             add(use, c->second, printable(o.target) + " is open by " + process_name(fs, o.pid));

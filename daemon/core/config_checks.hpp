@@ -1,0 +1,33 @@
+// The checks of a merged Config across its entries and files, after each file's own schema check
+// (io/config_schema): colliding resource names (an error) and overlapping [[device]] entries (a
+// warning). Pure: they read the Config and append "FILE:LINE:COLUMN: message" lines.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.hpp"
+
+namespace vfiod {
+
+// A user's text in a config message: in double quotes, unprintable bytes escaped.
+std::string config_quote(std::string_view s);
+
+// Overlaps among [[device]] entries matter because the first one's resource_name and driver
+// win. A [[protect]] entry always wins over a device entry, so that overlap is not news.
+//
+// Two entries can match one function unless their addresses differ or their selectors do (another
+// vendor, or two different devices). Comparing every pair is quadratic: 4,000 copies of one
+// entry took 25 s and 1.6 GB. Instead every entry is filed under the few keys a later entry can
+// look it up by — its address or "no address" or "any address", crossed with its selector, its
+// vendor or "any selector" — and each later entry asks only the keys that can overlap it. Those
+// keys partition the earlier entries that can overlap, so their counts add up.
+void warn_overlaps(const Config& c, std::vector<std::string>& warnings);
+
+// Two different resource names that the device plugin would serve on one socket, or hand to a VM
+// in one environment variable (DESIGN §9): the kubelet would list one resource's devices under
+// the other's name. An error, naming both entries; one map lookup per entry, whatever their number.
+void check_resource_names(const Config& c, std::vector<std::string>& errors);
+
+}  // namespace vfiod
