@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     std::printf("root=%s\n", tree.root().c_str());
     std::fflush(stdout);
 #else
-    vfiod::HostFs fs(opts.root);
+    vfiod::KernelHostFs fs(opts.root);
 #endif
 
     // The monitor exists before the coldplug scan in Service::start(): an event in between is

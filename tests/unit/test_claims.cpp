@@ -21,10 +21,10 @@ using test::FakeTree;
 namespace {
 
 // The kernel's answer to an O_EXCL open: EBUSY for the nodes listed, 0 for the rest.
-class ClaimingSysfs : public HostFs {
+class ClaimingSysfs : public KernelHostFs {
 public:
     ClaimingSysfs(std::string root, std::set<std::string> busy)
-        : HostFs(std::move(root)), busy_(std::move(busy)) {}
+        : KernelHostFs(std::move(root)), busy_(std::move(busy)) {}
     int probe_exclusive(std::string_view rel) const override {
         probed.insert(std::string(rel));
         return busy_.count(std::string(rel)) ? EBUSY : 0;
@@ -116,11 +116,11 @@ TEST(Claims, BcacheBackingDevice) {
     EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1 is claimed by bcache");
 }
 
-// A captured tree cannot answer an O_EXCL open: the plain HostFs never probes one.
+// A captured tree cannot answer an O_EXCL open: the plain KernelHostFs never probes one.
 TEST(Claims, ATreeIsNeverProbed) {
     FakeTree t;
     nvme_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(fs.probe_exclusive("proc/1/root/dev/nvme0n1"), EOPNOTSUPP);
     GroupPlan g = bind_plan(fs);
     EXPECT_FALSE(refuse_if_claimed(fs, &g));
@@ -179,7 +179,7 @@ TEST(Claims, TheProbeNeverOpensAnythingButABlockDevice) {
     int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     ASSERT_GE(in, 0);
     ASSERT_GE(::inotify_add_watch(in, fifo.c_str(), IN_OPEN), 0);
-    HostFs live("/");
+    KernelHostFs live("/");
     EXPECT_EQ(live.probe_exclusive(fifo.substr(1)), ENOTBLK);
     char buf[4096];
     EXPECT_EQ(::read(in, buf, sizeof buf), -1) << "the probe opened " << fifo;
