@@ -502,7 +502,8 @@ int KernelHostFs::probe_exclusive(std::string_view rel) const {
     return err;
 }
 
-std::vector<HostFs::Link> KernelHostFs::links(std::string_view rel, std::string_view stat_prefix) const {
+std::vector<HostFs::Link> KernelHostFs::links(std::string_view rel,
+                                              std::string_view stat_prefix) const {
     std::vector<Link> out;
     const int dfd = open_fd(rel, O_RDONLY | O_DIRECTORY);
     each_entry(dfd, [&](const char* name, unsigned char type) {
