@@ -27,9 +27,22 @@ bind_out() { _o=$(vfioctl bind "$1" 2>&1); echo "rc=$? $_o"; }
 expect_match() {
     case $3 in $2) ok "$1" ;; *) not_ok "$1" "expected '$2', got '$3'" ;; esac
 }
-ng=$(group_of $NVME)
-
-write_config <<TOML
+# hold_exclusive DEV: a process holds DEV with an O_EXCL open (no mount, no holder) until
+# `kill $claimer`.
+hold_exclusive() {
+    rm -f /run/claim.ready
+    python3 - "$1" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
+open("/run/claim.ready", "w").close()
+time.sleep(600)
+PY
+    claimer=$!
+    wait_for 20 test -e /run/claim.ready
+}
+# The scenario's config: the NVMe disk and the GPU-like group.
+base_config() {
+    cat <<TOML
 [[device]]
 selector = "$(sel $NVME)"
 resource_name = "vmtest/disk"
@@ -38,6 +51,10 @@ resource_name = "vmtest/disk"
 selector = "$(sel $GPU)"
 resource_name = "vmtest/gpu"
 TOML
+}
+ng=$(group_of $NVME)
+
+base_config | write_config
 gg=$(group_of $GPU)
 
 # (b) A "sound server" holds the companion's control node while vfiod starts and Bind is asked.
@@ -75,14 +92,7 @@ expect_eq nvme-remounted-kept nvme "$(driver_of $NVME)"
 umount /mnt/data
 
 # (c) + (e)
-python3 - "$disk" <<'PY' &
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
-open("/run/claim.ready", "w").close()
-time.sleep(600)
-PY
-claimer=$!
-wait_for 20 test -e /run/claim.ready
+hold_exclusive "$disk"
 udevadm monitor --kernel --udev >/run/monitor.log 2>&1 &
 monitor=$!
 sleep 1
@@ -145,28 +155,9 @@ wait_for 20 sh -c "ls /sys/devices/virtual/nvme-subsystem/*/ | grep -q '^nvme[0-
 ns=$(ls /sys/devices/virtual/nvme-subsystem/*/ | grep -m1 '^nvme[0-9]*n1$')
 note "multipath controller '$mp', namespace head '$ns'"
 check mpath-namespace-in-subsystem test -n "$mp" -a -n "$ns" -a -b "/dev/$ns"
-rm -f /run/claim.ready
-python3 - "/dev/$ns" <<'PY' &
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
-open("/run/claim.ready", "w").close()
-time.sleep(600)
-PY
-claimer=$!
-wait_for 20 test -e /run/claim.ready
-write_config <<TOML
-[[device]]
-selector = "$(sel $NVME)"
-resource_name = "vmtest/disk"
-
-[[device]]
-selector = "$(sel $GPU)"
-resource_name = "vmtest/gpu"
-
-[[device]]
-selector = "8086:5845"
-resource_name = "vmtest/mpath"
-TOML
+hold_exclusive "/dev/$ns"
+{ base_config; printf '\n[[device]]\nselector = "8086:5845"\nresource_name = "vmtest/mpath"\n'; } |
+    write_config
 systemctl reload vfiod.service
 mg=$(group_of "$mp")
 # Configured now, the controller's group is decided at once: the claim refuses it.
