@@ -88,7 +88,7 @@ void bench_size(unsigned size, bool smoke) {
     test::FakeTree t;
     bench::FleetTree f = bench::build_fleet_tree(t, size);
     t.write_file("etc/vfiod/vfiod.toml", f.config);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     Service s(fs, {.config_file = std::nullopt, .force_observe = true});
     // With a bus, publishing goes through vfiod's own D-Bus objects.
     std::unique_ptr<sdbus::IConnection> bus;

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     };
     size_t decided = 0, held = 0;
     Times plan = measure([&] {
-        HostFs fs(t.root());
+        KernelHostFs fs(t.root());
         Snapshot s = read_snapshot(fs);
         Plan p = make_plan(s.topology, s.use, *cr.config);
         decided = p.groups.size();
@@ -153,10 +153,10 @@ int main(int argc, char** argv) {
     });
     // What issue 11's detector adds to a plan: one proc/*/fd scan, the node map, matching, and
     // the netns check (here it lists 2,000 proc/*/ns/net links for the one moved interface).
-    const Topology topo = read_snapshot(HostFs(t.root())).topology;
+    const Topology topo = read_snapshot(KernelHostFs(t.root())).topology;
     size_t hidden = 0;
     Times extra = measure([&] {
-        HostFs fs(t.root());
+        KernelHostFs fs(t.root());
         HostUse use;
         find_device_use(fs, read_device_nodes(fs), scan_open_nodes(fs), &use);
         find_netns_use(fs, topo, &use);
@@ -164,10 +164,10 @@ int main(int argc, char** argv) {
     });
     // Its parts: the fd scan (which the vfio-use reader shares, and needed before issue 11), and
     // the netns check.
-    Times scan = measure([&] { scan_open_nodes(HostFs(t.root())); });
+    Times scan = measure([&] { scan_open_nodes(KernelHostFs(t.root())); });
     Times netns = measure([&] {
         HostUse use;
-        find_netns_use(HostFs(t.root()), topo, &use);
+        find_netns_use(KernelHostFs(t.root()), topo, &use);
     });
     double median = plan.wall;
     double share = extra.cpu / (plan.cpu - extra.cpu);

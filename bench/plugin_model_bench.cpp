@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
     }
     std::vector<std::string> ids;
     plugin::Snapshot snap = host_of(n, &ids);
-    struct NoHost : HostFs {
-        NoHost() : HostFs("/nonexistent-vfiod-bench-root") {}
+    struct NoHost : KernelHostFs {
+        NoHost() : KernelHostFs("/nonexistent-vfiod-bench-root") {}
     } host;
     const std::string res = "example.com/gpu";
     bool ok = true;

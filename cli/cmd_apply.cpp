@@ -127,7 +127,7 @@ int run_apply(const Args& args) {
         return kExitFailed;
     }
 
-    HostFs fs(args.root);
+    KernelHostFs fs(args.root);
     Journal journal(fs);
     Executor exec(fs, &journal, std::chrono::seconds(config.write_timeout));
     std::vector<Result> results;

@@ -122,7 +122,7 @@ int run_doctor(const Args& args) {
     std::optional<Config> config = checked_config(args, "fix it first (vfioctl check-config)");
     if (!config)
         return kExitUsage;
-    HostFs fs(args.root);
+    KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
     Diagnosis dx = diagnose(fs, hp.snapshot.topology, *config, hp.plan);
     if (args.json)

@@ -155,7 +155,7 @@ int run_kubevirt(const Args& args) {
                          e.selector ? e.selector->str().c_str() : e.address->str().c_str());
         return kExitFailed;
     }
-    HostFs fs(args.root);
+    KernelHostFs fs(args.root);
     std::vector<std::string> warnings;
     // Read only if an entry needs the host: an exact pair never does.
     bool needs_host = false;

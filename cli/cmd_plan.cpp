@@ -12,7 +12,7 @@ int run_plan(const Args& args) {
     std::optional<Config> config = checked_config(args, "no plan was made");
     if (!config)
         return kExitUsage;
-    HostFs fs(args.root);
+    KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
     const Plan& plan = hp.plan;
 

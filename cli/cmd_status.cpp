@@ -44,7 +44,7 @@ int offline(const Args& args) {
     std::optional<Config> config = checked_config(args, "no status was read");
     if (!config)
         return kExitUsage;
-    HostFs fs(args.root);
+    KernelHostFs fs(args.root);
     const Plan plan = plan_host(fs, *config).plan;
     DaemonView view;
     view.iommu = plan.iommu;

@@ -7,6 +7,6 @@ int main(int argc, char** argv) {
     vfiod::DaemonOptions options;
     if (auto code = vfiod::begin_vfiod(argc, argv, &options))
         return *code;
-    vfiod::HostFs fs(options.root);
+    vfiod::KernelHostFs fs(options.root);
     return vfiod::run_daemon(fs, options);
 }

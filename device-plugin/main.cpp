@@ -157,7 +157,7 @@ private:
     const Options& opts_;
     sdbus::IConnection& bus_;
     Loop& loop_;
-    HostFs host_;
+    KernelHostFs host_;
     Endpoints endpoints_;
     SnapshotStore store_;
     client::DaemonView view_;

@@ -99,6 +99,20 @@ GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
                        const std::map<PciAddress, std::string>& originals);
 std::vector<Write> release_writes(const PciFunction& fn);
 
+// The functions of a Bind that would move (a write planned for them): the ones whose disks an
+// exclusive-claim check looks at. Empty for any other action.
+std::set<PciAddress> moving_functions(const GroupPlan& gp);
+// A block device the kernel holds exclusively (io/claims finds them), under the PCI function
+// that owns it; why: "nvme0n1 is claimed by the kernel (…)".
+struct StorageClaim {
+    PciAddress owner;
+    std::string why;
+};
+// Turns a Bind into a refusal with in-use-storage when a claim's owner would move: every such
+// owner a blocker, each claim a detail ("<BDF>: <why>"), and no writes left. False (gp
+// untouched) when none applies.
+bool refuse_claimed(GroupPlan* gp, const std::vector<StorageClaim>& claims);
+
 const char* to_string(Role r);
 
 }  // namespace vfiod

@@ -364,6 +364,38 @@ GroupPlan plan_release(const Topology& topo, const HostUse& use, unsigned group,
     return g;
 }
 
+std::set<PciAddress> moving_functions(const GroupPlan& gp) {
+    std::set<PciAddress> moving;
+    if (gp.action != Action::Bind)
+        return moving;
+    for (const auto& d : gp.devices)
+        if (!d.writes.empty())
+            moving.insert(d.address);
+    return moving;
+}
+
+bool refuse_claimed(GroupPlan* gp, const std::vector<StorageClaim>& claims) {
+    const std::set<PciAddress> moving = moving_functions(*gp);
+    std::map<PciAddress, std::vector<std::string>> found;
+    for (const auto& c : claims)
+        if (moving.count(c.owner))
+            found[c.owner].push_back(c.why);
+    if (found.empty())
+        return false;
+    gp->action = Action::Refuse;
+    gp->reason = Reason::InUseStorage;
+    gp->blockers.clear();
+    gp->details.clear();
+    for (auto& [addr, lines] : found) {
+        gp->blockers.push_back(addr);
+        for (auto& l : lines)
+            gp->details.push_back(addr.str() + ": " + l);
+    }
+    for (auto& d : gp->devices)
+        d.writes.clear();
+    return true;
+}
+
 const char* to_string(Role r) {
     switch (r) {
     case Role::Allowlisted: return "allowlisted";

@@ -1,7 +1,6 @@
 #include "io/claims.hpp"
 
 #include <cerrno>
-#include <map>
 #include <set>
 
 #include "core/strings.hpp"
@@ -42,41 +41,34 @@ std::string claim_of(const HostFs& fs, const std::string& name, const std::strin
 
 }  // namespace
 
-bool refuse_if_claimed(const HostFs& fs, GroupPlan* gp) {
-    if (gp->action != Action::Bind)
-        return false;
-    std::set<PciAddress> moving;
-    for (const auto& d : gp->devices)
-        if (!d.writes.empty())
-            moving.insert(d.address);
+std::vector<StorageClaim> read_claims(const HostFs& fs, const std::set<PciAddress>& functions) {
+    std::vector<StorageClaim> out;
+    if (functions.empty())
+        return out;
     std::set<std::string> btrfs_members;
     for (const auto& uuid : fs.list("sys/fs/btrfs"))
         for (const auto& dev : fs.list("sys/fs/btrfs/" + uuid + "/devices"))
             btrfs_members.insert(dev);
 
-    std::map<PciAddress, std::vector<std::string>> found;
     for (const auto& name : fs.list("sys/class/block")) {
         auto dir = fs.resolve("sys/class/block/" + name);
-        auto owner = dir ? nearest_function(*dir) : std::nullopt;
-        if (!owner || !moving.count(*owner))
+        if (!dir)
+            continue;
+        // The walk host_use attributes disks by: a native-multipath namespace belongs to every
+        // controller that serves it.
+        auto owned_by = block_owners(fs, *dir);
+        std::erase_if(owned_by, [&](const PciAddress& a) { return !functions.count(a); });
+        if (owned_by.empty())
             continue;
         if (auto why = claim_of(fs, name, *dir, btrfs_members); !why.empty())
-            found[*owner].push_back(why);
+            for (const auto& owner : owned_by)
+                out.push_back({owner, why});
     }
-    if (found.empty())
-        return false;
-    gp->action = Action::Refuse;
-    gp->reason = Reason::InUseStorage;
-    gp->blockers.clear();
-    gp->details.clear();
-    for (auto& [addr, lines] : found) {
-        gp->blockers.push_back(addr);
-        for (auto& l : lines)
-            gp->details.push_back(addr.str() + ": " + l);
-    }
-    for (auto& d : gp->devices)
-        d.writes.clear();
-    return true;
+    return out;
+}
+
+bool refuse_if_claimed(const HostFs& fs, GroupPlan* gp) {
+    return refuse_claimed(gp, read_claims(fs, moving_functions(*gp)));
 }
 
 }  // namespace vfiod

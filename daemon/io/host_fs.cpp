@@ -68,7 +68,7 @@ void set_openat2(Openat2Fn fn) {
 
 }  // namespace sysfs_testing
 
-HostFs::HostFs(std::string root) : root_(std::move(root)) {
+KernelHostFs::KernelHostFs(std::string root) : root_(std::move(root)) {
     while (root_.size() > 1 && root_.back() == '/')
         root_.pop_back();
     if (root_.empty())
@@ -81,13 +81,13 @@ HostFs::HostFs(std::string root) : root_(std::move(root)) {
     }
 }
 
-HostFs::~HostFs() {
+KernelHostFs::~KernelHostFs() {
     if (root_fd_ >= 0)
         ::close(root_fd_);
 }
 
 std::string HostFs::path(std::string_view rel) const {
-    std::string p = root_;
+    std::string p = root();
     if (rel.empty())
         return p;
     if (p.back() != '/')
@@ -114,7 +114,7 @@ const char* file_kind(mode_t m) {
 
 }  // namespace
 
-int HostFs::open_fd(std::string_view rel_view, int flags, bool beneath) const {
+int KernelHostFs::open_fd(std::string_view rel_view, int flags, bool beneath) const {
     if (root_fd_ < 0 || !valid_rel(rel_view)) {
         errno = ENOENT;
         return -1;
@@ -159,7 +159,7 @@ int HostFs::open_fd(std::string_view rel_view, int flags, bool beneath) const {
     return ::openat(root_fd_, at_path(*resolved), flags);
 }
 
-bool HostFs::entry_of(const Dir* in, std::string_view rel, std::string* name) {
+bool KernelHostFs::entry_of(const Dir* in, std::string_view rel, std::string* name) {
     if (!in || !in->ok())
         return false;
     const std::string& dir = in->rel_;
@@ -175,7 +175,7 @@ bool HostFs::entry_of(const Dir* in, std::string_view rel, std::string* name) {
     return true;
 }
 
-HostFs::Dir HostFs::open_dir(std::string_view rel) const {
+HostFs::Dir KernelHostFs::open_dir(std::string_view rel) const {
     Dir d;
     if (!valid_rel(rel))
         return d;
@@ -189,7 +189,51 @@ HostFs::Dir HostFs::open_dir(std::string_view rel) const {
     return d;
 }
 
-std::optional<std::string> HostFs::read(std::string_view rel, size_t max_bytes,
+namespace {
+
+// The read of an open fd behind read() and read_own(): a regular file only; closes fd.
+std::optional<std::string> read_fd(int fd, size_t max_bytes, std::string* why) {
+    auto fail = [&](std::string reason) -> std::optional<std::string> {
+        if (why)
+            *why = std::move(reason);
+        return std::nullopt;
+    };
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return std::nullopt;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(std::string(file_kind(st.st_mode)) + ", not a regular file");
+    }
+    std::string out;
+    char buf[4096];
+    int err = 0;
+    while (out.size() < max_bytes) {
+        size_t want = std::min(sizeof buf, max_bytes - out.size());
+        ssize_t n = ::read(fd, buf, want);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            err = errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    if (err)
+        return std::nullopt;
+    if (!out.empty() && out.back() == '\n')
+        out.pop_back();
+    return out;
+}
+
+}  // namespace
+
+std::optional<std::string> KernelHostFs::read(std::string_view rel, size_t max_bytes,
                                        std::string* why, const Dir* in) const {
     auto fail = [&](std::string reason) -> std::optional<std::string> {
         if (why)
@@ -232,46 +276,7 @@ std::optional<std::string> HostFs::read_own(int dirfd, const std::string& name, 
     return read_fd(fd, max_bytes, why);
 }
 
-std::optional<std::string> HostFs::read_fd(int fd, size_t max_bytes, std::string* why) {
-    auto fail = [&](std::string reason) -> std::optional<std::string> {
-        if (why)
-            *why = std::move(reason);
-        return std::nullopt;
-    };
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        return std::nullopt;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return fail(std::string(file_kind(st.st_mode)) + ", not a regular file");
-    }
-    std::string out;
-    char buf[4096];
-    int err = 0;
-    while (out.size() < max_bytes) {
-        size_t want = std::min(sizeof buf, max_bytes - out.size());
-        ssize_t n = ::read(fd, buf, want);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            err = errno;
-            break;
-        }
-        if (n == 0)
-            break;
-        out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    if (err)
-        return std::nullopt;
-    if (!out.empty() && out.back() == '\n')
-        out.pop_back();
-    return out;
-}
-
-std::optional<std::string> HostFs::readlink(std::string_view rel, const Dir* in) const {
+std::optional<std::string> KernelHostFs::readlink(std::string_view rel, const Dir* in) const {
     if (rel.empty())
         return std::nullopt;
     // The link itself is not followed: its parent is opened (inside the root) and asked, or the
@@ -333,7 +338,7 @@ void each_entry(int fd, F&& f) {
 
 }  // namespace
 
-std::vector<std::string> HostFs::list(std::string_view rel) const {
+std::vector<std::string> KernelHostFs::list(std::string_view rel) const {
     std::vector<std::string> names;
     each_entry(open_fd(rel, O_RDONLY | O_DIRECTORY),
                [&](const char* name, unsigned char) { names.emplace_back(name); });
@@ -341,7 +346,7 @@ std::vector<std::string> HostFs::list(std::string_view rel) const {
     return names;
 }
 
-bool HostFs::exists(std::string_view rel, const Dir* in) const {
+bool KernelHostFs::exists(std::string_view rel, const Dir* in) const {
     if (rel.empty())
         return root_fd_ >= 0;
     // As lstat: a link that exists counts even if its target is gone (ask resolve() for that).
@@ -354,7 +359,7 @@ bool HostFs::exists(std::string_view rel, const Dir* in) const {
     return fd.get() >= 0;
 }
 
-std::optional<std::string> HostFs::resolve(std::string_view rel) const {
+std::optional<std::string> KernelHostFs::resolve(std::string_view rel) const {
     if (!valid_rel(rel))
         return std::nullopt;
     if (!live() && g_no_openat2)
@@ -366,14 +371,14 @@ std::optional<std::string> HostFs::resolve(std::string_view rel) const {
     return where(fd.get(), rel);
 }
 
-bool HostFs::leads_somewhere(std::string_view rel) const {
+bool KernelHostFs::leads_somewhere(std::string_view rel) const {
     if (!valid_rel(rel))
         return false;
     Fd fd(open_fd(rel, O_PATH));
     return fd.get() >= 0;
 }
 
-std::optional<std::string> HostFs::where(int fd, std::string_view rel) const {
+std::optional<std::string> KernelHostFs::where(int fd, std::string_view rel) const {
     if (!live() && g_no_openat2)  // no openat2 (open_fd may just have learnt it)
         return resolve_walk(rel);
     char link[64], buf[4096];
@@ -393,7 +398,7 @@ std::optional<std::string> HostFs::where(int fd, std::string_view rel) const {
     return std::nullopt;  // the tree was moved under us: nothing outside it is ever named
 }
 
-std::optional<std::string> HostFs::resolve_walk(std::string_view rel, bool beneath) const {
+std::optional<std::string> KernelHostFs::resolve_walk(std::string_view rel, bool beneath) const {
     auto fail = [](int err) -> std::optional<std::string> {
         errno = err;
         return std::nullopt;
@@ -460,7 +465,7 @@ std::optional<std::string> HostFs::resolve_walk(std::string_view rel, bool benea
     return out;
 }
 
-std::optional<std::pair<unsigned, unsigned>> HostFs::char_device(std::string_view rel) const {
+std::optional<std::pair<unsigned, unsigned>> KernelHostFs::char_device(std::string_view rel) const {
     if (!live() || !valid_rel(rel))
         return std::nullopt;
     // stat, never open: opening a device node can have effects (a tty, a tape rewinding).
@@ -470,7 +475,7 @@ std::optional<std::pair<unsigned, unsigned>> HostFs::char_device(std::string_vie
     return std::make_pair(major(st.st_rdev), minor(st.st_rdev));
 }
 
-std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
+std::optional<unsigned long> KernelHostFs::inode(std::string_view rel) const {
     Fd f(open_fd(rel, O_PATH));
     struct stat st;
     if (f.get() < 0 || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -478,7 +483,7 @@ std::optional<unsigned long> HostFs::inode(std::string_view rel) const {
     return static_cast<unsigned long>(st.st_ino);
 }
 
-int HostFs::probe_exclusive(std::string_view rel) const {
+int KernelHostFs::probe_exclusive(std::string_view rel) const {
     if (!live() || !valid_rel(rel))
         return EOPNOTSUPP;
     // Looked at before it is opened: opening a node of another kind can act (a tty hangs up, a
@@ -497,7 +502,8 @@ int HostFs::probe_exclusive(std::string_view rel) const {
     return err;
 }
 
-std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view stat_prefix) const {
+std::vector<HostFs::Link> KernelHostFs::links(std::string_view rel,
+                                              std::string_view stat_prefix) const {
     std::vector<Link> out;
     const int dfd = open_fd(rel, O_RDONLY | O_DIRECTORY);
     each_entry(dfd, [&](const char* name, unsigned char type) {
@@ -518,7 +524,7 @@ std::vector<HostFs::Link> HostFs::links(std::string_view rel, std::string_view s
     return out;
 }
 
-Fd HostFs::open_own_dir(std::string_view rel, bool create, int* err) const {
+Fd KernelHostFs::open_own_dir(std::string_view rel, bool create, int* err) const {
     if (rel.empty() || !valid_rel(rel)) {
         *err = EINVAL;
         return Fd();
@@ -548,7 +554,7 @@ Fd HostFs::open_own_dir(std::string_view rel, bool create, int* err) const {
     return dir;
 }
 
-int HostFs::write(std::string_view rel, std::string_view value) {
+int KernelHostFs::write(std::string_view rel, std::string_view value) {
     if (!valid_rel(rel) || rel.empty())
         return EINVAL;
     // No O_CREAT: a sysfs attribute either exists or the write is a mistake, and creating a

@@ -1,8 +1,7 @@
 // The host access layer: every read of sysfs, procfs, /dev and /run, every kernel attribute
 // write, and the directory of vfiod's own journal (run/vfiod, open_own_dir(): exec/journal
 // writes, renames and removes its files relative to it), resolved under one root directory
-// (DESIGN §2). Tests subclass it (a fake kernel that gives writes kernel semantics, fault
-// injection).
+// (DESIGN §2). HostFs is the interface every reader takes; KernelHostFs asks the kernel.
 //
 // Two things touch the host without it, on purpose:
 // - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
@@ -32,27 +31,31 @@ using Openat2Fn = long (*)(int dirfd, const char* path, void* how, size_t size);
 void set_openat2(Openat2Fn fn);
 }  // namespace sysfs_testing
 
+// What vfiod may ask of the host, as an interface: the kernel's answers come from KernelHostFs
+// below; the event loop's fenced view (service/fenced_host_fs) wraps another HostFs. Every
+// method that touches the host is pure virtual, so a wrapper that misses one does not compile;
+// the few non-virtual helpers (live, path, link_name) only call the virtual ones.
 class HostFs {
 public:
-    // root: "/" for the live host, or a captured/synthetic tree. Paths given to the methods are
-    // relative to it ("sys/bus/pci/devices/0000:01:00.0/vendor") and never start with '/'.
-    explicit HostFs(std::string root);
-    virtual ~HostFs();
+    HostFs() = default;
+    virtual ~HostFs() = default;
     HostFs(const HostFs&) = delete;
     HostFs& operator=(const HostFs&) = delete;
 
-    const std::string& root() const { return root_; }
-    bool live() const { return root_ == "/"; }
+    // "/" for the live host, or a captured/synthetic tree. Paths given to the methods are
+    // relative to it ("sys/bus/pci/devices/0000:01:00.0/vendor") and never start with '/'.
+    virtual const std::string& root() const = 0;
+    bool live() const { return root() == "/"; }
     // The absolute path of rel under the root.
     std::string path(std::string_view rel) const;
 
     // A directory held open while several of its entries are read (one PCI function's
     // attributes and links): each entry is then looked up in it, instead of the whole path being
     // walked again from the root for every one. The methods below still take the entry's full
-    // path (what a subclass filters or fakes by) and the Dir only as the way there: an entry
+    // path (what a wrapper filters or fakes by) and the Dir only as the way there: an entry
     // that is a symlink, or a path that is not an entry of the Dir, is resolved from the root as
-    // without one. For the HostFs that opened it or one over the same root (the fenced view
-    // hands it on to the host it wraps), while it is alive.
+    // without one. Opened by a KernelHostFs (a wrapper hands open_dir on to the host it wraps),
+    // and valid for it or one over the same root, while it is alive.
     class Dir {
     public:
         bool ok() const { return fd_.get() >= 0; }
@@ -60,13 +63,13 @@ public:
         const std::string& rel() const { return rel_; }
 
     private:
-        friend class HostFs;
+        friend class KernelHostFs;
         std::string rel_;
         Fd fd_;
     };
     // Opens rel, links followed inside the root; !ok() when it leads nowhere. One open and one
     // resolve() together: what a reader of a function's attributes needs first anyway.
-    Dir open_dir(std::string_view rel) const;
+    virtual Dir open_dir(std::string_view rel) const = 0;
 
     // Contents of a small file with one trailing newline removed; nullopt when it is missing or
     // unreadable. Reads at most max_bytes. Only a regular file is read, and opened non-blocking:
@@ -76,38 +79,40 @@ public:
     // in: a Dir that rel is an entry of (see Dir).
     virtual std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
                                             std::string* why = nullptr,
-                                            const Dir* in = nullptr) const;
+                                            const Dir* in = nullptr) const = 0;
     // The target of a symlink as stored; nullopt when rel is not a symlink.
     virtual std::optional<std::string> readlink(std::string_view rel,
-                                                const Dir* in = nullptr) const;
+                                                const Dir* in = nullptr) const = 0;
     // The last path component of a symlink's target ("driver" -> "e1000e"); nullopt when absent.
+    // Computed from readlink(), so a wrapper's readlink() decides it.
     std::optional<std::string> link_name(std::string_view rel, const Dir* in = nullptr) const;
     // Entry names of a directory, sorted; empty when it is missing.
-    virtual std::vector<std::string> list(std::string_view rel) const;
+    virtual std::vector<std::string> list(std::string_view rel) const = 0;
     // Whether rel is there (a link counts, wherever it leads).
-    virtual bool exists(std::string_view rel, const Dir* in = nullptr) const;
+    virtual bool exists(std::string_view rel, const Dir* in = nullptr) const = 0;
     // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
     // nullopt when something on the way is missing. Links resolve as if the root were "/": an
     // absolute target starts at the root, and ".." of the root is the root.
-    virtual std::optional<std::string> resolve(std::string_view rel) const;
+    virtual std::optional<std::string> resolve(std::string_view rel) const = 0;
     // resolve() as a yes or no: whether rel leads to something inside the root. One open, and
     // no asking the kernel where it led.
-    bool leads_somewhere(std::string_view rel) const;
+    virtual bool leads_somewhere(std::string_view rel) const = 0;
 
     // The device number (major, minor) of the character device rel leads to, links followed;
     // live host only: a tree's links name the real host's nodes, never the tree's.
-    virtual std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const;
+    virtual std::optional<std::pair<unsigned, unsigned>> char_device(
+        std::string_view rel) const = 0;
 
     // The inode number of the regular file rel leads to (links followed); nullopt when it is
     // missing or something else (a FIFO, a directory). A network namespace's identity:
     // /run/netns/<name> is a bind mount of its nsfs inode, which stats as a regular file.
-    virtual std::optional<unsigned long> inode(std::string_view rel) const;
+    virtual std::optional<unsigned long> inode(std::string_view rel) const = 0;
 
     // Opens the block device node rel O_RDONLY|O_EXCL|O_NONBLOCK and closes it at once: 0 when
     // nobody holds it exclusively, EBUSY when the kernel does, another errno when it cannot
     // tell; ENOTBLK, without opening it, when rel is not a block device. Read-only, so closing
     // it sends no change event; EOPNOTSUPP in a tree.
-    virtual int probe_exclusive(std::string_view rel) const;
+    virtual int probe_exclusive(std::string_view rel) const = 0;
 
     // The symlinks of directory rel, read through one open of it: a walk of every
     // /proc/<pid>/fd would otherwise spend its time looking up the same path again per fd. On the
@@ -118,11 +123,12 @@ public:
         std::string target;
         std::optional<std::pair<unsigned, unsigned>> char_device;
     };
-    virtual std::vector<Link> links(std::string_view rel, std::string_view stat_prefix = {}) const;
+    virtual std::vector<Link> links(std::string_view rel,
+                                    std::string_view stat_prefix = {}) const = 0;
 
     // Writes value with a single write(2) and checks close(2), as the kernel's attribute files
     // need. Returns 0 or the errno of the failing call.
-    virtual int write(std::string_view rel, std::string_view value);
+    virtual int write(std::string_view rel, std::string_view value) = 0;
 
     // A directory of vfiod's own (run/vfiod, the journal), opened O_RDONLY|O_DIRECTORY for its
     // owner to read, replace (temp file, fsync, rename), remove and fsync its files relative to
@@ -132,12 +138,40 @@ public:
     // refused with EXDEV instead of being followed from the root, so a tree's run -> /run can
     // never reach the live host's journal, in either direction. The live host ("/") opens it
     // plainly, as it always has. On failure the Fd is not valid and *err holds the errno.
-    Fd open_own_dir(std::string_view rel, bool create, int* err) const;
+    virtual Fd open_own_dir(std::string_view rel, bool create, int* err) const = 0;
     // The regular file `name` in a directory from open_own_dir(), as read() reads (non-blocking,
     // at most max_bytes, one trailing newline dropped, *why for what is there instead), never
-    // through a symlink: vfiod writes none there.
+    // through a symlink: vfiod writes none there. Touches only dirfd, never the root.
     static std::optional<std::string> read_own(int dirfd, const std::string& name,
                                                size_t max_bytes, std::string* why);
+};
+
+// The kernel's answers: paths resolved under one root directory with the system calls described
+// above. Tests subclass it (a fake kernel that gives writes kernel semantics, fault injection).
+class KernelHostFs : public HostFs {
+public:
+    // root: "/" for the live host, or a captured/synthetic tree.
+    explicit KernelHostFs(std::string root);
+    ~KernelHostFs() override;
+
+    const std::string& root() const override { return root_; }
+    Dir open_dir(std::string_view rel) const override;
+    std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
+                                    std::string* why = nullptr,
+                                    const Dir* in = nullptr) const override;
+    std::optional<std::string> readlink(std::string_view rel,
+                                        const Dir* in = nullptr) const override;
+    std::vector<std::string> list(std::string_view rel) const override;
+    bool exists(std::string_view rel, const Dir* in = nullptr) const override;
+    std::optional<std::string> resolve(std::string_view rel) const override;
+    bool leads_somewhere(std::string_view rel) const override;
+    std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const override;
+    std::optional<unsigned long> inode(std::string_view rel) const override;
+    int probe_exclusive(std::string_view rel) const override;
+    std::vector<Link> links(std::string_view rel,
+                            std::string_view stat_prefix = {}) const override;
+    int write(std::string_view rel, std::string_view value) override;
+    Fd open_own_dir(std::string_view rel, bool create, int* err) const override;
 
 private:
     // An fd for rel opened with flags (O_CLOEXEC added), resolved inside the root; -1 and errno.
@@ -151,8 +185,6 @@ private:
     // resolve() without openat2: one lstat/readlink per component, ".." of the root is the root
     // (beneath: an absolute link or ".." past the root fails, errno EXDEV). Failures set errno.
     std::optional<std::string> resolve_walk(std::string_view rel, bool beneath = false) const;
-    // The read of an open fd behind read() and read_own(): a regular file only; closes fd.
-    static std::optional<std::string> read_fd(int fd, size_t max_bytes, std::string* why);
 
     std::string root_;
     std::string canonical_root_;  // realpath of root_, to cut off what /proc/self/fd/N names

@@ -54,11 +54,15 @@ std::set<PciAddress> multipath_controllers(const HostFs& fs, std::string_view de
     return out;
 }
 
-std::set<PciAddress> owners(const HostFs& fs, std::string_view devpath) {
+}  // namespace
+
+std::set<PciAddress> block_owners(const HostFs& fs, std::string_view devpath) {
     if (auto a = nearest_function(devpath))
         return {*a};
     return multipath_controllers(fs, devpath);
 }
+
+namespace {
 
 std::vector<std::string> block_findings(const HostFs& fs, const std::string& name,
                                         const std::string& dir, const MountTables& mounts,
@@ -110,7 +114,7 @@ void find_storage(const HostFs& fs, HostUse* use, std::vector<std::string>* warn
         auto dir = fs.resolve("sys/class/block/" + name);
         if (!dir)
             continue;
-        auto owned_by = owners(fs, *dir);
+        auto owned_by = block_owners(fs, *dir);
         std::erase_if(owned_by, [&](const PciAddress& a) { return !wanted(only, a); });
         if (owned_by.empty())
             continue;

@@ -19,6 +19,12 @@ class HostTables;
 // nvme/nvme0/nvme0n1" → 0000:01:00.0): the one that owns the disk, netdev or node.
 std::optional<PciAddress> nearest_function(std::string_view devpath);
 
+// The PCI functions that own block device `devpath` (resolved, "sys/devices/…"): the nearest
+// function, or for an NVMe namespace under native multipath
+// (sys/devices/virtual/nvme-subsystem/nvme-subsys<N>/nvme<N>n<M>, away from any PCI device)
+// every controller of its subsystem. host_use and claims both attribute disks by it.
+std::set<PciAddress> block_owners(const HostFs& fs, std::string_view devpath);
+
 // What the host uses, per PCI function. The planner looks up the functions of the groups it
 // decides. Missing proc files mean "no use found from that source", never an error.
 HostUse read_host_use(const HostFs& fs, const Topology& topo, std::vector<std::string>* warnings);

@@ -1,12 +1,18 @@
 #include "service/fenced_host_fs.hpp"
 
 #include <cerrno>
+#include <type_traits>
 
 #include "core/strings.hpp"
 
 namespace vfiod {
 
-FencedHostFs::FencedHostFs(HostFs& host) : HostFs(host.root()), host_(host) {}
+// Abstract would mean a HostFs method the fence does not implement (see the header).
+static_assert(!std::is_abstract_v<FencedHostFs>);
+
+FencedHostFs::FencedHostFs(HostFs& host) : host_(host) {}
+
+const std::string& FencedHostFs::root() const { return host_.root(); }
 
 std::optional<PciAddress> FencedHostFs::owner(std::string_view rel) {
     std::optional<PciAddress> out;
@@ -35,6 +41,8 @@ std::optional<std::string> FencedHostFs::read(std::string_view rel, size_t max_b
     return v;
 }
 
+HostFs::Dir FencedHostFs::open_dir(std::string_view rel) const { return host_.open_dir(rel); }
+
 std::optional<std::string> FencedHostFs::readlink(std::string_view rel, const Dir* in) const {
     return host_.readlink(rel, in);
 }
@@ -51,6 +59,27 @@ std::optional<std::string> FencedHostFs::resolve(std::string_view rel) const {
 
 std::optional<std::pair<unsigned, unsigned>> FencedHostFs::char_device(std::string_view rel) const {
     return host_.char_device(rel);
+}
+
+bool FencedHostFs::leads_somewhere(std::string_view rel) const {
+    return host_.leads_somewhere(rel);
+}
+
+std::optional<unsigned long> FencedHostFs::inode(std::string_view rel) const {
+    return host_.inode(rel);
+}
+
+int FencedHostFs::probe_exclusive(std::string_view rel) const {
+    return host_.probe_exclusive(rel);
+}
+
+std::vector<HostFs::Link> FencedHostFs::links(std::string_view rel,
+                                              std::string_view stat_prefix) const {
+    return host_.links(rel, stat_prefix);
+}
+
+Fd FencedHostFs::open_own_dir(std::string_view rel, bool create, int* err) const {
+    return host_.open_own_dir(rel, create, err);
 }
 
 int FencedHostFs::write(std::string_view, std::string_view) { return EROFS; }

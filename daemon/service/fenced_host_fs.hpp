@@ -13,7 +13,10 @@
 
 namespace vfiod {
 
-class FencedHostFs : public HostFs {
+// Holds the host it wraps and implements every method of HostFs itself (final, and checked by a
+// static_assert in the .cpp): a method added to HostFs does not compile here until the fence
+// decides what it does, so no read can slip past it to the real tree.
+class FencedHostFs final : public HostFs {
 public:
     explicit FencedHostFs(HostFs& host);
 
@@ -25,16 +28,25 @@ public:
     // ("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor" -> 0000:01:00.0).
     static std::optional<PciAddress> owner(std::string_view rel);
 
+    const std::string& root() const override;
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
                                     std::string* why = nullptr,
                                     const Dir* in = nullptr) const override;
-    // Symlinks, directory listings and lookups take no device lock: they pass through.
+    // Opening a directory, symlinks, listings, lookups, stats and the O_EXCL probe take no
+    // device lock: they pass through to the wrapped host.
+    Dir open_dir(std::string_view rel) const override;
     std::optional<std::string> readlink(std::string_view rel,
                                         const Dir* in = nullptr) const override;
     std::vector<std::string> list(std::string_view rel) const override;
     bool exists(std::string_view rel, const Dir* in = nullptr) const override;
     std::optional<std::string> resolve(std::string_view rel) const override;
+    bool leads_somewhere(std::string_view rel) const override;
     std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const override;
+    std::optional<unsigned long> inode(std::string_view rel) const override;
+    int probe_exclusive(std::string_view rel) const override;
+    std::vector<Link> links(std::string_view rel,
+                            std::string_view stat_prefix = {}) const override;
+    Fd open_own_dir(std::string_view rel, bool create, int* err) const override;
     // The loop writes nothing through this view.
     int write(std::string_view rel, std::string_view value) override;
 

@@ -32,7 +32,7 @@ int run_udev_match(const std::string& root, const std::string& address) {
     ConfigResult r = load_config(root, std::nullopt);
     if (!r.config)
         return 0;
-    HostFs fs(root);
+    KernelHostFs fs(root);
     std::fputs(udev_match(fs, *r.config, *addr).c_str(), stdout);
     return 0;
 }

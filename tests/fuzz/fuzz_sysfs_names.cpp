@@ -108,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     put(r / "proc/self/mountinfo", "27 1 8:0 / " + mount_point + " rw - ext4 /dev/sda rw\n");
     put(r / "proc/net/route", "Iface\tDestination\tGateway\tFlags\n" + nic + "\t00000000\t0\t1\n");
 
-    HostFs host(r.string());
+    KernelHostFs host(r.string());
     Snapshot snap = read_snapshot(host);
     for (const auto& w : snap.warnings)
         FUZZ_CHECK(fz::printable(w));

@@ -120,20 +120,20 @@ void mount_tmpfs(const std::string& source, const std::string& path) {
 
 // A HostFs that runs `during` once, right after the read or list of `rel`: a change made while
 // the tables are being read.
-class MidReadFs : public HostFs {
+class MidReadFs : public KernelHostFs {
 public:
-    MidReadFs() : HostFs("/") {}
+    MidReadFs() : KernelHostFs("/") {}
     std::string rel;
     std::function<void()> during;
 
     std::optional<std::string> read(std::string_view r, size_t max, std::string* why,
                                     const Dir* in) const override {
-        auto out = HostFs::read(r, max, why, in);
+        auto out = KernelHostFs::read(r, max, why, in);
         fire(r);
         return out;
     }
     std::vector<std::string> list(std::string_view r) const override {
-        auto out = HostFs::list(r);
+        auto out = KernelHostFs::list(r);
         fire(r);
         return out;
     }
@@ -154,7 +154,7 @@ protected:
     const MountTables& mounts() { return tables_.mounts(fs_, &warnings_); }
     const NetTables& network() { return tables_.network(fs_, &warnings_); }
 
-    HostFs fs_{"/"};
+    KernelHostFs fs_{"/"};
     std::vector<std::string> notes_, warnings_;
     HostTables tables_;
 };

@@ -25,7 +25,7 @@ std::string first_line(const std::string& v) { return v.substr(0, v.find('\n'));
 
 }  // namespace
 
-FakeKernel::FakeKernel(FakeTree& tree) : HostFs(tree.root()), tree_(tree) {
+FakeKernel::FakeKernel(FakeTree& tree) : KernelHostFs(tree.root()), tree_(tree) {
     // vfio drivers match no device by ID table: a function found on one only got there
     // through an override (or new_id), so it has no native driver the fake could know.
     for (const auto& bdf : list("sys/bus/pci/devices")) {
@@ -165,7 +165,7 @@ std::optional<std::string> FakeKernel::read(std::string_view rel, size_t max_byt
             cv_.notify_all();
         }
     }
-    return HostFs::read(rel, max_bytes, why, in);
+    return KernelHostFs::read(rel, max_bytes, why, in);
 }
 
 unsigned FakeKernel::reads_blocked() const {
@@ -217,7 +217,7 @@ int FakeKernel::apply(const std::string& rel, const std::string& value) {
     }
     if (!exists(rel))
         return ENOENT;
-    return HostFs::write(rel, value);  // any other attribute: store the bytes
+    return KernelHostFs::write(rel, value);  // any other attribute: store the bytes
 }
 
 bool FakeKernel::device_exists(const std::string& bdf) const {
@@ -229,8 +229,8 @@ std::string FakeKernel::driver_of(const std::string& bdf) const {
 }
 
 std::string FakeKernel::override_of(const std::string& bdf) const {
-    // HostFs::read: this runs inside the store, which holds the lock read() would wait for.
-    std::string v = HostFs::read(kDevices + bdf + "/driver_override").value_or("");
+    // KernelHostFs::read: this runs inside the store, which holds the lock read() would wait for.
+    std::string v = KernelHostFs::read(kDevices + bdf + "/driver_override").value_or("");
     return v == "(null)" && !literal_null_.count(bdf) ? "" : v;
 }
 

@@ -16,7 +16,7 @@
 
 namespace vfiod::test {
 
-class FakeKernel : public HostFs {
+class FakeKernel : public KernelHostFs {
 public:
     // Each function's native driver (what its ID tables match without an override) starts as the
     // driver it is bound to now.

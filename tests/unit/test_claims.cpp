@@ -21,10 +21,10 @@ using test::FakeTree;
 namespace {
 
 // The kernel's answer to an O_EXCL open: EBUSY for the nodes listed, 0 for the rest.
-class ClaimingSysfs : public HostFs {
+class ClaimingSysfs : public KernelHostFs {
 public:
     ClaimingSysfs(std::string root, std::set<std::string> busy)
-        : HostFs(std::move(root)), busy_(std::move(busy)) {}
+        : KernelHostFs(std::move(root)), busy_(std::move(busy)) {}
     int probe_exclusive(std::string_view rel) const override {
         probed.insert(std::string(rel));
         return busy_.count(std::string(rel)) ? EBUSY : 0;
@@ -116,11 +116,11 @@ TEST(Claims, BcacheBackingDevice) {
     EXPECT_EQ(g.details.at(0), "0000:02:00.0: nvme0n1 is claimed by bcache");
 }
 
-// A captured tree cannot answer an O_EXCL open: the plain HostFs never probes one.
+// A captured tree cannot answer an O_EXCL open: the plain KernelHostFs never probes one.
 TEST(Claims, ATreeIsNeverProbed) {
     FakeTree t;
     nvme_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(fs.probe_exclusive("proc/1/root/dev/nvme0n1"), EOPNOTSUPP);
     GroupPlan g = bind_plan(fs);
     EXPECT_FALSE(refuse_if_claimed(fs, &g));
@@ -179,11 +179,86 @@ TEST(Claims, TheProbeNeverOpensAnythingButABlockDevice) {
     int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     ASSERT_GE(in, 0);
     ASSERT_GE(::inotify_add_watch(in, fifo.c_str(), IN_OPEN), 0);
-    HostFs live("/");
+    KernelHostFs live("/");
     EXPECT_EQ(live.probe_exclusive(fifo.substr(1)), ENOTBLK);
     char buf[4096];
     EXPECT_EQ(::read(in, buf, sizeof buf), -1) << "the probe opened " << fifo;
     ::close(in);
     ::unlink(fifo.c_str());
     ::rmdir(dir);
+}
+
+namespace {
+
+// Dual-port NVMe under native multipath: the namespace nvme0n1 sits in the virtual subsystem
+// directory, served by controllers nvme0 (0000:02:00.0, the one the config binds) and nvme1
+// (0000:03:00.0, another model, not bound), and belongs to no PCI device's subtree.
+void multipath_host(FakeTree& t) {
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_function(FakeTree::pci("0000:02:00.0", "1b36", "0010", "010802", "nvme", 9));
+    t.add_function(FakeTree::pci("0000:03:00.0", "144d", "a80a", "010802", "nvme", 10));
+    const std::string subsys = "sys/devices/virtual/nvme-subsystem/nvme-subsys0";
+    for (auto [bdf, ctrl] : {std::pair{"0000:02:00.0", "nvme0"}, std::pair{"0000:03:00.0", "nvme1"}}) {
+        t.write_file(t.devpath(bdf) + "/nvme/" + ctrl + "/uevent", "");
+        t.symlink(subsys + "/" + ctrl, "../../../" + t.devpath(bdf).substr(12) + "/nvme/" + ctrl);
+    }
+    t.add_block("", subsys, "nvme0n1", 259, 0);
+    t.write_file(subsys + "/nvme0n1/uevent", "MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\n");
+}
+
+}  // namespace
+
+// The usual ZFS vdev on dual-port NVMe: held only by an O_EXCL open (no mount, no holder), its
+// controller's Bind is refused, as for a namespace under the controller.
+TEST(Claims, ANativeMultipathNamespaceRefusesItsControllersBind) {
+    FakeTree t;
+    multipath_host(t);
+    ClaimingSysfs fs(t.root(), {"proc/1/root/dev/nvme0n1"});
+    GroupPlan g = bind_plan(fs);
+    EXPECT_TRUE(refuse_if_claimed(fs, &g));
+    EXPECT_EQ(g.action, Action::Refuse);
+    EXPECT_EQ(g.reason, Reason::InUseStorage);
+    EXPECT_EQ(g.blockers, std::vector<PciAddress>{*PciAddress::parse("0000:02:00.0")});
+    EXPECT_EQ(g.details, std::vector<std::string>{"0000:02:00.0: nvme0n1 is claimed by the kernel "
+                                                  "(ZFS, btrfs, LVM, bcache, multipath…)"});
+    EXPECT_TRUE(g.writes().empty());
+    EXPECT_EQ(fs.probed, std::set<std::string>{"proc/1/root/dev/nvme0n1"});
+}
+
+// The facts name every controller of the subsystem asked about; the functions not asked about
+// are not probed for.
+TEST(Claims, ClaimFactsNameEveryControllerOfTheSubsystemAskedAbout) {
+    FakeTree t;
+    multipath_host(t);
+    ClaimingSysfs fs(t.root(), {"proc/1/root/dev/nvme0n1"});
+    const auto a = *PciAddress::parse("0000:02:00.0"), b = *PciAddress::parse("0000:03:00.0");
+    auto both = read_claims(fs, {a, b});
+    ASSERT_EQ(both.size(), 2u);
+    EXPECT_EQ(both[0].owner, a);
+    EXPECT_EQ(both[1].owner, b);
+    EXPECT_EQ(both[1].why, both[0].why);
+    EXPECT_TRUE(read_claims(fs, {}).empty());
+    EXPECT_TRUE(fs.probed.count("proc/1/root/dev/nvme0n1"));
+}
+
+// core's decision: only a Bind whose moving functions own a claim becomes a refusal.
+TEST(Claims, RefuseClaimedTouchesOnlyABindWhoseMovingFunctionsAreClaimed) {
+    FakeTree t;
+    nvme_host(t);
+    KernelHostFs fs(t.root());
+    const GroupPlan bind = bind_plan(fs);
+    const auto owner = *PciAddress::parse("0000:02:00.0");
+    GroupPlan g = bind;
+    EXPECT_FALSE(refuse_claimed(&g, {{*PciAddress::parse("0000:05:00.0"), "sdz is claimed"}}));
+    EXPECT_EQ(g.action, Action::Bind);
+    EXPECT_EQ(g.writes().size(), bind.writes().size());
+    GroupPlan other = bind;
+    other.action = Action::Bound;
+    EXPECT_FALSE(refuse_claimed(&other, {{owner, "nvme0n1 is claimed"}}));
+    EXPECT_EQ(other.action, Action::Bound);
+    EXPECT_TRUE(refuse_claimed(&g, {{owner, "nvme0n1 is claimed"}, {owner, "nvme0n1p1 is too"}}));
+    EXPECT_EQ(g.blockers, std::vector<PciAddress>{owner});
+    EXPECT_EQ(g.details, (std::vector<std::string>{"0000:02:00.0: nvme0n1 is claimed",
+                                                   "0000:02:00.0: nvme0n1p1 is too"}));
 }

@@ -48,7 +48,7 @@ std::vector<std::string> names(const HostFs& fs, const std::vector<DeviceNode>& 
 }
 
 HostUse scan(const FakeTree& t) {
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     return read_host_use(fs, topo, &warnings);
@@ -59,7 +59,7 @@ HostUse scan(const FakeTree& t) {
 TEST(DeviceNodes, CharDevicesUnderFunctionsButNotVfiosOwn) {
     FakeTree t;
     gpu_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_THAT(names(fs, read_device_nodes(fs)),
                 ElementsAre("/dev/snd/controlC1 116:10 0000:01:00.1",
                             "/dev/snd/pcmC1D3p 116:11 0000:01:00.1",
@@ -75,7 +75,7 @@ TEST(DeviceNodes, NvidiaNodeFromTheDriversProcInformation) {
                  "Model: \t\t NVIDIA H100 PCIe\nIRQ:   77\nDevice Minor: \t 2\n");
     t.write_file("proc/driver/nvidia/gpus/junk/information", "Device Minor: 5\n");
     t.write_file("proc/driver/nvidia/gpus/0000:03:00.0/information", "Device Minor: x\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     auto nodes = names(fs, read_device_nodes(fs));
     EXPECT_EQ(nodes.back(), "/dev/nvidia2 195:2 0000:01:00.0");
     EXPECT_EQ(nodes.size(), 5u);
@@ -85,7 +85,7 @@ TEST(DeviceNodes, NoNvidiaNodeWithoutItsMajor) {
     FakeTree t;
     gpu_host(t);
     t.write_file("proc/driver/nvidia/gpus/0000:01:00.0/information", "Device Minor: 2\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(read_device_nodes(fs).size(), 4u);
 }
 
@@ -137,7 +137,7 @@ TEST(DeviceUse, TheSameScanFindsVfioUsersButVfioNodesAreNotDeviceUse) {
 TEST(ProcFds, TreeFdsCarryNoDeviceNumber) {
     FakeTree t;
     t.hold_open(1, "init", 0, "/dev/null");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     auto open = scan_open_nodes(fs);
     ASSERT_EQ(open.size(), 1u);
     EXPECT_EQ(open[0].pid, "1");
@@ -149,7 +149,7 @@ TEST(ProcFds, TreeFdsCarryNoDeviceNumber) {
 TEST(ProcFds, LiveFdsCarryTheirDeviceNumber) {
     FILE* f = std::fopen("/dev/null", "r");
     ASSERT_NE(f, nullptr);
-    HostFs fs("/");
+    KernelHostFs fs("/");
     const std::string self = std::to_string(getpid());
     bool found = false;
     for (const auto& o : scan_open_nodes(fs))

@@ -43,7 +43,7 @@ struct DoctorHost : ::testing::Test {
         auto r = load_config(tree.root(), std::nullopt);
         EXPECT_TRUE(r.config.has_value());
         config = *r.config;
-        fs = std::make_unique<HostFs>(tree.root());
+        fs = std::make_unique<KernelHostFs>(tree.root());
         snapshot = read_snapshot(*fs);
         plan = make_plan(snapshot.topology, snapshot.use, config);
         return diagnose(*fs, snapshot.topology, config, plan);

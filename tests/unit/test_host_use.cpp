@@ -30,7 +30,7 @@ void add(FakeTree& t, const char* address, const char* class_code, const char* d
 }
 
 HostUse scan(const FakeTree& t, std::vector<std::string>* warnings = nullptr) {
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     return read_host_use(fs, Topology{}, warnings);
 }
 
@@ -262,7 +262,7 @@ TEST(HostUseRealHost, RootFilesystemDiskIsInUse) {
             owner = a;
     if (!owner)
         GTEST_SKIP() << "/ is on " << target << ", which has no PCI function";
-    HostFs fs("/");
+    KernelHostFs fs("/");
     HostUse use = read_host_use(fs, Topology{}, nullptr);
     EXPECT_FALSE(use.storage[*owner].empty()) << owner->str();
 }
@@ -307,7 +307,7 @@ TEST(HostileHost, FifoBlockDevAttributeIsNamed) {
     FakeTree t;
     nvme_root(t);
     t.write_file("proc/mounts", "/dev/nvme0n1p1 /boot vfat rw 0 0\n");
-    const std::string dev = t.root() + "/" + *HostFs(t.root()).resolve("sys/class/block/nvme0n1p1") + "/dev";
+    const std::string dev = t.root() + "/" + *KernelHostFs(t.root()).resolve("sys/class/block/nvme0n1p1") + "/dev";
     std::filesystem::remove(dev);
     ASSERT_EQ(::mkfifo(dev.c_str(), 0644), 0);
     std::vector<std::string> warnings;

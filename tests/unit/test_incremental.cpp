@@ -438,7 +438,7 @@ protected:
 
 TEST_F(IncrementalTest, ReaderKeptUpToDateEqualsAFullReadAfterEveryStep) {
     Model m(20261201);
-    HostFs fs(m.tree().root());
+    KernelHostFs fs(m.tree().root());
     Topology topo = read_topology(fs, nullptr);
     HostUse use = read_host_use(fs, topo, nullptr);
     HostTables tables(std::make_unique<TreeWatch>(m.tree().root()));
@@ -467,7 +467,7 @@ TEST_F(IncrementalTest, ReaderKeptUpToDateEqualsAFullReadAfterEveryStep) {
 // what a full read says about it, cached tables or not.
 TEST_F(IncrementalTest, FactsChangedBetweenEventsAreSeenByTheNextDecision) {
     Model m(7);
-    HostFs fs(m.tree().root());
+    KernelHostFs fs(m.tree().root());
     Topology topo = read_topology(fs, nullptr);
     HostUse use = read_host_use(fs, topo, nullptr);
     HostTables tables(std::make_unique<TreeWatch>(m.tree().root()));
@@ -498,7 +498,7 @@ TEST_F(IncrementalTest, FactsChangedBetweenEventsAreSeenByTheNextDecision) {
 
 TEST_F(IncrementalTest, ServiceFedOnlyEventsPublishesWhatAFreshStartWould) {
     Model m(4242);
-    HostFs fs(m.tree().root());
+    KernelHostFs fs(m.tree().root());
     Service s(fs, {});
     s.set_table_watch(std::make_unique<TreeWatch>(m.tree().root()));
     ASSERT_TRUE(s.start());
@@ -534,7 +534,7 @@ TEST(IncrementalHostileTest, OddEventsAndOddFilesReadLikeAFullRead) {
     t.enable_iommu();
     t.add_function(FakeTree::pci("0000:01:00.0", "8086", "10d3", "020000", "e1000e", 5));
     t.add_function(FakeTree::pci("0000:01:00.1", "8086", "10d3", "020000", "e1000e", 5));
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     Topology topo = read_topology(fs, nullptr);
 
     t.write_file(t.devpath("0000:01:00.1") + "/vendor", "zz\n");

@@ -75,7 +75,7 @@ TEST(JournalText, RejectsWhatItDidNotWrite) {
 // test; here: the round trip, and no temp file left behind.
 TEST(JournalStore, StoresAndLoadsBackLeavingNoTempFile) {
     FakeTree tree;
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     EXPECT_FALSE(j.load(13));
     ASSERT_EQ(j.store(sample()), 0);
@@ -96,7 +96,7 @@ TEST(JournalStore, StoresAndLoadsBackLeavingNoTempFile) {
 
 TEST(JournalStore, LoadAllSkipsTempFilesAndNamesBrokenEntries) {
     FakeTree tree;
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     ASSERT_EQ(j.store(sample()), 0);
     JournalEntry other = sample();
@@ -118,7 +118,7 @@ TEST(JournalStore, LoadAllSkipsTempFilesAndNamesBrokenEntries) {
 
 TEST(JournalStore, ReleasedIsStickyUntilCleared) {
     FakeTree tree;
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     EXPECT_FALSE(j.released(13));
     JournalEntry e = sample();
@@ -138,7 +138,7 @@ TEST(JournalStore, ReleasedIsStickyUntilCleared) {
 TEST(JournalStore, ReportsAnUnwritableDirectory) {
     FakeTree tree;
     tree.write_file("run/vfiod", "a file where the directory should be\n");
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     EXPECT_NE(j.store(sample()), 0);
 }
@@ -151,7 +151,7 @@ TEST(JournalStore, AFifoInTheDirectoryBlocksNothingAndIsNamed) {
     tree.write_file("run/vfiod/keep", "");
     const std::string tmp = tree.root() + "/run/vfiod/group-13.tmp";
     ASSERT_EQ(::mkfifo(tmp.c_str(), 0644), 0);
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     auto stored = std::async(std::launch::async, [&] { return j.store(sample()); });
     if (stored.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
@@ -191,7 +191,7 @@ struct OutsideLink {
 };
 
 void expect_refused_outside(OutsideLink& o) {
-    HostFs fs(o.tree.root());
+    KernelHostFs fs(o.tree.root());
     Journal j(fs);
     JournalEntry e = sample();
     e.phase = JournalEntry::Phase::Done;
@@ -235,7 +235,7 @@ void expect_inside_link_followed() {
     FakeTree tree;
     tree.write_file("var/run/keep", "");
     tree.symlink("run", "var/run");
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     ASSERT_EQ(j.store(sample()), 0);
     EXPECT_TRUE(std::filesystem::exists(tree.root() + "/var/run/vfiod/group-13"));
@@ -274,7 +274,7 @@ TEST(JournalRoot, AnEntryThatIsASymlinkIsNotFollowed) {
     FakeTree outside;
     outside.write_file("shadow", serialize(sample()));
     tree.symlink("run/vfiod/group-13", outside.root() + "/shadow");
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     std::string err;
     EXPECT_FALSE(j.load(13, &err));
@@ -291,7 +291,7 @@ TEST(JournalRoot, AHugeEntryIsRefusedWithoutReadingItAll) {
     FakeTree tree;
     tree.write_file("run/vfiod/group-13", serialize(sample()));
     ASSERT_EQ(::truncate((tree.root() + "/run/vfiod/group-13").c_str(), 100L << 20), 0);
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     std::string err;
     auto t0 = std::chrono::steady_clock::now();
@@ -306,7 +306,7 @@ TEST(JournalRoot, AFifoOrFileAtTheDirectoryBlocksNothing) {
     FakeTree tree;
     tree.write_file("run/keep", "");
     ASSERT_EQ(::mkfifo((tree.root() + "/run/vfiod").c_str(), 0644), 0);
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     auto stored = std::async(std::launch::async, [&] { return j.store(sample()); });
     if (stored.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
@@ -330,7 +330,7 @@ TEST(JournalRoot, ATempFileThatIsASymlinkIsReplacedNotFollowed) {
     FakeTree outside;
     outside.write_file("victim", "keep me\n");
     tree.symlink("run/vfiod/group-13.tmp", outside.root() + "/victim");
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     ASSERT_EQ(j.store(sample()), 0);
     EXPECT_EQ(slurp(outside.root() + "/victim"), "keep me\n");
@@ -345,7 +345,7 @@ TEST(JournalRoot, EntryNamesThatAreNotGroupNumbersAreIgnored) {
     for (const char* name : {"group-4294967309", "group-+13", "group-013", "group- 13",
                              "group-99999999999999999999999"})
         tree.write_file(std::string("run/vfiod/") + name, serialize(sample()));
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     Journal j(fs);
     std::vector<std::string> errors;
     EXPECT_TRUE(j.load_all(&errors).empty());

@@ -49,7 +49,7 @@ void moved_nic(FakeTree& t) {
 }
 
 HostUse scan(const FakeTree& t) {
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     return read_host_use(fs, read_topology(fs, &warnings), &warnings);
 }
@@ -66,7 +66,7 @@ TEST(Netns, NamedAndProcessHeldOnePerInodeHostLeftOut) {
     t.symlink("proc/400/ns/net", kHostNs);
     t.symlink("proc/401/ns/net", "mnt:[4026531841]");
     t.symlink("proc/self", "1");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     auto spaces = list_netns(fs);
     ASSERT_EQ(spaces.size(), 2u);
     EXPECT_EQ(spaces[0].inode, blue);
@@ -152,7 +152,7 @@ TEST(Netns, VanishedProcessesAndJunkLinksAreSkipped) {
     t.symlink("proc/404/ns/net", "net:[123456789012345678901234]");
     t.symlink("proc/405/ns/net", "net:[]");
     t.symlink("proc/self/ns/net", "net:[4026532113]");          // not a pid
-    auto spaces = list_netns(HostFs(t.root()));
+    auto spaces = list_netns(KernelHostFs(t.root()));
     std::vector<unsigned long> inodes;
     for (const auto& ns : spaces)
         inodes.push_back(ns.inode);

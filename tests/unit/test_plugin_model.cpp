@@ -88,7 +88,7 @@ TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
 TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
     Snapshot s = host();
     test::FakeTree tree;
-    HostFs fs(tree.root());
+    KernelHostFs fs(tree.root());
     std::vector<ContainerAllocation> out;
     AllocateError err;
     ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0", "0000:03:00.0"}}, {}, fs, &out, &err));
@@ -177,8 +177,8 @@ std::vector<std::string> ids_of(const Snapshot& s, const std::string& resource) 
 // ID was looked for in every device. The work is counted, not timed (bench/ times it): the
 // device records examined grow with the request and the groups it names, at most a few per ID.
 TEST(PluginModel, AllocateAndPreferenceExamineLinearlyManyRecords) {
-    struct Host : HostFs {
-        Host() : HostFs("/nonexistent-vfiod-root") {}
+    struct Host : KernelHostFs {
+        Host() : KernelHostFs("/nonexistent-vfiod-root") {}
     } host;
     for (unsigned n : {1000u, 4000u}) {
         Snapshot s = fleet(n);

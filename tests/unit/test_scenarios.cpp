@@ -28,7 +28,7 @@ std::string route_line(const char* iface) {
 Plan plan_of(const FakeTree& t, const char* toml) {
     ConfigResult cr = parse_config(toml, "test.toml");
     EXPECT_TRUE(cr.config) << (cr.errors.empty() ? "" : cr.errors[0]);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     Snapshot s = read_snapshot(fs);
     return make_plan(s.topology, s.use, cr.config ? *cr.config : Config{});
 }
@@ -104,7 +104,7 @@ TEST(Scenario, GroupSharedWithTheRootNvmeSeenAsDevRoot) {
     EXPECT_EQ(blockers(g), std::vector<std::string>{"0000:01:00.2"});
     EXPECT_TRUE(g.writes().empty());
     // The disk is the NVMe's alone: the root port above it does not inherit it.
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     HostUse use = read_snapshot(fs).use;
     EXPECT_TRUE(use.storage.count(*PciAddress::parse("0000:01:00.2")));
     EXPECT_FALSE(use.storage.count(*PciAddress::parse("0000:00:03.0")));
@@ -267,7 +267,7 @@ TEST(Scenario, GpuHostDemoTree) {
     vfiod::test::build_gpu_host(t);
     ConfigResult cr = load_config(t.root(), std::nullopt);
     ASSERT_TRUE(cr.config);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     Snapshot s = read_snapshot(fs);
     EXPECT_TRUE(s.warnings.empty()) << s.warnings[0];
     Plan p = make_plan(s.topology, s.use, *cr.config);

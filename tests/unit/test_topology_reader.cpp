@@ -55,7 +55,7 @@ void build_host(FakeTree& t) {
 TEST(TopologyReader, ReadsIdsClassDriverOverrideAndGroups) {
     FakeTree t;
     build_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
 
@@ -102,7 +102,7 @@ TEST(TopologyReader, ReadsIdsClassDriverOverrideAndGroups) {
 TEST(TopologyReader, SriovPfAndVf) {
     FakeTree t;
     build_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     Topology topo = read_topology(fs, nullptr);
     const PciFunction* pf = topo.find(A("0000:00:03.0"));
     const PciFunction* vf = topo.find(A("0000:00:03.4"));
@@ -118,7 +118,7 @@ TEST(TopologyReader, SriovPfAndVf) {
 TEST(TopologyReader, NoIommu) {
     FakeTree t;
     t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", std::nullopt));
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_THAT(warnings, IsEmpty());
@@ -131,7 +131,7 @@ TEST(TopologyReader, NoIommu) {
 TEST(TopologyReader, GroupsAloneMeanIommuEnabled) {
     FakeTree t;
     t.add_function(FakeTree::pci("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 7));
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_TRUE(read_topology(fs, nullptr).iommu_enabled);
 }
 
@@ -139,7 +139,7 @@ TEST(TopologyReader, GarbageVendorSkipsThatFunctionWithAWarning) {
     FakeTree t;
     build_host(t);
     t.write_file(t.devpath("0000:01:00.1") + "/vendor", "nvidia\x1b[2J\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_EQ(topo.find(A("0000:01:00.1")), nullptr);
@@ -158,7 +158,7 @@ TEST(TopologyReader, GarbageGroupLinkAndNumaSkip) {
     t.symlink(t.devpath("0000:00:03.4") + "/iommu_group", "../../../kernel/iommu_groups/x1");
     t.write_file("sys/kernel/iommu_groups/x1/type", "DMA\n");
     t.write_file(t.devpath("0000:00:02.0") + "/numa_node", "one\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_EQ(topo.find(A("0000:00:03.4")), nullptr);
@@ -172,7 +172,7 @@ TEST(TopologyReader, DanglingBusLinkIsSkippedWithAWarning) {
     FakeTree t;
     build_host(t);
     t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../devices/pci0000:00/0000:05:00.0");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_EQ(topo.find(A("0000:05:00.0")), nullptr);
@@ -186,7 +186,7 @@ TEST(TopologyReader, LinkLeavingTheRootIsRejected) {
     FakeTree t;
     build_host(t);
     t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../../../../../../../../../../sys/devices");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_EQ(topo.find(A("0000:05:00.0")), nullptr);
@@ -200,7 +200,7 @@ TEST(TopologyReader, BadBdfNamesNeverReachAPath) {
     t.symlink("sys/bus/pci/devices/0000:00:1F.0", target);    // upper case
     t.symlink("sys/bus/pci/devices/0000:00:01.0 ", target);   // trailing space
     t.symlink("sys/kernel/iommu_groups/2/devices/..x", target);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_EQ(topo.functions.size(), 6u);
@@ -215,7 +215,7 @@ TEST(TopologyReader, VmdDomainAboveFfff) {
     t.add_function(FakeTree::pci("0000:00:0e.0", "8086", "467f", "010400", "vmd", 9));
     t.add_function(FakeTree::pci("10000:e0:1d.0", "8086", "a0b0", "060400", "pcieport", 9, "0000:00:0e.0"));
     t.add_function(FakeTree::pci("10000:e1:00.0", "144d", "a808", "010802", "nvme", 9, "10000:e0:1d.0"));
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_THAT(warnings, IsEmpty());
@@ -230,7 +230,7 @@ TEST(TopologyReader, VmdDomainAboveFfff) {
 TEST(TopologyReader, ReadFunctionFollowsBindAndRemoval) {
     FakeTree t;
     build_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     t.bind("0000:01:00.0", "vfio-pci");
     auto f = read_function(fs, A("0000:01:00.0"), nullptr);
     ASSERT_TRUE(f.has_value());
@@ -247,14 +247,14 @@ TEST(TopologyReader, ReadFunctionFollowsBindAndRemoval) {
 // A function removed while it is being read (hot-unplug, or a VF whose PF drops sriov_numvfs):
 // whichever attribute it vanishes after, it is gone, not odd. The reader may hold the function's
 // directory open meanwhile; the answer must be the same as for a removal before the read.
-class VanishingHost : public HostFs {
+class VanishingHost : public KernelHostFs {
 public:
     VanishingHost(FakeTree& t, std::string bdf, std::string after)
-        : HostFs(t.root()), tree_(t), bdf_(std::move(bdf)), after_(std::move(after)) {}
+        : KernelHostFs(t.root()), tree_(t), bdf_(std::move(bdf)), after_(std::move(after)) {}
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
                                     std::string* why = nullptr,
                                     const Dir* in = nullptr) const override {
-        auto v = HostFs::read(rel, max_bytes, why, in);
+        auto v = KernelHostFs::read(rel, max_bytes, why, in);
         if (!removed_ && rel.size() > after_.size() + 1 &&
             rel.substr(rel.size() - after_.size() - 1) == "/" + after_) {
             removed_ = true;
@@ -300,7 +300,7 @@ TEST(TopologyReader, RealHostSmoke) {
         expected.insert(e.path().filename().string());
     if (expected.empty())
         GTEST_SKIP() << "no PCI devices visible on this host";
-    HostFs fs("/");
+    KernelHostFs fs("/");
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     std::set<std::string> found;
@@ -318,7 +318,7 @@ TEST(TopologyReader, RealHostSmoke) {
 void reads_lists_and_rejects_paths_outside_the_root() {
     FakeTree t;
     t.write_file("a/value", "0x10de\n\n").write_file("a/b", "x").write_file("outside", "secret");
-    HostFs fs(t.root() + "/a/");
+    KernelHostFs fs(t.root() + "/a/");
     EXPECT_EQ(fs.root(), t.root() + "/a");
     EXPECT_EQ(fs.read("value"), "0x10de\n");  // exactly one newline removed
     EXPECT_EQ(fs.read("value", 3), "0x1");
@@ -331,8 +331,8 @@ void reads_lists_and_rejects_paths_outside_the_root() {
     EXPECT_THAT(fs.list(".."), IsEmpty());
     EXPECT_FALSE(fs.exists("../outside"));
     EXPECT_FALSE(fs.live());
-    EXPECT_TRUE(HostFs("/").live());
-    EXPECT_EQ(HostFs("/").path("sys/bus"), "/sys/bus");
+    EXPECT_TRUE(KernelHostFs("/").live());
+    EXPECT_EQ(KernelHostFs("/").path("sys/bus"), "/sys/bus");
 }
 
 void resolve_stays_inside_the_root() {
@@ -343,7 +343,7 @@ void resolve_stays_inside_the_root() {
     t.symlink("escape", "../../../../../../../../etc");
     t.symlink("loop1", "loop2").symlink("loop2", "loop1");
     t.symlink("dangling", "sys/nothing");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(fs.resolve("sys/bus/pci/devices/0000:00:02.0"),
               "sys/devices/pci0000:00/0000:00:02.0");
     EXPECT_EQ(fs.resolve("abs/0000:00:02.0/vendor"), "sys/devices/pci0000:00/0000:00:02.0/vendor");
@@ -381,7 +381,7 @@ void dotdot_in_a_link_target_stops_at_the_root() {
     t.symlink("a/sys/deep", "../../../../../../../../secret");
     t.symlink("a/sys/top", "../../..");
     t.symlink("a/sys/devices/d0/back", "../../up");   // a link to a link that climbs
-    HostFs fs(t.root() + "/a");
+    KernelHostFs fs(t.root() + "/a");
     EXPECT_EQ(fs.read("sys/up"), "inside the root");
     EXPECT_EQ(fs.read("sys/deep"), "inside the root");
     EXPECT_EQ(fs.read("sys/devices/d0/back"), "inside the root");
@@ -433,7 +433,7 @@ TEST_F(SysfsWithoutOpenat2, DotDotInALinkTargetStopsAtTheRoot) {
 TEST_F(SysfsWithoutOpenat2, TheWholeReaderGivesTheSameTopology) {
     FakeTree t;
     build_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     sysfs_testing::set_openat2(nullptr);
     std::vector<std::string> w1, w2;
     Topology with = read_topology(fs, &w1);
@@ -453,7 +453,7 @@ TEST_F(SysfsWithoutOpenat2, TheWholeReaderGivesTheSameTopology) {
 
 // The live root takes the same *at() calls from its cached "/" fd (read-only checks only).
 TEST(HostFs, LiveRootResolvesThroughTheKernel) {
-    HostFs fs("/");
+    KernelHostFs fs("/");
     EXPECT_EQ(fs.resolve("proc/self"), fs.resolve("proc/" + std::to_string(::getpid())));
     EXPECT_EQ(fs.resolve(""), "");
     EXPECT_TRUE(fs.exists("proc/self"));
@@ -466,7 +466,7 @@ TEST(HostFs, WriteNeverCreatesAndReportsErrno) {
     FakeTree t;
     t.write_file("sys/bus/pci/drivers_probe", "");
     t.write_file("outside", "");
-    HostFs fs(t.root() + "/sys");
+    KernelHostFs fs(t.root() + "/sys");
     EXPECT_EQ(fs.write("bus/pci/drivers_probe", "0000:01:00.0"), 0);
     EXPECT_EQ(fs.read("bus/pci/drivers_probe"), "0000:01:00.0");
     EXPECT_EQ(fs.write("bus/pci/new_file", "x"), ENOENT);
@@ -479,7 +479,7 @@ TEST(HostFs, WriteNeverCreatesAndReportsErrno) {
 TEST(HostFs, AShorterWriteToACapturedTreeLeavesNoOldBytes) {
     FakeTree t;
     t.write_file("sys/x/driver_override", "vfio-pci\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(fs.write("sys/x/driver_override", "\n"), 0);
     EXPECT_EQ(fs.read("sys/x/driver_override"), "");
 }
@@ -488,7 +488,7 @@ TEST(HostFs, AShorterWriteToACapturedTreeLeavesNoOldBytes) {
 TEST(FakeTree, KernelShapedLinksAndVfioNodes) {
     FakeTree t;
     build_host(t);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     EXPECT_EQ(fs.readlink("sys/bus/pci/devices/0000:01:00.0"),
               "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
     const std::string gpu = t.devpath("0000:01:00.0");
@@ -539,7 +539,7 @@ TEST(HostileTree, FifoAttributesAreRefusedNotWaitedOn) {
         FakeTree t;
         build_host(t);
         make_fifo(t, t.devpath("0000:01:00.0") + "/" + attr);
-        HostFs fs(t.root());
+        KernelHostFs fs(t.root());
         std::string why;
         EXPECT_EQ(fs.read(t.devpath("0000:01:00.0") + "/" + attr, 4096, &why), std::nullopt);
         EXPECT_EQ(why, "a FIFO, not a regular file");
@@ -570,7 +570,7 @@ void attribute_links_stay_inside_the_root() {
         const std::string vendor = t.devpath("0000:01:00.0") + "/vendor";
         std::filesystem::remove(t.root() + "/" + vendor);
         t.symlink(vendor, target);
-        HostFs fs(t.root());
+        KernelHostFs fs(t.root());
         EXPECT_EQ(fs.read(vendor), "0xbeef");
         auto f = read_function(fs, A("0000:01:00.0"), nullptr);
         ASSERT_TRUE(f.has_value());
@@ -585,7 +585,7 @@ void bus_link_to_a_fifo_is_skipped() {
     build_host(t);
     make_fifo(t, "fifo");
     t.symlink("sys/bus/pci/devices/0000:05:00.0", "../../../../fifo");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     EXPECT_FALSE(read_function(fs, A("0000:05:00.0"), &warnings).has_value());
     EXPECT_THAT(warnings, ElementsAre("skipping PCI function 0000:05:00.0: cannot read vendor"));
@@ -601,7 +601,7 @@ TEST_F(SysfsWithoutOpenat2, BusLinkToAFifoIsSkipped) { bus_link_to_a_fifo_is_ski
 TEST(HostileTree, SocketsDirectoriesAndDevicesAreNotRead) {
     FakeTree t;
     t.write_file("sys/x/a", "1\n");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::string why;
     EXPECT_EQ(fs.read("sys/x", 4096, &why), std::nullopt);
     EXPECT_EQ(why, "a directory, not a regular file");
@@ -620,7 +620,7 @@ TEST(HostileTree, JunkDeviceNamesGiveABoundedSummary) {
     build_host(t);
     for (int i = 0; i < 5000; ++i)
         t.write_file("sys/bus/pci/devices/junk" + std::to_string(i), "");
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     EXPECT_NE(topo.find(A("0000:01:00.0")), nullptr);  // the real functions are all still read
@@ -638,7 +638,7 @@ TEST(HostileTree, DriverNamesThatAreNotTextAreKeptAsTheyAre) {
     const std::string evil = "evil\xff\x1b[2J\nFAKE";
     t.add_driver(evil);
     t.bind("0000:01:00.1", evil);
-    HostFs fs(t.root());
+    KernelHostFs fs(t.root());
     std::vector<std::string> warnings;
     Topology topo = read_topology(fs, &warnings);
     ASSERT_NE(topo.find(A("0000:01:00.1")), nullptr);

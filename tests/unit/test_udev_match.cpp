@@ -31,7 +31,7 @@ protected:
         config.devices.push_back(entry(0x10de, 0x2331, true));
     }
     std::string match(const char* bdf) {
-        HostFs fs(tree.root());
+        KernelHostFs fs(tree.root());
         return udev_match(fs, config, A(bdf));
     }
 

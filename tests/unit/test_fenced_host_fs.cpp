@@ -1,0 +1,158 @@
+// The fenced view reaches the host only through the HostFs it wraps: every method goes to the
+// wrapped host (a recorder here, whose answers differ from the tree under its root), never to a
+// tree of the fence's own; and a fenced function's attributes are not read at all.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <set>
+#include <string>
+
+#include "fake_tree.hpp"
+#include "service/fenced_host_fs.hpp"
+
+using namespace vfiod;
+using test::FakeTree;
+
+namespace {
+
+const std::string kAttr = "sys/bus/pci/devices/0000:01:00.0/vendor";
+
+// Says "recorded" to everything, and remembers which method was asked about which path. Its
+// root is a real tree whose files say otherwise, so an answer read from the tree shows.
+class RecordingHost : public HostFs {
+public:
+    explicit RecordingHost(std::string root) : root_(std::move(root)) {}
+
+    const std::string& root() const override { return root_; }
+    Dir open_dir(std::string_view rel) const override {
+        note("open_dir", rel);
+        return Dir();  // !ok(): the tree's directory would open
+    }
+    std::optional<std::string> read(std::string_view rel, size_t, std::string*,
+                                    const Dir*) const override {
+        note("read", rel);
+        return "recorded";
+    }
+    std::optional<std::string> readlink(std::string_view rel, const Dir*) const override {
+        note("readlink", rel);
+        return "../recorded";
+    }
+    std::vector<std::string> list(std::string_view rel) const override {
+        note("list", rel);
+        return {"recorded"};
+    }
+    bool exists(std::string_view rel, const Dir*) const override {
+        note("exists", rel);
+        return false;  // the tree has every path asked about
+    }
+    std::optional<std::string> resolve(std::string_view rel) const override {
+        note("resolve", rel);
+        return "recorded";
+    }
+    bool leads_somewhere(std::string_view rel) const override {
+        note("leads_somewhere", rel);
+        return false;
+    }
+    std::optional<std::pair<unsigned, unsigned>> char_device(std::string_view rel) const override {
+        note("char_device", rel);
+        return std::make_pair(7u, 7u);  // a tree never has one
+    }
+    std::optional<unsigned long> inode(std::string_view rel) const override {
+        note("inode", rel);
+        return 7;
+    }
+    int probe_exclusive(std::string_view rel) const override {
+        note("probe_exclusive", rel);
+        return EBUSY;  // a tree answers EOPNOTSUPP
+    }
+    std::vector<Link> links(std::string_view rel, std::string_view) const override {
+        note("links", rel);
+        return {Link{"recorded", "recorded", std::nullopt}};
+    }
+    int write(std::string_view rel, std::string_view) override {
+        note("write", rel);
+        return 0;
+    }
+    Fd open_own_dir(std::string_view rel, bool, int* err) const override {
+        note("open_own_dir", rel);
+        *err = ENOTSUP;  // the tree's run/vfiod would open
+        return Fd();
+    }
+
+    // Method and path of every call, const ones included (a test double, not a host).
+    mutable std::multiset<std::string> calls;
+
+private:
+    void note(const char* method, std::string_view rel) const {
+        calls.insert(std::string(method) + " " + std::string(rel));
+    }
+    std::string root_;
+};
+
+class FencedHostFsTest : public ::testing::Test {
+protected:
+    FencedHostFsTest() {
+        tree.add_function(FakeTree::pci("0000:01:00.0", "8086", "10d3", "020000",
+                                                  "e1000e", 6));
+        tree.write_file("sys/dir/file", "tree");
+        tree.symlink("sys/dir/link", "file");
+        tree.write_file("run/vfiod/x", "tree");
+    }
+    FakeTree tree;
+    RecordingHost host{tree.root()};
+    FencedHostFs view{host};
+};
+
+// Every method of HostFs, asked through the fence, is answered by the wrapped host: none by
+// the tree under the shared root. A method added to HostFs belongs here too (and the fence does
+// not compile until it implements it).
+TEST_F(FencedHostFsTest, EveryMethodReachesTheWrappedHostNeverTheTree) {
+    EXPECT_EQ(view.root(), tree.root());
+    EXPECT_FALSE(view.open_dir("sys/dir").ok());
+    EXPECT_EQ(view.read("sys/dir/file"), "recorded");
+    EXPECT_EQ(view.readlink("sys/dir/link"), "../recorded");
+    EXPECT_EQ(view.link_name("sys/dir/link"), "recorded");
+    EXPECT_EQ(view.list("sys/dir"), std::vector<std::string>{"recorded"});
+    EXPECT_FALSE(view.exists("sys/dir/file"));
+    EXPECT_EQ(view.resolve("sys/dir/link"), "recorded");
+    EXPECT_FALSE(view.leads_somewhere("sys/dir/link"));
+    EXPECT_EQ(view.char_device("sys/dir/file"), std::make_pair(7u, 7u));
+    EXPECT_EQ(view.inode("sys/dir/file"), 7ul);
+    EXPECT_EQ(view.probe_exclusive("dev/sda"), EBUSY);
+    auto links = view.links("sys/dir");
+    ASSERT_EQ(links.size(), 1u);
+    EXPECT_EQ(links[0].target, "recorded");
+    int err = 0;
+    EXPECT_LT(view.open_own_dir("run/vfiod", false, &err).get(), 0);
+    EXPECT_EQ(err, ENOTSUP);
+
+    EXPECT_EQ(host.calls, (std::multiset<std::string>{
+                              "open_dir sys/dir", "read sys/dir/file", "readlink sys/dir/link",
+                              "readlink sys/dir/link", "list sys/dir", "exists sys/dir/file",
+                              "resolve sys/dir/link", "leads_somewhere sys/dir/link",
+                              "char_device sys/dir/file", "inode sys/dir/file",
+                              "probe_exclusive dev/sda", "links sys/dir",
+                              "open_own_dir run/vfiod"}));
+}
+
+// The loop writes nothing: the fence refuses without asking the host.
+TEST_F(FencedHostFsTest, WritesAreRefusedAndNeverReachTheHost) {
+    EXPECT_EQ(view.write(kAttr, "x"), EROFS);
+    EXPECT_TRUE(host.calls.empty());
+}
+
+// A fenced function's attribute answers what it said last, without a read of the host (the
+// read that would sleep on the device lock); unfenced, it is read again.
+TEST_F(FencedHostFsTest, AFencedAttributeAnswersItsLastValueWithoutAskingTheHost) {
+    const auto fn = *PciAddress::parse("0000:01:00.0");
+    EXPECT_EQ(view.read(kAttr), "recorded");
+    view.fence(fn);
+    EXPECT_EQ(view.read(kAttr), "recorded");
+    EXPECT_EQ(view.read("sys/bus/pci/devices/0000:01:00.0/device"), std::nullopt);
+    EXPECT_EQ(host.calls.count("read " + kAttr), 1u);
+    view.unfence(fn);
+    EXPECT_EQ(view.read(kAttr), "recorded");
+    EXPECT_EQ(host.calls.count("read " + kAttr), 2u);
+}
+
+}  // namespace
