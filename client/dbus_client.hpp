@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/plan.hpp"
+#include "core/state.hpp"
 
 #include <chrono>
 
@@ -25,9 +26,11 @@ namespace vfiod::client {
 
 struct DaemonGroup {
     GroupPlan plan;     // group, reason, blockers and devices as the daemon publishes them
-    std::string state;  // the D-Bus State: bound, pending, refused, failed, released
+    std::string state;  // the D-Bus State as published, for display (a newer daemon's too)
     std::string vfio_path;                 // VfioPath: "/dev/vfio/N"
     std::map<PciAddress, int> numa_nodes;  // NumaNode of each function (-1: unknown)
+    // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
+    std::optional<GroupState> state_value = std::nullopt;
 };
 
 struct DaemonView {
