@@ -118,6 +118,7 @@ DaemonView view_from(const ManagedObjects& objects, const Properties& manager) {
         const Properties& g = it->second;
         DaemonGroup dg;
         dg.state = get<std::string>(g, "State");
+        dg.state_value = parse_group_state(dg.state);
         dg.plan.group = get<uint32_t>(g, "Id");
         dg.vfio_path = get<std::string>(g, "VfioPath");
         std::string reason = get<std::string>(g, "Reason");
@@ -336,7 +337,11 @@ std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<vo
         "member='NameOwnerChanged',arg0='" + std::string(kName) + "'",
         [owner_changed](sdbus::Message& m) {
             std::string name, old_owner, new_owner;
-            m >> name >> old_owner >> new_owner;
+            try {
+                m >> name >> old_owner >> new_owner;
+            } catch (const sdbus::Error&) {
+                return;  // not the bus's signal after all: it names no owner
+            }
             owner_changed(!new_owner.empty());
         }));
     return w;

@@ -724,5 +724,41 @@ TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
     EXPECT_GE(took, 900) << "no stream was stuck: the test did not test anything";
     EXPECT_LT(took, 4000);
 }
+
+// A bus that refuses the plugin's subscriptions (here: one match rule per connection, so the
+// second addMatch fails with LimitsExceeded). The sdbus::Error once escaped main() into
+// std::terminate (SIGABRT, a core dump, no word of why); now the plugin says why and exits 1,
+// its "runtime failure".
+TEST_F(DevicePluginTest, ABusThatRefusesASubscriptionIsAnExitNotAnAbort) {
+    env.bus.stop();
+    const std::string socket = work + "/limited-bus";
+    spit(work + "/limited.conf", R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=)" + socket + R"(</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+  </policy>
+  <limit name="max_match_rules_per_connection">1</limit>
+</busconfig>
+)");
+    Proc bus({"/usr/bin/dbus-daemon", "--config-file=" + work + "/limited.conf", "--nofork",
+              "--nopidfile"},
+             work + "/limited-bus.log");
+    ASSERT_TRUE(eventually([&] { return accepts_connections(socket); }, 5s));
+    setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + socket).c_str(), 1);
+    root = work + "/root";
+    fs::create_directories(root + "/dev/vfio");
+    start_plugin();
+    int code = plugin.wait_exit(10s);
+    EXPECT_EQ(code, 1) << "128 + 6 is the abort of std::terminate";
+    EXPECT_EQ(log_count("cannot follow vfiod's signals on the bus"), 1u);
+}
+
 }  // namespace
 }  // namespace vfiod::test
