@@ -45,21 +45,36 @@ void Plugin::watch_vfio_dir() {
 void Plugin::read_inventory() {
     dirty_ = false;
     client::ClientResult r =
-        reader_.start([this](const client::ClientResult& res, client::DaemonView&& view) {
-            guarded("applying vfiod's inventory", [&] { on_read(res, std::move(view)); });
+        reader_.start([this](const client::ClientResult& res, client::Inventory&& inventory) {
+            guarded("applying vfiod's inventory", [&] { on_read(res, std::move(inventory)); });
         });
     if (!r.ok())
         read_failed(r);
 }
 
+// From the bus's message processing. A change is applied to the inventory by itself; the
+// snapshot follows after this turn's messages (settle()). A change that comes while a whole read
+// is due, in flight or backed off is left to that read, or to one after it (the answer may
+// predate the change); one that cannot be applied by itself asks for a whole read. So does a
+// removal: vfiod removes every object when it stops, and the plugin then keeps the last inventory
+// (bindings outlive vfiod); only the read's answer (Unavailable, or the inventory without the
+// object) tells a stopping vfiod from a group that is gone.
+void Plugin::on_change(sdbus::Message& signal) {
+    if (dirty_ || reader_.busy() || read_retry_ || signal.getMemberName() == "InterfacesRemoved" ||
+        !inventory_.apply(signal))
+        dirty_ = true;
+    else
+        model_dirty_ = true;
+}
+
 // From the bus's message processing: no D-Bus call here, and nothing that waits.
-void Plugin::on_read(const client::ClientResult& r, client::DaemonView&& view) {
+void Plugin::on_read(const client::ClientResult& r, client::Inventory&& inventory) {
     if (r.ok()) {
         if (failures_)
             spdlog::info("vfiod answers again: inventory read");
         failures_ = 0;
         said_absent_ = false;
-        view_ = std::move(view);
+        inventory_ = std::move(inventory);
         rebuild();
         trim_ = true;
     } else if (r.code == client::ClientResult::Code::Unavailable) {
@@ -107,7 +122,7 @@ void Plugin::owner_changed(bool owner) {
 void Plugin::rebuild() {
     watch_vfio_dir();
     auto before = store_.get();
-    auto after = std::make_shared<Snapshot>(make_snapshot(view_, [this](unsigned g) {
+    auto after = std::make_shared<Snapshot>(make_snapshot(inventory_.view(), [this](unsigned g) {
         return host_.exists(pci_paths::vfio_group(g));
     }));
     store_.set(after);
@@ -303,8 +318,8 @@ void Plugin::guarded(const char* what, const std::function<void()>& f) {
 
 // After each turn of the loop: health first, then a read if one is due, then the heap trimmed.
 void Plugin::settle() {
-    if (health_dirty_) {
-        health_dirty_ = false;
+    if (health_dirty_ || model_dirty_) {
+        health_dirty_ = model_dirty_ = false;
         rebuild();
     }
     if (dirty_ && !reader_.busy() && !read_retry_)
@@ -331,7 +346,10 @@ int Plugin::run() {
     std::shared_ptr<client::Watch> watch;
     try {
         watch = client::watch_inventory(
-            bus_, [this] { guarded("a change from vfiod", [this] { dirty_ = true; }); },
+            bus_,
+            [this](sdbus::Message& m) {
+                guarded("a change from vfiod", [&] { on_change(m); });
+            },
             [this](bool owner) {
                 guarded("vfiod's bus name changing hands", [&] { owner_changed(owner); });
             });

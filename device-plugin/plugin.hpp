@@ -69,7 +69,8 @@ private:
     void guarded(const char* what, const std::function<void()>& f);
     void settle();
     void read_inventory();
-    void on_read(const client::ClientResult& r, client::DaemonView&& view);
+    void on_change(sdbus::Message& signal);
+    void on_read(const client::ClientResult& r, client::Inventory&& inventory);
     void read_failed(const client::ClientResult& r);
     void owner_changed(bool owner);
     void rebuild();
@@ -89,7 +90,7 @@ private:
     HostFs host_;
     Endpoints endpoints_;
     SnapshotStore store_;
-    client::DaemonView view_;
+    client::Inventory inventory_;  // read whole at start and on a new owner, then kept by signals
     client::ViewReader reader_;
     int failures_ = 0;            // reads failed in a row (not for want of an owner)
     Loop::TimerId read_retry_ = 0;  // the backed-off next read, while one is scheduled
@@ -101,7 +102,8 @@ private:
 
     Fd inotify_;
     int wd_kubelet_ = -1, wd_vfio_ = -1, wd_dev_ = -1;
-    bool dirty_ = true, health_dirty_ = false;
+    bool dirty_ = true;  // a whole read is due
+    bool model_dirty_ = false, health_dirty_ = false;  // the snapshot is due
     bool trim_ = false;  // an inventory was read: give its memory back
 };
 
