@@ -733,22 +733,15 @@ TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
 // its "runtime failure".
 TEST_F(DevicePluginTest, ABusThatRefusesASubscriptionIsAnExitNotAnAbort) {
     env.bus.stop();
+    // The private bus's own configuration, on another socket, with that limit.
     const std::string socket = work + "/limited-bus";
-    spit(work + "/limited.conf", R"(<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=)" + socket + R"(</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-  </policy>
-  <limit name="max_match_rules_per_connection">1</limit>
-</busconfig>
-)");
+    std::string conf = slurp(work + "/bus.conf");
+    const std::string listen = work + "/bus</listen>";
+    ASSERT_NE(conf.find(listen), std::string::npos);
+    conf.replace(conf.find(listen), listen.size(), socket + "</listen>");
+    conf.insert(conf.find("</busconfig>"),
+                "  <limit name=\"max_match_rules_per_connection\">1</limit>\n");
+    spit(work + "/limited.conf", conf);
     Proc bus({"/usr/bin/dbus-daemon", "--config-file=" + work + "/limited.conf", "--nofork",
               "--nopidfile"},
              work + "/limited-bus.log");
