@@ -26,7 +26,7 @@ plugin::Snapshot host_of(unsigned n, std::vector<std::string>* ids) {
         PciAddress a{i >> 13, static_cast<uint8_t>(i >> 5), static_cast<uint8_t>(i & 0x1f), 0};
         client::DaemonGroup g;
         g.plan.group = 100 + i;
-        g.state = "bound";
+        g.state_value = GroupState::Bound;
         PlannedDevice d;
         d.address = a;
         d.role = Role::Allowlisted;

@@ -77,68 +77,195 @@ T get(const Properties& p, const char* key, T fallback = {}) {
 // The daemon publishes ids as bare hex ("10de"); anything odd reads as 0 rather than throwing.
 uint32_t parse_hex(const std::string& s) { return parse_hex_attr("0x" + s, 6).value_or(0); }
 
-PlannedDevice device_from(const Properties& p) {
-    PlannedDevice d;
-    d.address = PciAddress::parse(get<std::string>(p, "Address")).value_or(PciAddress{});
-    d.vendor = static_cast<uint16_t>(parse_hex(get<std::string>(p, "Vendor")));
-    d.device = static_cast<uint16_t>(parse_hex(get<std::string>(p, "Device")));
-    d.class_code = parse_hex(get<std::string>(p, "Class"));
-    d.driver = get<std::string>(p, "Driver");
-    std::string role = get<std::string>(p, "Role");
-    d.role = role == "allowlisted" ? Role::Allowlisted
-             : role == "bridge"    ? Role::Bridge
-                                   : Role::Companion;
-    // Target is what the daemon moves the function to (vfio-pci or a variant driver).
-    if (d.role != Role::Bridge)
-        d.target = get<std::string>(p, "Target");
-    std::string rn = get<std::string>(p, "ResourceName");
-    if (!rn.empty())
-        d.resource_name = rn;
-    return d;
+// The property `key` into *out when the signal or read carries it; an odd value reads as T{}.
+template <typename T>
+bool take(const Properties& p, const char* key, T* out) {
+    if (!p.count(key))
+        return false;
+    *out = get<T>(p, key);
+    return true;
 }
+
+Role role_from(const std::string& role) {
+    return role == "allowlisted" ? Role::Allowlisted
+           : role == "bridge"    ? Role::Bridge
+                                 : Role::Companion;
+}
+
+}  // namespace
+
+// Decodes vfiod's objects into an Inventory: a whole read's, or the properties one signal
+// carries (only those change).
+struct InventoryEditor {
+    static void device(Inventory::DeviceRecord* r, const Properties& p) {
+        PlannedDevice& d = r->device;
+        std::string s;
+        if (take(p, "Address", &s))
+            d.address = PciAddress::parse(s).value_or(PciAddress{});
+        if (take(p, "Vendor", &s))
+            d.vendor = static_cast<uint16_t>(parse_hex(s));
+        if (take(p, "Device", &s))
+            d.device = static_cast<uint16_t>(parse_hex(s));
+        if (take(p, "Class", &s))
+            d.class_code = parse_hex(s);
+        take(p, "Driver", &d.driver);
+        if (take(p, "Role", &s))
+            d.role = role_from(s);
+        take(p, "Target", &r->target);
+        // Target is what the daemon moves the function to (vfio-pci or a variant driver).
+        d.target = d.role != Role::Bridge ? std::optional(r->target) : std::nullopt;
+        if (take(p, "ResourceName", &s))
+            d.resource_name = s.empty() ? std::nullopt : std::optional(s);
+        if (p.count("NumaNode"))
+            r->numa = get<int32_t>(p, "NumaNode", -1);
+    }
+
+    static void group(Inventory::GroupRecord* r, const Properties& p) {
+        DaemonGroup& g = r->group;
+        if (take(p, "State", &g.state))
+            g.state_value = parse_group_state(g.state);
+        uint32_t id = 0;
+        if (take(p, "Id", &id))
+            g.plan.group = id;
+        take(p, "VfioPath", &g.vfio_path);
+        std::string reason;
+        if (take(p, "Reason", &reason)) {
+            g.plan.reason = parse_reason(reason).value_or(Reason::None);
+            g.plan.details.clear();
+            if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
+                g.plan.details.push_back(reason);
+        }
+        std::vector<std::string> blockers;
+        if (take(p, "Blockers", &blockers)) {
+            g.plan.blockers.clear();
+            for (const auto& b : blockers)
+                if (auto a = PciAddress::parse(b))
+                    g.plan.blockers.push_back(*a);
+        }
+        std::vector<sdbus::ObjectPath> devices;
+        if (take(p, "Devices", &devices))
+            r->devices.assign(devices.begin(), devices.end());
+    }
+
+    static void manager(Inventory* inv, const Properties& p) {
+        take(p, "Version", &inv->version_);
+        take(p, "Mode", &inv->mode_);
+        take(p, "IommuEnabled", &inv->iommu_);
+    }
+
+    // An object's interfaces as a whole read or InterfacesAdded carries them.
+    static void add(Inventory* inv, const std::string& path, const Interfaces& ifaces) {
+        if (auto it = ifaces.find("org.vfiod1.Group"); it != ifaces.end()) {
+            Inventory::GroupRecord r;
+            r.group.plan.group = 0u;
+            group(&r, it->second);
+            inv->groups_[path] = std::move(r);
+            ++inv->decoded_;
+        }
+        if (auto it = ifaces.find("org.vfiod1.Device"); it != ifaces.end()) {
+            Inventory::DeviceRecord r;
+            device(&r, it->second);
+            inv->devices_[path] = std::move(r);
+            ++inv->decoded_;
+        }
+    }
+
+    static Inventory whole(const ManagedObjects& objects, const Properties& mgr) {
+        Inventory inv;
+        manager(&inv, mgr);
+        for (const auto& [path, ifaces] : objects)
+            add(&inv, path, ifaces);
+        return inv;
+    }
+
+    // PropertiesChanged with its values: false for one that invalidates, or an unknown object.
+    static bool changed(Inventory* inv, const std::string& path, const std::string& iface,
+                        const Properties& values, const std::vector<std::string>& invalidated) {
+        if (!invalidated.empty())
+            return false;
+        if (iface == "org.vfiod1.Manager") {
+            manager(inv, values);
+            return true;
+        }
+        if (iface == "org.vfiod1.Group") {
+            auto it = inv->groups_.find(path);
+            if (it == inv->groups_.end())
+                return false;
+            group(&it->second, values);
+        } else if (iface == "org.vfiod1.Device") {
+            auto it = inv->devices_.find(path);
+            if (it == inv->devices_.end())
+                return false;
+            device(&it->second, values);
+        }
+        ++inv->decoded_;
+        return true;
+    }
+
+    static void removed(Inventory* inv, const std::string& path,
+                        const std::vector<std::string>& ifaces) {
+        for (const auto& i : ifaces)
+            if (i == "org.vfiod1.Group")
+                inv->groups_.erase(path);
+            else if (i == "org.vfiod1.Device")
+                inv->devices_.erase(path);
+    }
+};
+
+bool Inventory::apply(sdbus::Message& m) {
+    try {
+        const std::string member = m.getMemberName();
+        if (member == "PropertiesChanged") {
+            std::string iface;
+            Properties values;
+            std::vector<std::string> invalidated;
+            m >> iface >> values >> invalidated;
+            return InventoryEditor::changed(this, m.getPath(), iface, values, invalidated);
+        }
+        sdbus::ObjectPath path;
+        if (member == "InterfacesAdded") {
+            Interfaces ifaces;
+            m >> path >> ifaces;
+            InventoryEditor::add(this, path, ifaces);
+            return true;
+        }
+        if (member == "InterfacesRemoved") {
+            std::vector<std::string> ifaces;
+            m >> path >> ifaces;
+            InventoryEditor::removed(this, path, ifaces);
+            return true;
+        }
+    } catch (const sdbus::Error&) {
+        // Not what vfiod sends: only a whole read says what the inventory is now.
+    }
+    return false;
+}
+
+DaemonView Inventory::view() const {
+    DaemonView view{version_, mode_, iommu_, {}};
+    std::map<unsigned, const GroupRecord*> by_number;
+    for (const auto& [path, r] : groups_)
+        by_number[r.group.plan.group.value_or(0)] = &r;
+    view.groups.reserve(by_number.size());
+    for (const auto& [id, r] : by_number) {
+        DaemonGroup g = r->group;
+        for (const auto& dp : r->devices) {
+            auto d = devices_.find(dp);
+            if (d == devices_.end())
+                continue;
+            g.plan.devices.push_back(d->second.device);
+            g.numa_nodes[d->second.device.address] = d->second.numa;
+        }
+        view.groups.push_back(std::move(g));
+    }
+    return view;
+}
+
+namespace {
 
 // The view out of GetManagedObjects and the Manager's properties; odd values read as defaults.
 DaemonView view_from(const ManagedObjects& objects, const Properties& manager) {
-    DaemonView view;
-    view.version = get<std::string>(manager, "Version");
-    view.mode = get<std::string>(manager, "Mode");
-    view.iommu = get<bool>(manager, "IommuEnabled");
-
-    std::map<std::string, Properties> devices;  // by object path
-    for (const auto& [path, ifaces] : objects) {
-        auto it = ifaces.find("org.vfiod1.Device");
-        if (it != ifaces.end())
-            devices[path] = it->second;
-    }
-    std::map<unsigned, DaemonGroup> groups;
-    for (const auto& [path, ifaces] : objects) {
-        auto it = ifaces.find("org.vfiod1.Group");
-        if (it == ifaces.end())
-            continue;
-        const Properties& g = it->second;
-        DaemonGroup dg;
-        dg.state = get<std::string>(g, "State");
-        dg.plan.group = get<uint32_t>(g, "Id");
-        dg.vfio_path = get<std::string>(g, "VfioPath");
-        std::string reason = get<std::string>(g, "Reason");
-        dg.plan.reason = parse_reason(reason).value_or(Reason::None);
-        if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
-            dg.plan.details.push_back(reason);
-        for (const auto& b : get<std::vector<std::string>>(g, "Blockers"))
-            if (auto a = PciAddress::parse(b))
-                dg.plan.blockers.push_back(*a);
-        for (const auto& dp : get<std::vector<sdbus::ObjectPath>>(g, "Devices")) {
-            auto d = devices.find(dp);
-            if (d == devices.end())
-                continue;
-            dg.plan.devices.push_back(device_from(d->second));
-            dg.numa_nodes[dg.plan.devices.back().address] = get<int32_t>(d->second, "NumaNode", -1);
-        }
-        groups[*dg.plan.group] = std::move(dg);
-    }
-    for (auto& [id, g] : groups)
-        view.groups.push_back(std::move(g));
-    return view;
+    return InventoryEditor::whole(objects, manager).view();
 }
 
 }  // namespace
@@ -275,7 +402,7 @@ void ViewReader::on_manager(sdbus::MethodReply& reply, const sdbus::Error* error
         }
         Properties manager;
         reply >> manager;
-        finish({}, view_from(read_->objects, manager));
+        finish({}, InventoryEditor::whole(read_->objects, manager));
     } catch (const sdbus::Error& e) {
         finish({Code::Failed, "vfiod's answer is no inventory: " + e.getMessage()});
     }
@@ -283,12 +410,12 @@ void ViewReader::on_manager(sdbus::MethodReply& reply, const sdbus::Error* error
 
 // The read is over, and its decoded objects freed, before `done` runs: `done` may look at
 // busy() or trim the heap.
-void ViewReader::finish(const ClientResult& result, DaemonView&& view) {
+void ViewReader::finish(const ClientResult& result, Inventory&& inventory) {
     if (!read_)
         return;
     Done done = std::move(read_->done);
     read_.reset();
-    done(result, std::move(view));
+    done(result, std::move(inventory));
 }
 
 ClientResult call_group_method(const std::string& method, const std::string& address) {
@@ -319,10 +446,11 @@ struct Watch {
     std::vector<sdbus::Slot> slots;
 };
 
-std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<void()> changed,
+std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus,
+                                       std::function<void(sdbus::Message&)> changed,
                                        std::function<void(bool owner)> owner_changed) {
     auto w = std::make_shared<Watch>();
-    auto on_change = [changed](sdbus::Message&) { changed(); };
+    auto on_change = [changed](sdbus::Message& m) { changed(m); };
     // sender= a well-known name: the bus matches it against the name's owner when it delivers.
     const std::string from = std::string("type='signal',sender='") + kName + "',";
     w->slots.push_back(bus.addMatch(from + "interface='org.freedesktop.DBus.Properties',"
@@ -336,7 +464,11 @@ std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<vo
         "member='NameOwnerChanged',arg0='" + std::string(kName) + "'",
         [owner_changed](sdbus::Message& m) {
             std::string name, old_owner, new_owner;
-            m >> name >> old_owner >> new_owner;
+            try {
+                m >> name >> old_owner >> new_owner;
+            } catch (const sdbus::Error&) {
+                return;  // not the bus's signal after all: it names no owner
+            }
             owner_changed(!new_owner.empty());
         }));
     return w;

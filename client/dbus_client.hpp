@@ -3,6 +3,8 @@
 // signals a long-running consumer follows. Reads never D-Bus-activate vfiod (DESIGN §9).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,13 +13,13 @@
 #include <vector>
 
 #include "core/plan.hpp"
-
-#include <chrono>
+#include "core/state.hpp"
 
 namespace sdbus {
 class IConnection;
 class IProxy;
 class MethodReply;
+class Message;
 class Error;
 }
 
@@ -25,9 +27,11 @@ namespace vfiod::client {
 
 struct DaemonGroup {
     GroupPlan plan;     // group, reason, blockers and devices as the daemon publishes them
-    std::string state;  // the D-Bus State: bound, pending, refused, failed, released
+    std::string state;  // the D-Bus State as published, for display (a newer daemon's too)
     std::string vfio_path;                 // VfioPath: "/dev/vfio/N"
     std::map<PciAddress, int> numa_nodes;  // NumaNode of each function (-1: unknown)
+    // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
+    std::optional<GroupState> state_value = std::nullopt;
 };
 
 struct DaemonView {
@@ -52,6 +56,40 @@ ClientResult fetch_view(sdbus::IConnection& bus, DaemonView* view);
 // The same on a fresh system bus connection (DBUS_SYSTEM_BUS_ADDRESS selects another bus).
 ClientResult fetch_view(DaemonView* view);
 
+// vfiod's inventory as its objects, kept current from its signals (DESIGN §9): a whole read
+// (ViewReader, fetch_view) fills it; PropertiesChanged, InterfacesAdded and InterfacesRemoved
+// then change only the objects they name, so a change costs the change, not the inventory. It
+// holds decoded copies only: it neither calls nor watches the bus.
+class Inventory {
+public:
+    // Applies one of vfiod's signals (watch_inventory). False when it cannot be applied (the
+    // signal invalidates properties without their values, names an object not known here, or
+    // does not decode): then only a whole read brings the inventory up to date.
+    bool apply(sdbus::Message& signal);
+    // The inventory as plan-shaped values, groups by number.
+    DaemonView view() const;
+    // Objects decoded into this inventory so far: a whole read counts every object, a signal
+    // the objects it names. Tests hold a change's cost to the change by it.
+    size_t decoded() const { return decoded_; }
+
+private:
+    friend struct InventoryEditor;  // the decoders, in dbus_client.cpp
+    struct GroupRecord {
+        DaemonGroup group;                 // without its devices
+        std::vector<std::string> devices;  // Devices: object paths
+    };
+    struct DeviceRecord {
+        PlannedDevice device;
+        std::string target;  // Target as published (a bridge's is not the plan's)
+        int numa = -1;
+    };
+    std::string version_, mode_;
+    bool iommu_ = false;
+    std::map<std::string, GroupRecord> groups_;    // by object path
+    std::map<std::string, DeviceRecord> devices_;  // by object path
+    size_t decoded_ = 0;
+};
+
 // What fetch_view() reads, without waiting for it: for a program whose loop must keep serving
 // while vfiod is slow, frozen or hostile. Three asynchronous calls in a row (GetNameOwner to the
 // bus, then GetManagedObjects and the Manager's GetAll to that unique name, so nothing is
@@ -60,7 +98,7 @@ ClientResult fetch_view(DaemonView* view);
 // owner, Failed when vfiod did not answer in time or answered something that is no inventory.
 class ViewReader {
 public:
-    using Done = std::function<void(const ClientResult&, DaemonView&&)>;
+    using Done = std::function<void(const ClientResult&, Inventory&&)>;
 
     ViewReader(sdbus::IConnection& bus, std::chrono::milliseconds timeout);
     ~ViewReader();
@@ -80,7 +118,7 @@ private:
     void on_owner(sdbus::MethodReply& reply, const sdbus::Error* error);
     void on_objects(sdbus::MethodReply& reply, const sdbus::Error* error);
     void on_manager(sdbus::MethodReply& reply, const sdbus::Error* error);
-    void finish(const ClientResult& result, DaemonView&& view = {});
+    void finish(const ClientResult& result, Inventory&& inventory = {});
 
     sdbus::IConnection& bus_;
     std::chrono::milliseconds timeout_;
@@ -99,11 +137,13 @@ bool daemon_running();
 ClientResult call_group_method(const std::string& method, const std::string& address);
 
 // Subscribes to what changes the inventory: PropertiesChanged and InterfacesAdded/Removed from
-// org.vfiod1, and NameOwnerChanged for org.vfiod1 (`owner` is true when it has one again). The
-// callbacks run from the connection's message processing; the subscription lasts as long as the
-// returned handle.
+// org.vfiod1 (`changed` gets the signal, for Inventory::apply), and NameOwnerChanged for
+// org.vfiod1 (`owner` is true when it has one again). The callbacks run from the connection's
+// message processing; the subscription lasts as long as the returned handle. Throws
+// sdbus::Error when the bus refuses a subscription.
 struct Watch;
-std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus, std::function<void()> changed,
+std::shared_ptr<Watch> watch_inventory(sdbus::IConnection& bus,
+                                       std::function<void(sdbus::Message&)> changed,
                                        std::function<void(bool owner)> owner_changed);
 
 }  // namespace vfiod::client

@@ -65,7 +65,7 @@ Snapshot make_snapshot(const client::DaemonView& view,
         if (!g.plan.group)
             continue;
         unsigned id = *g.plan.group;
-        bool usable = g.state == to_string(GroupState::Bound) && vfio_exists(id);
+        bool usable = g.state_value == GroupState::Bound && vfio_exists(id);
         auto& functions = s.group_functions[id];
         for (const auto& d : g.plan.devices) {
             if (d.role == Role::Bridge)
@@ -132,90 +132,127 @@ std::vector<PciAddress> group_mates_outside(
     return out;
 }
 
-bool allocate(const Snapshot& snap, const std::string& resource,
-              const std::vector<std::vector<std::string>>& requests, const Holders& holders,
-              const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err) {
-    using Code = AllocateError::Code;
-    if (!snap.resources.count(resource)) {
-        *err = error(Code::FailedPrecondition,
-                     "resource " + resource + " is no longer published by vfiod");
-        return false;
-    }
-    // Which container of this request takes each group: two containers must not share one.
-    std::map<unsigned, size_t> group_owner;
+namespace {
+
+// What allocate() keeps across the containers of one request: IDs seen, and which container
+// takes each group (two containers must not share one).
+struct RequestTally {
     std::set<std::string> seen;
-    std::vector<ContainerAllocation> answers;
-    for (size_t c = 0; c < requests.size(); ++c) {
-        ContainerAllocation a;
-        std::vector<unsigned> groups;  // in request order
-        std::set<unsigned> listed;
-        for (const auto& id : requests[c]) {
-            const std::string shown = printable(id);
-            const PluginDevice* d = snap.find(resource, id);
-            if (!d) {
-                *err = error(Code::InvalidArgument,
-                             "unknown device ID '" + shown + "' for resource " + resource);
-                return false;
-            }
-            if (!seen.insert(id).second) {
-                *err = error(Code::InvalidArgument,
-                             "device ID " + shown + " is requested twice");
-                return false;
-            }
-            if (!d->healthy) {
-                *err = error(Code::FailedPrecondition,
-                             "device " + shown + " is unhealthy: IOMMU group " +
-                                 std::to_string(d->group) +
-                                 " is not bound to vfio (or /dev/vfio/" +
-                                 std::to_string(d->group) + " is missing)");
-                return false;
-            }
-            auto [owner, fresh] = group_owner.emplace(d->group, c);
-            if (!fresh && owner->second != c) {
-                *err = error(Code::FailedPrecondition,
-                             "device " + shown + " would split IOMMU group " +
-                                 std::to_string(d->group) +
-                                 " between two containers of one request");
-                return false;
-            }
-            if (listed.insert(d->group).second)
-                groups.push_back(d->group);
+    std::map<unsigned, size_t> group_owner;
+};
+
+// The groups container `c` asks for, in request order, or false with *err naming the first ID
+// that is unknown, repeated, unhealthy or splits a group with another container.
+bool groups_of_container(const Snapshot& snap, const std::string& resource,
+                         const std::vector<std::string>& ids, size_t c, RequestTally* tally,
+                         std::vector<unsigned>* groups, AllocateError* err) {
+    using Code = AllocateError::Code;
+    std::set<unsigned> listed;
+    for (const auto& id : ids) {
+        const std::string shown = printable(id);
+        const PluginDevice* d = snap.find(resource, id);
+        if (!d) {
+            *err = error(Code::InvalidArgument,
+                         "unknown device ID '" + shown + "' for resource " + resource);
+            return false;
         }
-        a.devices.push_back({"/dev/vfio/vfio"});
-        for (unsigned g : groups)
-            a.devices.push_back({"/dev/vfio/" + std::to_string(g)});
-        std::vector<DeviceNode> cdevs;
-        for (unsigned g : groups) {
-            auto fns = snap.group_functions.find(g);
-            if (fns == snap.group_functions.end())
-                continue;
-            examined += fns->second.size();
-            for (const auto& fn : fns->second) {
-                // Linux 6.1 already lists vfio-dev/vfio<M> in sysfs but has no character
-                // device for it (iommufd cdevs came in 6.6): only a node that exists counts.
-                for (const auto& name :
-                     host.list(pci_paths::device(fn, "vfio-dev")))
-                    if (name.rfind("vfio", 0) == 0 && host.exists("dev/vfio/devices/" + name))
-                        cdevs.push_back({"/dev/vfio/devices/" + name});
-            }
+        if (!tally->seen.insert(id).second) {
+            *err = error(Code::InvalidArgument, "device ID " + shown + " is requested twice");
+            return false;
         }
-        if (!cdevs.empty() && host.exists("dev/iommu"))
-            a.devices.push_back({"/dev/iommu"});
-        a.devices.insert(a.devices.end(), cdevs.begin(), cdevs.end());
-        a.envs[plugin_env_name(resource)] = join(requests[c], ",");
-        answers.push_back(std::move(a));
+        const std::string g = std::to_string(d->group);
+        if (!d->healthy) {
+            *err = error(Code::FailedPrecondition,
+                         "device " + shown + " is unhealthy: IOMMU group " + g +
+                             " is not bound to vfio (or " +
+                             pci_paths::host_path(pci_paths::vfio_group(d->group)) +
+                             " is missing)");
+            return false;
+        }
+        auto [owner, fresh] = tally->group_owner.emplace(d->group, c);
+        if (!fresh && owner->second != c) {
+            *err = error(Code::FailedPrecondition, "device " + shown + " would split IOMMU group " +
+                                                       g + " between two containers of one request");
+            return false;
+        }
+        if (listed.insert(d->group).second)
+            groups->push_back(d->group);
     }
-    // A group-mate left out of the request but held by some container: handing this group out
-    // would open it in two containers, which VFIO cannot do.
+    return true;
+}
+
+// The iommufd character devices of the groups' functions that exist on this host. Linux 6.1
+// already lists vfio-dev/vfio<M> in sysfs but has no character device for it (iommufd cdevs came
+// in 6.6): only a node that exists counts.
+std::vector<DeviceNode> iommufd_nodes(const Snapshot& snap, const std::vector<unsigned>& groups,
+                                      const HostFs& host) {
+    std::vector<DeviceNode> cdevs;
+    for (unsigned g : groups) {
+        auto fns = snap.group_functions.find(g);
+        if (fns == snap.group_functions.end())
+            continue;
+        examined += fns->second.size();
+        for (const auto& fn : fns->second)
+            for (const auto& name : host.list(pci_paths::device(fn, "vfio-dev")))
+                if (name.rfind("vfio", 0) == 0 && host.exists(pci_paths::vfio_cdev(name)))
+                    cdevs.push_back({pci_paths::host_path(pci_paths::vfio_cdev(name))});
+    }
+    return cdevs;
+}
+
+// One container's answer: the container node, each group's node, the iommufd nodes, the env.
+ContainerAllocation answer_for(const Snapshot& snap, const std::string& resource,
+                               const std::vector<std::string>& ids,
+                               const std::vector<unsigned>& groups, const HostFs& host) {
+    ContainerAllocation a;
+    a.devices.push_back({pci_paths::host_path(pci_paths::kVfioContainer)});
+    for (unsigned g : groups)
+        a.devices.push_back({pci_paths::host_path(pci_paths::vfio_group(g))});
+    std::vector<DeviceNode> cdevs = iommufd_nodes(snap, groups, host);
+    if (!cdevs.empty() && host.exists("dev/iommu"))
+        a.devices.push_back({"/dev/iommu"});
+    a.devices.insert(a.devices.end(), cdevs.begin(), cdevs.end());
+    a.envs[plugin_env_name(resource)] = join(ids, ",");
+    return a;
+}
+
+// A group-mate left out of the request but held by some container: handing this group out
+// would open it in two containers, which VFIO cannot do.
+bool splits_a_held_group(const Snapshot& snap,
+                         const std::vector<std::vector<std::string>>& requests,
+                         const Holders& holders, AllocateError* err) {
     for (const auto& [mate, g] : mates_outside(snap, requests)) {
         auto h = holders.find(mate.str());
         if (h == holders.end())
             continue;
-        *err = error(Code::FailedPrecondition,
+        *err = error(AllocateError::Code::FailedPrecondition,
                      "IOMMU group " + std::to_string(g) + " would be split: its function " +
                          mate.str() + " is held by container " + h->second);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool allocate(const Snapshot& snap, const std::string& resource,
+              const std::vector<std::vector<std::string>>& requests, const Holders& holders,
+              const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err) {
+    if (!snap.resources.count(resource)) {
+        *err = error(AllocateError::Code::FailedPrecondition,
+                     "resource " + resource + " is no longer published by vfiod");
         return false;
     }
+    RequestTally tally;
+    std::vector<ContainerAllocation> answers;
+    for (size_t c = 0; c < requests.size(); ++c) {
+        std::vector<unsigned> groups;  // in request order
+        if (!groups_of_container(snap, resource, requests[c], c, &tally, &groups, err))
+            return false;
+        answers.push_back(answer_for(snap, resource, requests[c], groups, host));
+    }
+    if (splits_a_held_group(snap, requests, holders, err))
+        return false;
     *out = std::move(answers);
     return true;
 }

@@ -87,4 +87,12 @@ std::optional<Reason> parse_reason(std::string_view text) {
     return std::nullopt;
 }
 
+std::optional<GroupState> parse_group_state(std::string_view text) {
+    for (GroupState s : {GroupState::Bound, GroupState::Pending, GroupState::Refused,
+                         GroupState::Failed, GroupState::Released})
+        if (text == to_string(s))
+            return s;
+    return std::nullopt;
+}
+
 }  // namespace vfiod

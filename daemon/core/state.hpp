@@ -70,5 +70,8 @@ const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed"
 // The inverse of to_string(Reason), for clients reading a published Reason; nullopt when the
 // text names no reason this build knows ("" is Reason::None).
 std::optional<Reason> parse_reason(std::string_view text);
+// The inverse of to_string(GroupState), for clients reading a published State; nullopt when the
+// text names no state this build knows (a newer daemon's).
+std::optional<GroupState> parse_group_state(std::string_view text);
 
 }  // namespace vfiod

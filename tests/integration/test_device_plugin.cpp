@@ -3,6 +3,7 @@
 // and a fake kubelet speaking the device plugin protocol over real unix sockets.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <sdbus-c++/sdbus-c++.h>
 
 #include "dbus_client.hpp"
 #include "fake_kubelet.hpp"
@@ -724,5 +726,108 @@ TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
     EXPECT_GE(took, 900) << "no stream was stuck: the test did not test anything";
     EXPECT_LT(took, 4000);
 }
+
+// A bus that refuses the plugin's subscriptions (here: one match rule per connection, so the
+// second addMatch fails with LimitsExceeded). The sdbus::Error once escaped main() into
+// std::terminate (SIGABRT, a core dump, no word of why); now the plugin says why and exits 1,
+// its "runtime failure".
+TEST_F(DevicePluginTest, ABusThatRefusesASubscriptionIsAnExitNotAnAbort) {
+    env.bus.stop();
+    // The private bus's own configuration, on another socket, with that limit.
+    const std::string socket = work + "/limited-bus";
+    std::string conf = slurp(work + "/bus.conf");
+    const std::string listen = work + "/bus</listen>";
+    ASSERT_NE(conf.find(listen), std::string::npos);
+    conf.replace(conf.find(listen), listen.size(), socket + "</listen>");
+    conf.insert(conf.find("</busconfig>"),
+                "  <limit name=\"max_match_rules_per_connection\">1</limit>\n");
+    spit(work + "/limited.conf", conf);
+    Proc bus({"/usr/bin/dbus-daemon", "--config-file=" + work + "/limited.conf", "--nofork",
+              "--nopidfile"},
+             work + "/limited-bus.log");
+    ASSERT_TRUE(eventually([&] { return accepts_connections(socket); }, 5s));
+    setenv("DBUS_SYSTEM_BUS_ADDRESS", ("unix:path=" + socket).c_str(), 1);
+    root = work + "/root";
+    fs::create_directories(root + "/dev/vfio");
+    start_plugin();
+    int code = plugin.wait_exit(10s);
+    EXPECT_EQ(code, 1) << "128 + 6 is the abort of std::terminate";
+    EXPECT_EQ(log_count("cannot follow vfiod's signals on the bus"), 1u);
+}
+
+// Processes `bus`'s messages on this thread until `done` or `timeout`.
+bool pump(sdbus::IConnection& bus, const std::function<bool()>& done,
+          std::chrono::milliseconds timeout) {
+    auto end = Clock::now() + timeout;
+    while (!done() && Clock::now() < end) {
+        while (bus.processPendingRequest()) {
+        }
+        auto pd = bus.getEventLoopPollData();
+        pollfd p{pd.fd, static_cast<short>(pd.events), 0};
+        poll(&p, 1, 10);
+    }
+    return done();
+}
+
+// Issue 22: a change costs the objects it names, not the inventory. 2,000 one-function groups
+// (4,000 objects): the whole read decodes each object once; after it each single-group State
+// change decodes one object, and a change without its value is refused (a whole read is due).
+TEST_F(DevicePluginTest, AChangeDecodesTheObjectsItNamesNotTheInventory) {
+    start_peer(peer_functions(1, 2000));
+    auto bus = sdbus::createSystemBusConnection();
+    client::Inventory inv;
+    client::ViewReader reader(*bus, 5s);
+    bool read = false;
+    ASSERT_TRUE(reader
+                    .start([&](const client::ClientResult& r, client::Inventory&& got) {
+                        EXPECT_TRUE(r.ok()) << r.message;
+                        inv = std::move(got);
+                        read = true;
+                    })
+                    .ok());
+    ASSERT_TRUE(pump(*bus, [&] { return read; }, 20s));
+    EXPECT_EQ(inv.decoded(), 4000u);
+    int applied = 0, refused = 0;
+    auto watch = client::watch_inventory(
+        *bus, [&](sdbus::Message& m) { ++(inv.apply(m) ? applied : refused); }, [](bool) {});
+
+    const size_t before = inv.decoded();
+    for (unsigned g : {100u, 1500u, 2099u})
+        peer.emit_state(g, "released");
+    ASSERT_TRUE(pump(*bus, [&] { return applied == 3; }, 5s));
+    EXPECT_EQ(inv.decoded() - before, 3u) << "one object per single-group change";
+    auto view = inv.view();
+    ASSERT_EQ(view.groups.size(), 2000u);
+    EXPECT_EQ(view.groups[0].state_value, GroupState::Released);  // group 100
+    EXPECT_EQ(view.groups[1].state_value, GroupState::Bound);
+    EXPECT_EQ(view.groups[1999].state, "released");
+
+    peer.emit_changed(101);  // State invalidated, no value
+    ASSERT_TRUE(pump(*bus, [&] { return refused == 1; }, 5s));
+    EXPECT_EQ(inv.decoded() - before, 3u);
+    EXPECT_EQ(inv.view().groups[1].state_value, GroupState::Bound);
+}
+
+// Issue 22: the plugin serves a change that carries its value without reading the inventory
+// again (it read all of it for every signal); a new owner still gets a whole read.
+TEST_F(DevicePluginTest, AStateChangeIsServedWithoutReadingTheInventoryAgain) {
+    start_peer(peer_functions(1, 4));
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({"example.com/r0"}));
+    const std::string r0 = "example.com/r0", fn = "0000:01:00.0";  // group 100
+    ASSERT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, 5s));
+    const int reads = peer.reads();
+    peer.emit_state(100, "released");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Unhealthy"; }, kServedLimit));
+    peer.emit_state(100, "bound");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, kServedLimit));
+    EXPECT_EQ(peer.reads(), reads) << "a change with its value read the inventory again";
+
+    peer.own_name(false);
+    peer.own_name(true);
+    EXPECT_TRUE(eventually([&] { return peer.reads() == reads + 1; }, kServedLimit));
+}
+
 }  // namespace
 }  // namespace vfiod::test

@@ -1,7 +1,8 @@
 // A stand-in for vfiod on a test's private bus, for what the real one cannot be made to do on
 // cue: it owns org.vfiod1 and answers GetManagedObjects and the Manager's GetAll from an
 // inventory the test sets, or holds every call unanswered (a frozen vfiod: the calls stay queued
-// as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged and
+// as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged (with
+// or without the new value) and
 // gives up or takes its name on request. Raw sd-bus: sdbus-c++ refuses to serve the standard
 // ObjectManager and Properties interfaces by hand.
 #pragma once
@@ -71,12 +72,25 @@ public:
             answer_locked(m);
         release_held_locked();
     }
-    // What vfiod says when a group changes; the plugin then reads the inventory again.
+    // A change to the group whose value the signal does not carry (State invalidated): the
+    // plugin can only read the whole inventory again.
     void emit_changed(unsigned group) {
         std::lock_guard l(mu_);
         std::string path = "/org/vfiod1/group/" + std::to_string(group);
         sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
-                           "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 0, 0);
+                           "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 0, 1, "State");
+    }
+    // What vfiod says when a group's State changes, value included (as the real one does): the
+    // plugin applies it without reading anything. Later reads answer the new state too.
+    void emit_state(unsigned group, const std::string& state) {
+        std::lock_guard l(mu_);
+        for (auto& f : functions_)
+            if (f.group == group)
+                f.state = state;
+        std::string path = "/org/vfiod1/group/" + std::to_string(group);
+        sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
+                           "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 1, "State", "s",
+                           state.c_str(), 0);
     }
     void own_name(bool own) {
         std::lock_guard l(mu_);

@@ -24,6 +24,7 @@ client::DaemonGroup group(unsigned id, const char* state, std::vector<PlannedDev
     client::DaemonGroup g;
     g.plan.group = id;
     g.state = state;
+    g.state_value = parse_group_state(state);
     g.plan.devices = std::move(devices);
     for (const auto& d : g.plan.devices)
         g.numa_nodes[d.address] = numa;
