@@ -17,85 +17,120 @@ constexpr unsigned kMaxBrackets = 16;
 
 }  // namespace
 
-std::optional<DeepSpot> find_deep_key(std::string_view t) {
-    TextPosition pos{1, 1}, run_start{1, 1};
-    size_t i = 0, run = 0, brackets = 0;
-    bool dot = false;  // the run ends in '.', waiting for its next component
-    auto advance = [&](size_t n) {
-        for (size_t end = std::min(t.size(), i + n); i < end; ++i) {
-            unsigned char c = static_cast<unsigned char>(t[i]);
-            if (c == '\n') {
-                ++pos.line;
-                pos.column = 1;
-            } else if ((c & 0xc0) != 0x80) {
-                ++pos.column;
-            }
-        }
-    };
-    auto component = [&](TextPosition start) -> bool {
-        if (!dot) {
-            run = 0;
-            run_start = start;
-        }
-        dot = false;
-        return ++run > kMaxKeyComponents;
-    };
-    auto too_many_components = [&] {
-        return DeepSpot{run_start,
-                        "more than " + std::to_string(kMaxKeyComponents) + " dotted components"};
-    };
-    auto bare = [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '-';
-    };
-    while (i < t.size()) {
-        const char c = t[i];
-        const TextPosition start = pos;
+namespace {
+
+bool bare(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+}
+
+// One pass over the document, tracking the line and column (in characters) of what it reads,
+// the dotted key being read and the brackets open.
+class Prescan {
+public:
+    explicit Prescan(std::string_view t) : t_(t) {}
+
+    std::optional<DeepSpot> run() {
+        while (i_ < t_.size())
+            if (auto spot = step())
+                return spot;
+        return std::nullopt;
+    }
+
+private:
+    // Reads one token (a blank, a dot, a comment, a string, a bare key or a bracket).
+    std::optional<DeepSpot> step() {
+        const char c = t_[i_];
+        const TextPosition start = pos_;
         if (c == ' ' || c == '\t') {
             advance(1);
         } else if (c == '.') {
-            if (run == 0 || dot)
-                run = 0;
-            dot = run > 0;
+            if (run_ == 0 || dot_)
+                run_ = 0;
+            dot_ = run_ > 0;
             advance(1);
         } else if (c == '#') {
-            advance(t.find('\n', i) == std::string_view::npos ? t.size() : t.find('\n', i) - i);
-            run = 0, dot = false;
+            auto nl = t_.find('\n', i_);
+            advance(nl == std::string_view::npos ? t_.size() : nl - i_);
+            run_ = 0, dot_ = false;
         } else if (c == '"' || c == '\'') {
-            const std::string triple(3, c);
-            const bool multi = t.substr(i, 3) == triple;
-            const std::string close = multi ? triple : std::string(1, c);
-            advance(close.size());
-            while (i < t.size() && t.substr(i, close.size()) != close) {
-                if (c == '"' && t[i] == '\\')
-                    advance(2);  // basic strings: an escaped quote does not end them
-                else if (!multi && t[i] == '\n')
-                    break;  // unterminated: toml++ reports it
-                else
-                    advance(1);
-            }
-            // A multi-line string may end in up to two quotes of its own before the delimiter.
-            while (multi && t.substr(i, 4) == std::string(4, c))
-                advance(1);
-            advance(close.size());
-            if (component(start))
-                return too_many_components();
+            skip_string(c);
+            return component(start);
         } else if (bare(c)) {
-            while (i < t.size() && bare(t[i]))
+            while (i_ < t_.size() && bare(t_[i_]))
                 advance(1);
-            if (component(start))
-                return too_many_components();
+            return component(start);
         } else {
-            if ((c == '[' || c == '{') && ++brackets > kMaxBrackets)
-                return DeepSpot{start, "more than " + std::to_string(kMaxBrackets) +
-                                           " levels of nested tables and arrays"};
-            if ((c == ']' || c == '}') && brackets > 0)
-                --brackets;
-            run = 0, dot = false;
-            advance(1);
+            return bracket(c, start);
+        }
+        return std::nullopt;
+    }
+
+    void advance(size_t n) {
+        for (size_t end = std::min(t_.size(), i_ + n); i_ < end; ++i_) {
+            unsigned char c = static_cast<unsigned char>(t_[i_]);
+            if (c == '\n') {
+                ++pos_.line;
+                pos_.column = 1;
+            } else if ((c & 0xc0) != 0x80) {
+                ++pos_.column;
+            }
         }
     }
-    return std::nullopt;
-}
+
+    // A quoted key or value, from its opening quote `q` past its closing one.
+    void skip_string(char q) {
+        const std::string triple(3, q);
+        const bool multi = t_.substr(i_, 3) == triple;
+        const std::string close = multi ? triple : std::string(1, q);
+        advance(close.size());
+        while (i_ < t_.size() && t_.substr(i_, close.size()) != close) {
+            if (q == '"' && t_[i_] == '\\')
+                advance(2);  // basic strings: an escaped quote does not end them
+            else if (!multi && t_[i_] == '\n')
+                break;  // unterminated: toml++ reports it
+            else
+                advance(1);
+        }
+        // A multi-line string may end in up to two quotes of its own before the delimiter.
+        while (multi && t_.substr(i_, 4) == std::string(4, q))
+            advance(1);
+        advance(close.size());
+    }
+
+    // A key component (or a value: a run of one) starting at `start`.
+    std::optional<DeepSpot> component(TextPosition start) {
+        if (!dot_) {
+            run_ = 0;
+            run_start_ = start;
+        }
+        dot_ = false;
+        if (++run_ <= kMaxKeyComponents)
+            return std::nullopt;
+        return DeepSpot{run_start_,
+                        "more than " + std::to_string(kMaxKeyComponents) + " dotted components"};
+    }
+
+    std::optional<DeepSpot> bracket(char c, TextPosition start) {
+        if ((c == '[' || c == '{') && ++brackets_ > kMaxBrackets)
+            return DeepSpot{start, "more than " + std::to_string(kMaxBrackets) +
+                                       " levels of nested tables and arrays"};
+        if ((c == ']' || c == '}') && brackets_ > 0)
+            --brackets_;
+        run_ = 0, dot_ = false;
+        advance(1);
+        return std::nullopt;
+    }
+
+    std::string_view t_;
+    size_t i_ = 0;
+    TextPosition pos_{1, 1}, run_start_{1, 1};
+    size_t run_ = 0, brackets_ = 0;
+    bool dot_ = false;  // the run ends in '.', waiting for its next component
+};
+
+}  // namespace
+
+std::optional<DeepSpot> find_deep_key(std::string_view t) { return Prescan(t).run(); }
 
 }  // namespace vfiod
