@@ -398,6 +398,21 @@ std::optional<std::string> KernelHostFs::where(int fd, std::string_view rel) con
     return std::nullopt;  // the tree was moved under us: nothing outside it is ever named
 }
 
+namespace {
+
+// "a", "b", "c" -> "a/b/c": a path relative to the root, as resolve_walk has reached it.
+std::string join_components(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) {
+        if (!out.empty())
+            out += '/';
+        out += p;
+    }
+    return out;
+}
+
+}  // namespace
+
 std::optional<std::string> KernelHostFs::resolve_walk(std::string_view rel, bool beneath) const {
     auto fail = [](int err) -> std::optional<std::string> {
         errno = err;
@@ -427,12 +442,7 @@ std::optional<std::string> KernelHostFs::resolve_walk(std::string_view rel, bool
             continue;
         }
         done.push_back(std::move(part));
-        std::string so_far;
-        for (const auto& d : done) {
-            if (!so_far.empty())
-                so_far += '/';
-            so_far += d;
-        }
+        const std::string so_far = join_components(done);
         struct stat st;
         if (::fstatat(root_fd_, so_far.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
             return std::nullopt;  // errno from fstatat
@@ -456,13 +466,7 @@ std::optional<std::string> KernelHostFs::resolve_walk(std::string_view rel, bool
         for (auto it = tparts.rbegin(); it != tparts.rend(); ++it)
             todo.emplace_front(*it);
     }
-    std::string out;
-    for (const auto& d : done) {
-        if (!out.empty())
-            out += '/';
-        out += d;
-    }
-    return out;
+    return join_components(done);
 }
 
 std::optional<std::pair<unsigned, unsigned>> KernelHostFs::char_device(std::string_view rel) const {

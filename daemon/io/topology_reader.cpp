@@ -50,20 +50,36 @@ public:
         }
         dir_ = held_.rel();
         fn_.devpath = dir_;
+        if (!read_ids())
+            return std::nullopt;
+        read_attributes();
+        read_links();
+        // Asked of the path, not the held fd: a directory removed meanwhile is gone, whatever
+        // was read through the fd before.
+        if (failed_ || !fs_.exists(dir_))
+            return std::nullopt;
+        return fn_;
+    }
 
+private:
+    // vendor, device and class are required; the subsystem IDs may be absent (read as 0).
+    bool read_ids() {
         auto vendor = hex("vendor", 4, true);
         auto device = hex("device", 4, true);
         auto cls = hex("class", 6, true);
         auto sub_vendor = hex("subsystem_vendor", 4, false);
         auto sub_device = hex("subsystem_device", 4, false);
         if (failed_)
-            return std::nullopt;
+            return false;
         fn_.vendor = static_cast<uint16_t>(*vendor);
         fn_.device = static_cast<uint16_t>(*device);
         fn_.class_code = *cls;
         fn_.subsystem_vendor = static_cast<uint16_t>(sub_vendor.value_or(0));
         fn_.subsystem_device = static_cast<uint16_t>(sub_device.value_or(0));
+        return true;
+    }
 
+    void read_attributes() {
         if (auto o = attr(pci_paths::kOverride, false))
             fn_.driver_override = pci_paths::override_value(*o);
         if (auto n = integer("numa_node"))
@@ -76,7 +92,9 @@ public:
             else
                 fn_.sriov_numvfs = static_cast<unsigned>(std::min(*v, static_cast<long>(UINT_MAX)));
         }
+    }
 
+    void read_links() {
         if (auto name = link("driver"))
             fn_.driver = *name;
         if (auto group = link("iommu_group")) {
@@ -94,14 +112,8 @@ public:
             else
                 bad("physfn does not lead to a PCI function");
         }
-        // Asked of the path, not the held fd: a directory removed meanwhile is gone, whatever
-        // was read through the fd before.
-        if (failed_ || !fs_.exists(dir_))
-            return std::nullopt;
-        return fn_;
     }
 
-private:
     // A read that fails because the whole device went away is silent; the caller drops it.
     std::optional<std::string> attr(const char* name, bool required) {
         if (failed_)  // already skipped, and said why once
@@ -249,6 +261,27 @@ Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
     return topo;
 }
 
+namespace {
+
+// Re-reads group `g`'s members (forgetting a group gone from sysfs); its old and new members
+// join `todo`, to be re-read in turn.
+void reread_group(const HostFs& fs, Topology* topo, unsigned g, BoundedWarnings& skipped,
+                  std::vector<PciAddress>* todo) {
+    auto it = topo->groups.find(g);
+    if (it != topo->groups.end())
+        todo->insert(todo->end(), it->second.begin(), it->second.end());
+    const std::string name = std::to_string(g);
+    if (!fs.exists(std::string(pci_paths::kIommuGroups) + "/" + name)) {
+        topo->groups.erase(g);
+        return;
+    }
+    auto members = read_members(fs, name, skipped);
+    todo->insert(todo->end(), members.begin(), members.end());
+    topo->groups.insert_or_assign(g, std::move(members));
+}
+
+}  // namespace
+
 std::set<unsigned> refresh_topology(const HostFs& fs, Topology* topo,
                                     const std::set<PciAddress>& touched,
                                     std::vector<std::string>* warnings) {
@@ -293,17 +326,7 @@ std::set<unsigned> refresh_topology(const HostFs& fs, Topology* topo,
             if (!groups_done.insert(g).second)
                 continue;
             more = true;
-            auto it = topo->groups.find(g);
-            if (it != topo->groups.end())
-                todo.insert(todo.end(), it->second.begin(), it->second.end());
-            const std::string name = std::to_string(g);
-            if (!fs.exists(std::string(pci_paths::kIommuGroups) + "/" + name)) {
-                topo->groups.erase(g);
-                continue;
-            }
-            auto members = read_members(fs, name, skipped);
-            todo.insert(todo.end(), members.begin(), members.end());
-            topo->groups.insert_or_assign(g, std::move(members));
+            reread_group(fs, topo, g, skipped, &todo);
         }
         if (!more && todo.empty())
             break;
