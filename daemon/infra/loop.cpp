@@ -143,7 +143,7 @@ std::optional<Clock::time_point> Loop::next_wakeup() const {
     std::optional<Clock::time_point> t;
     for (const auto& [id, timer] : timers_)
         t = earliest(t, timer.first);
-    for (const auto& d : deadlines_)
+    for (const auto& d : hooks_.deadlines)
         t = earliest(t, d());
     return t;
 }
@@ -164,7 +164,7 @@ void Loop::run_due_timers() {
 }
 
 void Loop::settle() {
-    for (auto& f : after_each_)
+    for (auto& f : hooks_.after_each)
         f();
 }
 
@@ -182,13 +182,13 @@ int Loop::run() {
         try {
             for (int n = 0; n < kMaxDispatchPerTurn && bus_.processPendingRequest(); ++n)
                 settle();
-            for (auto& f : after_dispatch_)
+            for (auto& f : hooks_.after_dispatch)
                 f();
             // One held call goes back on the read queue, ahead of what is still in the socket;
             // like the messages read while the handlers above called out, it makes the
             // connection's timeout 0 and the next turn dispatches it first.
-            if (release_held_)
-                release_held_();
+            if (hooks_.release_held)
+                hooks_.release_held();
             bus_poll = bus_.getEventLoopPollData();
         } catch (const sdbus::Error& e) {
             // The bus went away (dbus-daemon restarted): systemd restarts us onto the new one.

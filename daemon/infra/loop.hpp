@@ -73,16 +73,18 @@ public:
     // Runs after each round of bus dispatching, before the loop sleeps: work that must not run
     // inside a bus callback. A bus error it throws ends the loop like a lost bus.
     void after_dispatch(std::function<void()> handler) {
-        after_dispatch_.push_back(std::move(handler));
+        hooks_.after_dispatch.push_back(std::move(handler));
     }
     // Runs after every single dispatch: each bus message, signal, fd handler, timer and
     // mailbox item. What a handler changed is made visible here (vfiod publishes the groups it
     // touched and then sends the replies it held), before the loop reads the next message: a
     // caller that has its answer and asks again sees what the answer did. It must not throw.
-    void after_each(std::function<void()> handler) { after_each_.push_back(std::move(handler)); }
+    void after_each(std::function<void()> handler) {
+        hooks_.after_each.push_back(std::move(handler));
+    }
     // Asked before every sleep: a time the loop must wake up at (the end of a log window).
     void wake_by(std::function<std::optional<Clock::time_point>()> deadline) {
-        deadlines_.push_back(std::move(deadline));
+        hooks_.deadlines.push_back(std::move(deadline));
     }
     // Bus calls a filter held back (vfiod's bulk reads, dbus/sd_bus_objects.hpp HeldCalls):
     // `release_one` puts the oldest back on the connection's read queue. A turn of the loop
@@ -90,7 +92,9 @@ public:
     // first in the next turn, and the fds, signals and timers are served in between. So a
     // call waits for one held read at most, and held reads for 64 other messages at most (and,
     // HeldCalls' own rule, for the connection's write queue to drain).
-    void release_held(std::function<void()> release_one) { release_held_ = std::move(release_one); }
+    void release_held(std::function<void()> release_one) {
+        hooks_.release_held = std::move(release_one);
+    }
     // The loop's mailbox, created (and watched) on first use.
     std::shared_ptr<Mailbox> mailbox();
     // run() returns `code` once the handler that called this has returned.
@@ -110,10 +114,15 @@ private:
     std::vector<std::pair<int, std::function<void()>>> watches_;
     std::map<TimerId, std::pair<Clock::time_point, std::function<void()>>> timers_;
     TimerId next_timer_ = 1;
-    std::vector<std::function<void()>> after_dispatch_;
-    std::vector<std::function<void()>> after_each_;
-    std::vector<std::function<std::optional<Clock::time_point>()>> deadlines_;
-    std::function<void()> release_held_;
+    // What the program hooked into each turn (after_dispatch(), after_each(), wake_by(),
+    // release_held()).
+    struct Hooks {
+        std::vector<std::function<void()>> after_dispatch;
+        std::vector<std::function<void()>> after_each;
+        std::vector<std::function<std::optional<Clock::time_point>()>> deadlines;
+        std::function<void()> release_held;
+    };
+    Hooks hooks_;
     std::optional<int> exit_code_;
     std::shared_ptr<Mailbox> mailbox_;
 };
