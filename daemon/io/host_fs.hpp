@@ -4,8 +4,9 @@
 // (DESIGN §2). HostFs is the interface every reader takes; KernelHostFs asks the kernel.
 //
 // Two things touch the host without it, on purpose:
-// - io/config_loader reads etc/vfiod with toml++ and std::filesystem (plain files; it takes the
-//   root as a string and needs no fault injection: bad configs are text fixtures);
+// - io/config_files reads etc/vfiod with std::filesystem (plain files, parsed by
+//   io/config_schema; it takes the root as a string and needs no fault injection: bad configs are
+//   text fixtures);
 // - io/host_tables asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
 //   nothing here could fake it, and a tree has no live addresses to report), and on the live host
 //   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
