@@ -86,12 +86,6 @@ bool take(const Properties& p, const char* key, T* out) {
     return true;
 }
 
-Role role_from(const std::string& role) {
-    return role == "allowlisted" ? Role::Allowlisted
-           : role == "bridge"    ? Role::Bridge
-                                 : Role::Companion;
-}
-
 }  // namespace
 
 // Decodes vfiod's objects into an Inventory: a whole read's, or the properties one signal
@@ -110,7 +104,8 @@ struct InventoryEditor {
             d.class_code = parse_hex(s);
         take(p, "Driver", &d.driver);
         if (take(p, "Role", &s))
-            d.role = role_from(s);
+            // A role this build does not know is never offered: read as a companion.
+            d.role = parse_role(s).value_or(Role::Companion);
         take(p, "Target", &r->target);
         // Target is what the daemon moves the function to (vfio-pci or a variant driver).
         d.target = d.role != Role::Bridge ? std::optional(r->target) : std::nullopt;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config.hpp"
@@ -114,5 +115,8 @@ struct StorageClaim {
 bool refuse_claimed(GroupPlan* gp, const std::vector<StorageClaim>& claims);
 
 const char* to_string(Role r);
+// The inverse, for consumers of the published Role (the client): nullopt for a name this build
+// does not know.
+std::optional<Role> parse_role(std::string_view text);
 
 }  // namespace vfiod

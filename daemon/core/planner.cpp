@@ -405,4 +405,11 @@ const char* to_string(Role r) {
     return "?";
 }
 
+std::optional<Role> parse_role(std::string_view text) {
+    for (Role r : {Role::Allowlisted, Role::Companion, Role::Bridge})
+        if (text == to_string(r))
+            return r;
+    return std::nullopt;
+}
+
 }  // namespace vfiod

@@ -505,3 +505,17 @@ TEST(Planner, HeldCompanionNodeRefusesTheGroupAfterNetworkBeforeSriov) {
     h.topo.functions[A("0000:01:00.0")].sriov_numvfs = 4;
     EXPECT_EQ(h.plan().groups.at(0).reason, Reason::InUseDevice);
 }
+
+// The published names of the closed sets read back to the same value, and nothing else reads
+// as one of them: the client and the plugin decode through these, never through literals.
+TEST(PublishedNames, RoleAndStateRoundTripAndRejectTheUnknown) {
+    for (Role r : {Role::Allowlisted, Role::Companion, Role::Bridge})
+        EXPECT_EQ(parse_role(to_string(r)), r);
+    for (GroupState s : {GroupState::Bound, GroupState::Pending, GroupState::Refused,
+                         GroupState::Failed, GroupState::Released})
+        EXPECT_EQ(parse_group_state(to_string(s)), s);
+    for (const char* odd : {"", "Allowlisted", "bridge ", "?", "companion\n"}) {
+        EXPECT_EQ(parse_role(odd), std::nullopt) << odd;
+        EXPECT_EQ(parse_group_state(odd), std::nullopt) << odd;
+    }
+}
