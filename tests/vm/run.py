@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def parse_header(path):
     meta = {"checks": [], "topology": "default", "overlay": None, "memory": None,
-            "install": "build", "nvme-subsys": None}
+            "install": "build"}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -28,7 +28,7 @@ def parse_header(path):
             key, _, value = line[1:].strip().partition(":")
             if key == "checks":
                 meta["checks"] += value.split()
-            elif key in ("topology", "overlay", "memory", "install", "nvme-subsys"):
+            elif key in ("topology", "overlay", "memory", "install"):
                 meta[key] = value.strip()
     return meta
 
@@ -255,19 +255,6 @@ def qemu_command(args, meta, work, initrd):
     cmd += ["-device", "pcie-root-port,id=rp3,chassis=3,slot=3,addr=05.0",
             "-device", "pcie-root-port,id=rp4,chassis=4,slot=4,addr=06.0",
             "-netdev", "user,id=hp,restrict=on"]
-    # "# nvme-subsys: yes": a second NVMe controller in an NVMe subsystem, behind a root port of
-    # its own after the others (the BDFs above stay). Its namespace is then a native-multipath
-    # head under sys/devices/virtual/nvme-subsystem, away from the controller; Intel's ID
-    # (8086:5845) keeps a 1b36:0010 selector off it.
-    if meta["nvme-subsys"] == "yes":
-        disk2 = os.path.join(work, "disk-subsys.img")
-        with open(disk2, "wb") as f:
-            f.truncate(16 << 20)
-        cmd += ["-device", "pcie-root-port,id=rp5,chassis=5,slot=5,addr=08.0",
-                "-device", "nvme-subsys,id=subsys0,nqn=vmtest-subsys",
-                "-device", "nvme,bus=rp5,serial=vmtest-mpath,subsys=subsys0,use-intel-id=on",
-                "-drive", f"if=none,id=d1,file={disk2},format=raw",
-                "-device", "nvme-ns,drive=d1,nsid=1"]
     if args.mode == "systemd":
         cmd += ["-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot,addr=07.0"]

@@ -12,11 +12,6 @@
 # "claimed"; and no probe changes anything: udevadm monitor sees no event during a plan, a refused
 # Bind, or the probe's own read-only O_EXCL open and close.
 # checks: nvme-claimed-refused nvme-claimed-kept no-event-plan-bind no-event-probe nvme-unclaimed-binds
-# A native-multipath namespace (nvme-subsys: its head lives under sys/devices/virtual/
-# nvme-subsystem, not under the controller) held only by an O_EXCL open: its controller's Bind is
-# refused in-use-storage "claimed" too, and the controller stays on nvme.
-# checks: mpath-namespace-in-subsystem mpath-claimed-refused mpath-claimed-kept
-# nvme-subsys: yes
 . /vmtest/lib.sh
 
 sel() { echo "$(cut -c3- "$(pci_dev "$1")/vendor"):$(cut -c3- "$(pci_dev "$1")/device")"; }
@@ -27,22 +22,9 @@ bind_out() { _o=$(vfioctl bind "$1" 2>&1); echo "rc=$? $_o"; }
 expect_match() {
     case $3 in $2) ok "$1" ;; *) not_ok "$1" "expected '$2', got '$3'" ;; esac
 }
-# hold_exclusive DEV: a process holds DEV with an O_EXCL open (no mount, no holder) until
-# `kill $claimer`.
-hold_exclusive() {
-    rm -f /run/claim.ready
-    python3 - "$1" <<'PY' &
-import os, sys, time
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
-open("/run/claim.ready", "w").close()
-time.sleep(600)
-PY
-    claimer=$!
-    wait_for 20 test -e /run/claim.ready
-}
-# The scenario's config: the NVMe disk and the GPU-like group.
-base_config() {
-    cat <<TOML
+ng=$(group_of $NVME)
+
+write_config <<TOML
 [[device]]
 selector = "$(sel $NVME)"
 resource_name = "vmtest/disk"
@@ -51,10 +33,6 @@ resource_name = "vmtest/disk"
 selector = "$(sel $GPU)"
 resource_name = "vmtest/gpu"
 TOML
-}
-ng=$(group_of $NVME)
-
-base_config | write_config
 gg=$(group_of $GPU)
 
 # (b) A "sound server" holds the companion's control node while vfiod starts and Bind is asked.
@@ -92,7 +70,14 @@ expect_eq nvme-remounted-kept nvme "$(driver_of $NVME)"
 umount /mnt/data
 
 # (c) + (e)
-hold_exclusive "$disk"
+python3 - "$disk" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
+open("/run/claim.ready", "w").close()
+time.sleep(600)
+PY
+claimer=$!
+wait_for 20 test -e /run/claim.ready
 udevadm monitor --kernel --udev >/run/monitor.log 2>&1 &
 monitor=$!
 sleep 1
@@ -147,26 +132,4 @@ out=$(bind_out $GPU)
 note "bind after close: $out"
 expect_eq gpu-binds-after-close "vfio-pci vfio-pci bound" \
     "$(driver_of $GPU) $(driver_of $AUDIO) $(group_state "$gg")"
-
-# (f) The multipath controller (8086:5845) and its namespace's head in the subsystem directory.
-mp=$(for d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x8086:0x5845" ] && basename "$d"; done | head -n1)
-wait_for 20 sh -c "ls /sys/devices/virtual/nvme-subsystem/*/ | grep -q '^nvme[0-9]*n1\$'"
-ns=$(ls /sys/devices/virtual/nvme-subsystem/*/ | grep -m1 '^nvme[0-9]*n1$')
-note "multipath controller '$mp', namespace head '$ns'"
-check mpath-namespace-in-subsystem test -n "$mp" -a -n "$ns" -a -b "/dev/$ns"
-hold_exclusive "/dev/$ns"
-{ base_config; printf '\n[[device]]\nselector = "8086:5845"\nresource_name = "vmtest/mpath"\n'; } |
-    write_config
-systemctl reload vfiod.service
-mg=$(group_of "$mp")
-# Configured now, the controller's group is decided at once: the claim refuses it.
-wait_for 30 state_is "$mg" refused
-note "after the reload: group $mg is '$(group_state "$mg") $(reason_of "$mg")'"
-out=$(bind_out "$mp")
-note "bind of the multipath controller while its namespace is claimed: $out"
-expect_match mpath-claimed-refused "rc=* in-use-storage*$ns is claimed by the kernel (*" "$out"
-expect_eq mpath-claimed-kept nvme "$(driver_of "$mp")"
-kill $claimer
-wait $claimer 2>/dev/null
 journalctl -u vfiod -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done
