@@ -406,6 +406,11 @@ int Journal::remove(unsigned group) {
     return 0;
 }
 
+std::map<PciAddress, std::string> Journal::originals(unsigned group) const {
+    auto entry = load(group);
+    return entry ? entry->originals() : std::map<PciAddress, std::string>{};
+}
+
 bool Journal::released(unsigned group) const {
     auto e = load(group);
     return e && e->released;

@@ -66,6 +66,9 @@ public:
     int store(const JournalEntry& entry);
     int remove(unsigned group);
 
+    // Each function's driver before vfiod first moved it, from the group's entry; empty when
+    // there is none (or it cannot be read).
+    std::map<PciAddress, std::string> originals(unsigned group) const;
     bool released(unsigned group) const;
     // Clears the sticky mark (Bind, or a reload that changes the group's entries). 0 or errno.
     int clear_released(unsigned group);

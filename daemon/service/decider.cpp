@@ -207,9 +207,8 @@ Prepared Decider::release(std::string_view address) {
     if (mode_() == Mode::Observe)
         return ended(OpResult::error(OpResult::Code::Failed,
                                      "vfiod runs in observe mode and writes nothing"));
-    auto entry = journal_.load(id);
     GroupPlan rp = plan_release(host_.snapshot().topology, host_.snapshot().use, id,
-                                entry ? entry->originals() : std::map<PciAddress, std::string>{});
+                                journal_.originals(id));
     if (rp.action == Action::Refuse) {
         spdlog::warn("group {}: Release refused: {}", id, join(rp.details, "; "));
         return ended(refusal(rp));

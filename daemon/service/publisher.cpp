@@ -68,8 +68,7 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Publisher::group_vi
     gi.state = st->second.state;
     gi.reason = st->second.reason;
     gi.blockers = st->second.blockers;
-    auto entry = journal_.load(id);
-    auto orig = entry ? entry->originals() : std::map<PciAddress, std::string>{};
+    const auto orig = journal_.originals(id);
     for (const auto& d : gp->devices) {
         gi.devices.push_back(d.address);
         DeviceInfo di;
