@@ -214,7 +214,8 @@ void Plugin::try_register(const std::string& name) {
     auto& p = unregistered_[name];
     p.retry = 0;
     p.attempt_id = ++attempts_;
-    s->second->register_with_kubelet(
+    registrar_.start(
+        name, plugin_socket_name(name),
         [mailbox = loop_.mailbox(), this, name, id = p.attempt_id](const RegisterOutcome& out) {
             // On a gRPC thread: nothing may escape into gRPC either.
             try {
@@ -229,6 +230,7 @@ void Plugin::try_register(const std::string& name) {
 
 void Plugin::registered(const std::string& name, std::uint64_t attempt,
                         const RegisterOutcome& out) {
+    registrar_.reap();
     auto it = unregistered_.find(name);
     if (it == unregistered_.end() || it->second.attempt_id != attempt)
         return;  // superseded: the resource went, or the kubelet restarted meanwhile
@@ -367,6 +369,7 @@ int Plugin::run() {
     loop_.on_signal([this](int signo) {
         spdlog::info("signal {}: sending empty lists and stopping", signo);
         guarded("stopping", [this] {
+            registrar_.finish();
             std::vector<ResourceServer*> all;
             for (auto& [name, s] : servers_)
                 all.push_back(s.get());

@@ -20,6 +20,7 @@
 #include "infra/loop.hpp"
 #include "io/host_fs.hpp"
 #include "model.hpp"
+#include "registrar.hpp"
 #include "server.hpp"
 
 namespace vfiod::plugin {
@@ -49,6 +50,7 @@ public:
           loop_(loop),
           host_(o.root),
           endpoints_{o.kubelet_dir, o.pod_resources},
+          registrar_(o.kubelet_dir),
           reader_(bus, kReadTimeout) {}
 
     // Until SIGTERM/SIGINT (0); 1 when it cannot start (no inotify, no match on the bus) or the
@@ -89,6 +91,7 @@ private:
     Loop& loop_;
     KernelHostFs host_;
     Endpoints endpoints_;
+    Registrar registrar_;
     SnapshotStore store_;
     client::Inventory inventory_;  // read whole at start and on a new owner, then kept by signals
     client::ViewReader reader_;

@@ -332,45 +332,6 @@ bool ResourceServer::serve(std::string* err) {
     return true;
 }
 
-void ResourceServer::register_with_kubelet(std::function<void(const RegisterOutcome&)> done) {
-    // Everything the call needs lives until it completes, apart from this object.
-    struct Call {
-        std::string kubelet;
-        std::unique_ptr<v1beta1::Registration::Stub> stub;
-        grpc::ClientContext ctx;
-        v1beta1::RegisterRequest req;
-        v1beta1::Empty resp;
-    };
-    auto call = std::make_shared<Call>();
-    call->kubelet = endpoints_.kubelet_dir + "/kubelet.sock";
-    // A subchannel of its own: gRPC shares them between channels to one address, and a shared
-    // one that just failed to connect sits in reconnect backoff (1 s, growing), failing every
-    // try at once without connecting.
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    call->stub = v1beta1::Registration::NewStub(grpc::CreateCustomChannel(
-        "unix://" + call->kubelet, grpc::InsecureChannelCredentials(), args));
-    // No wait_for_ready: a kubelet that is not listening fails the call at once, and the caller
-    // tries again from its loop's timer. The deadline bounds a kubelet that accepts but never
-    // answers.
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    call->req.set_version("v1beta1");
-    call->req.set_endpoint(plugin_socket_name(resource_));
-    call->req.set_resource_name(resource_);
-    call->req.mutable_options()->set_get_preferred_allocation_available(true);
-    call->stub->async()->Register(
-        &call->ctx, &call->req, &call->resp,
-        [call, done = std::move(done)](grpc::Status s) {
-            RegisterOutcome out;
-            out.ok = s.ok();
-            out.unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
-            if (!s.ok())
-                out.error = "kubelet (" + call->kubelet + ") did not register " +
-                            call->req.resource_name() + ": " + printable(s.error_message(), 200);
-            done(out);
-        });
-}
-
 void ResourceServer::publish() {
     if (server_)
         service_->publish();

@@ -1,6 +1,6 @@
 // One kubelet device plugin endpoint per resource (DESIGN §9): a gRPC server on
-// DIR/vfiod-<name>.sock serving v1beta1.DevicePlugin from the latest Snapshot, registration with
-// the kubelet, and the PodResources query that keeps IOMMU groups whole.
+// DIR/vfiod-<name>.sock serving v1beta1.DevicePlugin from the latest Snapshot, and the
+// PodResources query that keeps IOMMU groups whole. Registration is registrar.hpp's.
 #pragma once
 
 #include <chrono>
@@ -40,14 +40,6 @@ class PluginService;
 // How long a stopping server lets its last lists reach the kubelet.
 constexpr auto kStopGrace = std::chrono::seconds(1);
 
-struct RegisterOutcome {
-    bool ok = false;
-    // Nobody listens on kubelet.sock (yet): kubelet.sock appears at bind(), a moment before the
-    // kubelet listens, so this is worth another try. Any other failure is the kubelet's refusal.
-    bool unreachable = false;
-    std::string error;  // ready for the log
-};
-
 class ResourceServer {
 public:
     ResourceServer(std::string resource, const Endpoints& endpoints, const SnapshotStore& store,
@@ -62,9 +54,6 @@ public:
     // Listens on the socket (replacing a stale file of ours). False with *err when it cannot.
     bool serve(std::string* err);
     bool serving() const { return server_ != nullptr; }
-    // Registers with the kubelet without waiting for it: `done` runs later, on a gRPC thread,
-    // with the outcome. The call holds nothing of this object, which may be gone by then.
-    void register_with_kubelet(std::function<void(const RegisterOutcome&)> done);
     // Sends the resource's current list to every open ListAndWatch stream if it changed.
     void publish();
     // The last word on every open stream, and on any opened from now on: an empty list.

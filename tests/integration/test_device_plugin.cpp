@@ -727,6 +727,43 @@ TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
     EXPECT_LT(took, 4000);
 }
 
+// gRPC++ completes a Register on one of its own threads. The plugin once freed the call's channel
+// there; when that channel was gRPC++'s last user of its shared callback queue (no endpoint
+// serving any more), freeing it shut the queue down and freed it under the very thread running
+// on it: ASan's double free in grpc_cq_internal_unref, an abort (CI, 2026-12). Here the only
+// resource goes while its Register waits in the kubelet, and the kubelet answers afterwards.
+TEST_F(DevicePluginTest, ARegistrationAnsweredAfterItsResourceWentIsNoCrash) {
+    start_peer(peer_functions(1, 1));
+    kubelet->hold_registrations();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(eventually([&] { return kubelet->held_registrations() == 1; }, 10s));
+    peer.set_inventory({});
+    peer.emit_changed(100);
+    ASSERT_TRUE(eventually([&] { return log_count("no longer published") == 1; }, 5s));
+    kubelet->release_registrations();
+    ASSERT_TRUE(eventually([&] { return kubelet->registrations().size() == 1; }, 5s));
+    EXPECT_EQ(plugin.wait_exit(1s), -1) << "the plugin died when the kubelet answered";
+    // It serves again when the resource comes back, and registers it.
+    peer.set_inventory(peer_functions(1, 1));
+    peer.emit_changed(100);
+    EXPECT_TRUE(eventually([&] { return kubelet->registrations().size() == 2; }, 5s));
+    expect_prompt_exit(plugin, "after a late registration answer");
+}
+
+// SIGTERM while a Register waits in the kubelet: the call is cancelled, its completion awaited
+// and freed before the plugin exits, promptly and with status 0.
+TEST_F(DevicePluginTest, SigtermWhileARegistrationWaitsCancelsItAndExitsZero) {
+    start_peer(peer_functions(2, 1));
+    kubelet->hold_registrations();
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(eventually([&] { return kubelet->held_registrations() == 2; }, 10s));
+    expect_prompt_exit(plugin, "two registrations waiting");
+    EXPECT_EQ(log_count("registration cancelled"), 2u);
+    kubelet->release_registrations();
+}
+
 // A bus that refuses the plugin's subscriptions (here: one match rule per connection, so the
 // second addMatch fails with LimitsExceeded). The sdbus::Error once escaped main() into
 // std::terminate (SIGABRT, a core dump, no word of why); now the plugin says why and exits 1,

@@ -16,7 +16,13 @@ public:
     grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* r,
                           v1beta1::Empty*) override {
         {
-            std::lock_guard l(k_.mu_);
+            std::unique_lock l(k_.mu_);
+            ++k_.held_registrations_;
+            const unsigned stops = k_.stops_;
+            k_.cv_.wait(l, [&] { return !k_.holding_ || k_.stops_ != stops; });
+            --k_.held_registrations_;
+            if (k_.stops_ != stops)
+                return {grpc::StatusCode::UNAVAILABLE, "the kubelet is stopping"};
             if (!k_.refusal_.empty())
                 return {grpc::StatusCode::INVALID_ARGUMENT, k_.refusal_};
         }
@@ -85,6 +91,7 @@ void FakeKubelet::stop() {
     {
         std::lock_guard l(mu_);
         stopping_ = true;
+        ++stops_;
         for (auto& c : contexts_)
             c->TryCancel();
         cv_.notify_all();
@@ -117,6 +124,22 @@ bool FakeKubelet::restart() {
 void FakeKubelet::refuse_registrations(const std::string& message) {
     std::lock_guard l(mu_);
     refusal_ = message;
+}
+
+void FakeKubelet::hold_registrations() {
+    std::lock_guard l(mu_);
+    holding_ = true;
+}
+
+void FakeKubelet::release_registrations() {
+    std::lock_guard l(mu_);
+    holding_ = false;
+    cv_.notify_all();
+}
+
+size_t FakeKubelet::held_registrations() const {
+    std::lock_guard l(mu_);
+    return held_registrations_;
 }
 
 void FakeKubelet::hold(const std::string& resource, const std::string& id, const std::string& pod,

@@ -58,6 +58,11 @@ public:
 
     // Register answers this error from now on ("" = accept).
     void refuse_registrations(const std::string& message);
+    // Register calls wait unanswered from now on, until release_registrations() or stop().
+    void hold_registrations();
+    void release_registrations();
+    // Register calls waiting now.
+    size_t held_registrations() const;
     // From now on, a registration's ListAndWatch stream is opened and never read, as a wedged
     // kubelet does: what the plugin writes piles up in the transport until stop().
     void never_read_streams() { never_read_ = true; }
@@ -99,6 +104,9 @@ private:
     std::condition_variable cv_;
     std::string refusal_;
     std::atomic<bool> never_read_{false};
+    bool holding_ = false;
+    size_t held_registrations_ = 0;
+    unsigned stops_ = 0;  // stop() calls so far: a held Register ends with the kubelet
     bool stopping_ = false;
     std::vector<Registration> registrations_;
     std::vector<Stream> streams_;
