@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def parse_header(path):
     meta = {"checks": [], "topology": "default", "overlay": None, "memory": None,
-            "install": "build"}
+            "install": "build", "nvme-subsys": None}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -28,7 +28,7 @@ def parse_header(path):
             key, _, value = line[1:].strip().partition(":")
             if key == "checks":
                 meta["checks"] += value.split()
-            elif key in ("topology", "overlay", "memory", "install"):
+            elif key in ("topology", "overlay", "memory", "install", "nvme-subsys"):
                 meta[key] = value.strip()
     return meta
 
@@ -50,7 +50,7 @@ def parse_scenarios(paths):
     metas = [parse_header(p) for p in paths]
     if len(paths) == 1:
         return metas[0], paths
-    shared = ("topology", "overlay", "memory", "install")
+    shared = ("topology", "overlay", "memory", "install", "nvme-subsys")
     for p, m in zip(paths[1:], metas[1:]):
         for key in shared:
             if m[key] != metas[0][key]:
@@ -255,6 +255,21 @@ def qemu_command(args, meta, work, initrd):
     cmd += ["-device", "pcie-root-port,id=rp3,chassis=3,slot=3,addr=05.0",
             "-device", "pcie-root-port,id=rp4,chassis=4,slot=4,addr=06.0",
             "-netdev", "user,id=hp,restrict=on"]
+    # "# nvme-subsys: yes": a second NVMe controller in an NVMe subsystem, behind a root port of
+    # its own after the others (the BDFs above stay). Its namespace is then a native-multipath
+    # head under sys/devices/virtual/nvme-subsystem, away from the controller; Intel's ID
+    # (8086:5845) keeps a 1b36:0010 selector off it. Only for a guest where no other NVMe does
+    # I/O: beside the mounted $NVME of a systemd boot, that one lost I/O completions under TCG
+    # with interrupt remapping (commit cdf743e).
+    if meta["nvme-subsys"] == "yes":
+        disk2 = os.path.join(work, "disk-subsys.img")
+        with open(disk2, "wb") as f:
+            f.truncate(16 << 20)
+        cmd += ["-device", "pcie-root-port,id=rp5,chassis=5,slot=5,addr=08.0",
+                "-device", "nvme-subsys,id=subsys0,nqn=vmtest-subsys",
+                "-device", "nvme,bus=rp5,serial=vmtest-mpath,subsys=subsys0,use-intel-id=on",
+                "-drive", f"if=none,id=d1,file={disk2},format=raw",
+                "-device", "nvme-ns,drive=d1,nsid=1"]
     if args.mode == "systemd":
         cmd += ["-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot,addr=07.0"]
@@ -407,7 +422,7 @@ def run(args):
     print(f"{passed} passed, {len(failed) + len(missing)} failed")
     good = not failed and not missing and done and not timed_out
     if good and not args.keep:
-        for name in ("initrd.img", "disk.img", "payload-root", "destdir"):
+        for name in ("initrd.img", "disk.img", "disk-subsys.img", "payload-root", "destdir"):
             path = os.path.join(work, name)
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
                 (os.path.exists(path) and os.remove(path))

@@ -7,6 +7,13 @@
 # checks: bind-bound-ebusy bind-nomatch-enodev unbind-wrong-driver-enodev probe-nothing-ok
 # checks: probe-nothing-no-driver probe-missing-enodev override-newline-clears
 # checks: reconcile-exit-0 reconcile-reported reconcile-gpu-vfio reconcile-audio-vfio
+# Then a native-multipath NVMe namespace (nvme-subsys: its block device lives under
+# sys/devices/virtual/nvme-subsystem, not under its controller) held only by an O_EXCL open: apply
+# refuses the controller's group in-use-storage, naming the namespace, and binds it once the
+# holder is gone.
+# checks: mpath-other-nvme-idle mpath-namespace-in-subsystem mpath-claimed-refused
+# checks: mpath-claimed-kept mpath-unclaimed-binds
+# nvme-subsys: yes
 . /payload/lib.sh
 
 modprobe -a e1000e snd-hda-intel virtio_pci virtio_net
@@ -63,3 +70,51 @@ expect_eq reconcile-exit-0 0 $rc
 check reconcile-reported sh -c "echo '$out' | grep -q 'journal: group $grp: rolled-back'"
 expect_eq reconcile-gpu-vfio vfio-pci "$(driver_of $GPU)"
 expect_eq reconcile-audio-vfio vfio-pci "$(driver_of $AUDIO)"
+
+# The multipath controller (8086:5845, run.py's nvme-subsys). $NVME stays off the nvme driver, so
+# no other NVMe does I/O in this guest: beside a busy second controller, one lost completions
+# under TCG with interrupt remapping (commit cdf743e). No mount and no dm on the namespace: those
+# the host-use walk already sees; the O_EXCL open is what only the claim probe finds.
+printf vmtest-none >"$(pci_dev $NVME)/driver_override"
+modprobe nvme
+expect_eq mpath-other-nvme-idle "" "$(driver_of $NVME)"
+mp=$(for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x8086:0x5845" ] && basename "$d"; done | head -n1)
+subsys=/sys/devices/virtual/nvme-subsystem
+head_of_subsys() { ls $subsys/*/ 2>/dev/null | grep -m1 '^nvme[0-9]*n1$'; }
+wait_for 20 head_of_subsys
+ns=$(head_of_subsys)
+note "multipath controller '$mp' on '$(driver_of "$mp")', namespace '$ns' at $(readlink -f "/sys/class/block/$ns")"
+in_subsystem() {
+    [ -n "$mp" ] && [ -n "$ns" ] && [ -b "/dev/$ns" ] &&
+        case $(readlink -f "/sys/class/block/$ns") in $subsys/*) true ;; *) false ;; esac
+}
+check mpath-namespace-in-subsystem in_subsystem
+
+rm -f /run/claim.ready
+vfiod-exclusive-holder "/dev/$ns" /run/claim.ready &
+holder=$!
+wait_for 20 test -e /run/claim.ready
+cat >>/etc/vfiod/vfiod.toml <<'TOML'
+
+[[device]]
+selector = "8086:5845"
+resource_name = "vmtest/mpath"
+TOML
+mg=$(group_of "$mp")
+json=$(vfioctl apply --json 2>&1)
+note "apply while $ns is held: rc=$? $json"
+check mpath-claimed-refused json_has "$(plan_group "$json" "$mg")" \
+    "\"state\":\"refused\",\"reason\":\"in-use-storage\",\"blockers\":\\[\"$mp\"\\],\"message\":\"$mp: $ns is claimed by the kernel ("
+expect_eq mpath-claimed-kept nvme "$(driver_of "$mp")"
+
+kill $holder
+wait $holder 2>/dev/null
+json=$(vfioctl apply --json 2>&1)
+note "apply after the holder exited: rc=$? $json"
+seg=$(plan_group "$json" "$mg")
+unclaimed_binds() {
+    json_has "$seg" '"state":"bound","reason":null' && ! json_has "$seg" in-use-storage &&
+        [ "$(driver_of "$mp")" = vfio-pci ]
+}
+check mpath-unclaimed-binds unclaimed_binds
