@@ -146,11 +146,13 @@ int run_apply(const Args& args) {
     bool all_bound = true;
     std::vector<GroupPlan> decided(plan.groups.begin(), plan.groups.end());  // results point here
     for (auto& g : decided) {
+        // A group the plan would bind, refused now for a claim, did not end bound: exit 1.
+        const bool planned = g.action != Action::Refuse;
         // Exclusive claims only now, just before writing: the probe is itself a claim.
         refuse_if_claimed(fs, &g);
         // Automatic: an operator's Release stays until an explicit Bind (DESIGN §6).
         GroupOutcome o = exec.apply(g, Trigger::Automatic);
-        if (g.action != Action::Refuse && o.state != Outcome::Bound && o.state != Outcome::Released)
+        if (planned && o.state != Outcome::Bound && o.state != Outcome::Released)
             all_bound = false;
         results.push_back({&g, std::move(o)});
     }

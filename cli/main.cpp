@@ -104,7 +104,8 @@ Commands:
                        Reads the host (or --root tree) and the configuration; writes nothing.
   apply                Execute the plan once, without the daemon (root only; refused while
                        vfiod runs, which would race it). Prints each group's outcome;
-                       exit 0 only if every bind/bound group ended bound.
+                       exit 0 only if every bind/bound group ended bound (a group
+                       refused at the last moment, for an exclusive claim, exits 1).
   doctor               Explain, per allowlisted device, whether it is ready for pass-through,
                        what blocks it and how to fix that, and what KubeVirt will count.
                        Exit 0 when everything is ready, 1 when something is not.

@@ -11,7 +11,7 @@
 # sys/devices/virtual/nvme-subsystem, not under its controller) held only by an O_EXCL open: apply
 # refuses the controller's group in-use-storage, naming the namespace, and binds it once the
 # holder is gone.
-# checks: mpath-other-nvme-idle mpath-namespace-in-subsystem mpath-claimed-refused
+# checks: mpath-other-nvme-idle mpath-namespace-in-subsystem mpath-claimed-refused mpath-claimed-exit-1
 # checks: mpath-claimed-kept mpath-unclaimed-binds
 # nvme-subsys: yes
 . /payload/lib.sh
@@ -102,8 +102,10 @@ selector = "8086:5845"
 resource_name = "vmtest/mpath"
 TOML
 mg=$(group_of "$mp")
-json=$(vfioctl apply --json 2>&1)
-note "apply while $ns is held: rc=$? $json"
+json=$(vfioctl apply --json 2>&1); rc=$?
+note "apply while $ns is held: rc=$rc $json"
+# The plan would bind that group, and it did not end bound.
+expect_eq mpath-claimed-exit-1 1 $rc
 check mpath-claimed-refused json_has "$(plan_group "$json" "$mg")" \
     "\"state\":\"refused\",\"reason\":\"in-use-storage\",\"blockers\":\\[\"$mp\"\\],\"message\":\"$mp: $ns is claimed by the kernel ("
 expect_eq mpath-claimed-kept nvme "$(driver_of "$mp")"
