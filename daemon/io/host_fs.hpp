@@ -3,13 +3,15 @@
 // writes, renames and removes its files relative to it), resolved under one root directory
 // (DESIGN §2). HostFs is the interface every reader takes; KernelHostFs asks the kernel.
 //
-// Two things touch the host without it, on purpose:
-// - io/config_files reads etc/vfiod with std::filesystem (plain files, parsed by
-//   io/config_schema; it takes the root as a string and needs no fault injection: bad configs are
-//   text fixtures);
-// - io/host_tables asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
-//   nothing here could fake it, and a tree has no live addresses to report), and on the live host
-//   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
+// The config files under the root (etc/vfiod/vfiod.toml and conf.d, io/config_files) are read
+// through it too (read_whole(), list()), so a link in a captured tree's etc/vfiod stays in the
+// tree like any other. `--config FILE` is not under the root: a plain path, read without it
+// (DESIGN §2).
+//
+// One thing touches the host without it, on purpose: io/host_tables asks getifaddrs(3) for
+// addresses on the live host only (netlink, not a file: nothing here could fake it, and a tree
+// has no live addresses to report), and on the live host keeps /proc/1/mountinfo, /proc/swaps
+// and an rtnetlink socket open to learn of changes.
 #pragma once
 
 #include "infra/fd.hpp"
