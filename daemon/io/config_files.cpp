@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <system_error>
+
+#include "io/host_fs.hpp"
 
 namespace vfiod {
 
@@ -13,9 +16,15 @@ namespace fs = std::filesystem;
 
 constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
 
-}  // namespace
+std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-ReadStatus read_config_file(const fs::path& p, std::string* text, std::string* why) {
+// What conf.d holds for us: "*.toml", not hidden ("x.toml", not ".x.toml" or "x.toml~").
+bool is_confd_name(const std::string& n) {
+    return n.size() > 5 && n.front() != '.' && n.ends_with(".toml");
+}
+
+// --config FILE: the plain path, as it has always been read.
+ReadStatus read_plain(const fs::path& p, std::string* text, std::string* why) {
     std::error_code ec;
     auto st = fs::status(p, ec);
     if (st.type() == fs::file_type::not_found)
@@ -30,7 +39,7 @@ ReadStatus read_config_file(const fs::path& p, std::string* text, std::string* w
     }
     std::ifstream in(p, std::ios::binary);
     if (!in) {
-        *why = "cannot read: " + std::error_code(errno, std::generic_category()).message();
+        *why = "cannot read: " + error_text(errno);
         return ReadStatus::Failed;
     }
     // Read one byte past the cap instead of trusting file_size: the file may grow meanwhile.
@@ -48,28 +57,79 @@ ReadStatus read_config_file(const fs::path& p, std::string* text, std::string* w
     return ReadStatus::Ok;
 }
 
-std::vector<fs::path> list_confd(const fs::path& dir, std::vector<std::string>& errors) {
-    std::vector<fs::path> out;
+// The conf.d beside a --config FILE.
+std::vector<std::string> list_plain(const fs::path& dir, std::vector<std::string>& errors) {
+    std::vector<std::string> names;
     std::error_code ec;
     auto st = fs::status(dir, ec);
     if (st.type() == fs::file_type::not_found)
-        return out;
+        return {};
     if (!ec && !fs::is_directory(st)) {
         errors.push_back(dir.string() + ": not a directory");
-        return out;
+        return {};
     }
     fs::directory_iterator it(dir, ec);
-    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        auto n = it->path().filename().string();
-        if (n.size() > 5 && n.front() != '.' && n.ends_with(".toml"))
-            out.push_back(it->path());
-    }
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec))
+        names.push_back(it->path().filename().string());
     if (ec) {
         errors.push_back(dir.string() + ": cannot list: " + ec.message());
         return {};
     }
-    std::sort(out.begin(), out.end(),
-              [](const fs::path& a, const fs::path& b) { return a.filename().string() < b.filename().string(); });
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+}  // namespace
+
+std::string ConfigSource::shown(const std::string& p) const {
+    return host_ ? host_->path(p) : p;
+}
+
+ReadStatus ConfigSource::read(const std::string& p, std::string* text, std::string* why) const {
+    if (!host_)
+        return read_plain(p, text, why);
+    using S = HostFs::WholeFile::Status;
+    auto f = host_->read_whole(p, kMaxFileBytes);
+    switch (f.status) {
+    case S::Ok:
+        *text = std::move(f.bytes);
+        return ReadStatus::Ok;
+    case S::Missing:
+        return ReadStatus::Missing;
+    case S::NotRegular:
+        *why = "cannot read: not a regular file";
+        break;
+    case S::TooBig:
+        *why = "larger than 1 MiB; refusing to read it";
+        break;
+    case S::Denied:
+    case S::Failed:
+        *why = "cannot read: " + error_text(f.err);
+        break;
+    }
+    return ReadStatus::Failed;
+}
+
+std::vector<std::string> ConfigSource::list_confd(const std::string& dir,
+                                                  std::vector<std::string>& errors) const {
+    std::vector<std::string> names;
+    if (!host_) {
+        names = list_plain(dir, errors);
+    } else {
+        int err = 0;
+        names = host_->list(dir, &err);
+        // ENOTDIR also when a component above conf.d is a file: then conf.d is just missing.
+        if (err == ENOTDIR && host_->exists(dir))
+            errors.push_back(shown(dir) + ": not a directory");
+        else if (err != 0 && err != ENOENT && err != ENOTDIR)
+            errors.push_back(shown(dir) + ": cannot list: " + error_text(err));
+        if (err != 0)
+            return {};
+    }
+    std::vector<std::string> out;
+    for (const auto& n : names)
+        if (is_confd_name(n))
+            out.push_back(dir + "/" + n);
     return out;
 }
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -191,44 +192,57 @@ HostFs::Dir KernelHostFs::open_dir(std::string_view rel) const {
 
 namespace {
 
-// The read of an open fd behind read() and read_own(): a regular file only; closes fd.
-std::optional<std::string> read_fd(int fd, size_t max_bytes, std::string* why) {
-    auto fail = [&](std::string reason) -> std::optional<std::string> {
-        if (why)
-            *why = std::move(reason);
-        return std::nullopt;
-    };
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        return std::nullopt;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return fail(std::string(file_kind(st.st_mode)) + ", not a regular file");
-    }
-    std::string out;
+// Appends what fd holds to *out, up to end of file or `limit` bytes in all; 0 or the errno.
+int read_upto(int fd, size_t limit, std::string* out) {
     char buf[4096];
-    int err = 0;
-    while (out.size() < max_bytes) {
-        size_t want = std::min(sizeof buf, max_bytes - out.size());
+    while (out->size() < limit) {
+        size_t want = std::min(sizeof buf, limit - out->size());
         ssize_t n = ::read(fd, buf, want);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            err = errno;
-            break;
+            return errno;
         }
         if (n == 0)
             break;
-        out.append(buf, static_cast<size_t>(n));
+        out->append(buf, static_cast<size_t>(n));
     }
-    ::close(fd);
-    if (err)
+    return 0;
+}
+
+// The read of an open fd behind read() and read_own(): a regular file only; closes fd.
+std::optional<std::string> read_fd(int fd, size_t max_bytes, std::string* why) {
+    Fd owned(fd);
+    struct stat st;
+    if (::fstat(fd, &st) != 0)
+        return std::nullopt;
+    if (!S_ISREG(st.st_mode)) {
+        if (why)
+            *why = std::string(file_kind(st.st_mode)) + ", not a regular file";
+        return std::nullopt;
+    }
+    std::string out;
+    if (read_upto(fd, max_bytes, &out) != 0)
         return std::nullopt;
     if (!out.empty() && out.back() == '\n')
         out.pop_back();
     return out;
+}
+
+HostFs::WholeFile::Status open_failure(int err) {
+    using S = HostFs::WholeFile::Status;
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:  // a component on the way is a file: nothing is at the path
+        return S::Missing;
+    case ENXIO:  // a socket, or a device without its driver
+        return S::NotRegular;
+    case EACCES:
+    case EPERM:
+        return S::Denied;
+    default:
+        return S::Failed;
+    }
 }
 
 }  // namespace
@@ -260,6 +274,37 @@ std::optional<std::string> KernelHostFs::read(std::string_view rel, size_t max_b
         return std::nullopt;
     }
     return read_fd(fd, max_bytes, why);
+}
+
+HostFs::WholeFile KernelHostFs::read_whole(std::string_view rel, size_t max_bytes) const {
+    using S = WholeFile::Status;
+    WholeFile f;
+    // Opened as read() opens, and for the same reason: a FIFO must not hold the caller.
+    Fd fd(open_fd(rel, O_RDONLY | O_NONBLOCK | O_NOCTTY));
+    struct stat st;
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+        f.err = errno;
+        f.status = open_failure(f.err);
+        return f;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        f.status = S::NotRegular;
+        return f;
+    }
+    // One byte past the cap, instead of trusting st_size: the file may grow while it is read.
+    const size_t limit = max_bytes < SIZE_MAX ? max_bytes + 1 : max_bytes;
+    if (int err = read_upto(fd.get(), limit, &f.bytes)) {
+        f.bytes.clear();
+        f.err = err;
+        return f;
+    }
+    if (f.bytes.size() > max_bytes) {
+        f.bytes.clear();
+        f.status = S::TooBig;
+        return f;
+    }
+    f.status = S::Ok;
+    return f;
 }
 
 std::optional<std::string> HostFs::read_own(int dirfd, const std::string& name, size_t max_bytes,
@@ -316,16 +361,17 @@ namespace {
 // Calls f(name, d_type) for each entry of the directory `fd` (from open_fd) but "." and "..",
 // then closes fd; nothing when fd < 0. getdents64 itself: a DIR stream (fdopendir) costs an
 // fstat and two fcntls more per directory, and a reader lists one or two per PCI function.
+// Returns 0, or the errno of a failed read of the directory.
 template <class F>
-void each_entry(int fd, F&& f) {
+int each_entry(int fd, F&& f) {
     if (fd < 0)
-        return;
+        return 0;
     Fd dir(fd);
     alignas(dirent64) char buf[32768];
     for (;;) {
         ssize_t n = ::getdents64(fd, buf, sizeof buf);
         if (n <= 0)
-            return;
+            return n < 0 ? errno : 0;
         for (ssize_t at = 0; at < n;) {
             const auto* e = reinterpret_cast<const dirent64*>(buf + at);
             at += e->d_reclen;
@@ -338,10 +384,14 @@ void each_entry(int fd, F&& f) {
 
 }  // namespace
 
-std::vector<std::string> KernelHostFs::list(std::string_view rel) const {
+std::vector<std::string> KernelHostFs::list(std::string_view rel, int* err) const {
     std::vector<std::string> names;
-    each_entry(open_fd(rel, O_RDONLY | O_DIRECTORY),
-               [&](const char* name, unsigned char) { names.emplace_back(name); });
+    const int fd = open_fd(rel, O_RDONLY | O_DIRECTORY);
+    const int open_err = fd < 0 ? errno : 0;
+    const int read_err =
+        each_entry(fd, [&](const char* name, unsigned char) { names.emplace_back(name); });
+    if (err)
+        *err = open_err ? open_err : read_err;
     std::sort(names.begin(), names.end());
     return names;
 }

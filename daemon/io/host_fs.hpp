@@ -3,13 +3,15 @@
 // writes, renames and removes its files relative to it), resolved under one root directory
 // (DESIGN §2). HostFs is the interface every reader takes; KernelHostFs asks the kernel.
 //
-// Two things touch the host without it, on purpose:
-// - io/config_files reads etc/vfiod with std::filesystem (plain files, parsed by
-//   io/config_schema; it takes the root as a string and needs no fault injection: bad configs are
-//   text fixtures);
-// - io/host_tables asks getifaddrs(3) for addresses on the live host only (netlink, not a file:
-//   nothing here could fake it, and a tree has no live addresses to report), and on the live host
-//   keeps /proc/1/mountinfo, /proc/swaps and an rtnetlink socket open to learn of changes.
+// The config files under the root (etc/vfiod/vfiod.toml and conf.d, io/config_files) are read
+// through it too (read_whole(), list()), so a link in a captured tree's etc/vfiod stays in the
+// tree like any other. `--config FILE` is not under the root: a plain path, read without it
+// (DESIGN §2).
+//
+// One thing touches the host without it, on purpose: io/host_tables asks getifaddrs(3) for
+// addresses on the live host only (netlink, not a file: nothing here could fake it, and a tree
+// has no live addresses to report), and on the live host keeps /proc/1/mountinfo, /proc/swaps
+// and an rtnetlink socket open to learn of changes.
 #pragma once
 
 #include "infra/fd.hpp"
@@ -87,8 +89,29 @@ public:
     // The last path component of a symlink's target ("driver" -> "e1000e"); nullopt when absent.
     // Computed from readlink(), so a wrapper's readlink() decides it.
     std::optional<std::string> link_name(std::string_view rel, const Dir* in = nullptr) const;
-    // Entry names of a directory, sorted; empty when it is missing.
-    virtual std::vector<std::string> list(std::string_view rel) const = 0;
+    // A whole file exactly as stored, for a reader that needs every byte (a config file, whose
+    // errors name line and column) and must tell its user why it could not have them. Unlike
+    // read(): no newline is dropped, a file over max_bytes is refused (TooBig) rather than cut
+    // short, and a failure says what it was. Opened as read() opens: regular files only,
+    // non-blocking, so a FIFO answers NotRegular at once instead of waiting for a writer.
+    struct WholeFile {
+        enum class Status {
+            Ok,
+            Missing,     // nothing there (ENOENT), or a component on the way is not a directory
+            NotRegular,  // a directory, FIFO, socket or device
+            TooBig,      // more than max_bytes
+            Denied,      // EACCES, EPERM
+            Failed,      // anything else: err says what
+        };
+        Status status = Status::Failed;
+        std::string bytes;  // Ok: the contents
+        int err = 0;        // Denied, Failed: the errno
+    };
+    virtual WholeFile read_whole(std::string_view rel, size_t max_bytes) const = 0;
+    // Entry names of a directory, sorted; empty when it is missing. *err (if given): 0, or the
+    // errno of the open or read that failed (ENOENT missing, ENOTDIR something else is there);
+    // what was listed before a failed read is still returned.
+    virtual std::vector<std::string> list(std::string_view rel, int* err = nullptr) const = 0;
     // Whether rel is there (a link counts, wherever it leads).
     virtual bool exists(std::string_view rel, const Dir* in = nullptr) const = 0;
     // rel with every symlink resolved, relative to the root ("sys/devices/pci0000:00/…");
@@ -162,7 +185,8 @@ public:
                                     const Dir* in = nullptr) const override;
     std::optional<std::string> readlink(std::string_view rel,
                                         const Dir* in = nullptr) const override;
-    std::vector<std::string> list(std::string_view rel) const override;
+    WholeFile read_whole(std::string_view rel, size_t max_bytes) const override;
+    std::vector<std::string> list(std::string_view rel, int* err = nullptr) const override;
     bool exists(std::string_view rel, const Dir* in = nullptr) const override;
     std::optional<std::string> resolve(std::string_view rel) const override;
     bool leads_somewhere(std::string_view rel) const override;

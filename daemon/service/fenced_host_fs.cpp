@@ -41,13 +41,25 @@ std::optional<std::string> FencedHostFs::read(std::string_view rel, size_t max_b
     return v;
 }
 
+HostFs::WholeFile FencedHostFs::read_whole(std::string_view rel, size_t max_bytes) const {
+    auto fn = owner(rel);
+    if (fn && fenced_.count(*fn)) {
+        WholeFile busy;
+        busy.err = EBUSY;
+        return busy;
+    }
+    return host_.read_whole(rel, max_bytes);
+}
+
 HostFs::Dir FencedHostFs::open_dir(std::string_view rel) const { return host_.open_dir(rel); }
 
 std::optional<std::string> FencedHostFs::readlink(std::string_view rel, const Dir* in) const {
     return host_.readlink(rel, in);
 }
 
-std::vector<std::string> FencedHostFs::list(std::string_view rel) const { return host_.list(rel); }
+std::vector<std::string> FencedHostFs::list(std::string_view rel, int* err) const {
+    return host_.list(rel, err);
+}
 
 bool FencedHostFs::exists(std::string_view rel, const Dir* in) const {
     return host_.exists(rel, in);

@@ -32,12 +32,15 @@ public:
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
                                     std::string* why = nullptr,
                                     const Dir* in = nullptr) const override;
+    // Config files pass through; a fenced function's file is not read at all (EBUSY): no
+    // reader asks for one whole, and the last value is kept only for read().
+    WholeFile read_whole(std::string_view rel, size_t max_bytes) const override;
     // Opening a directory, symlinks, listings, lookups, stats and the O_EXCL probe take no
     // device lock: they pass through to the wrapped host.
     Dir open_dir(std::string_view rel) const override;
     std::optional<std::string> readlink(std::string_view rel,
                                         const Dir* in = nullptr) const override;
-    std::vector<std::string> list(std::string_view rel) const override;
+    std::vector<std::string> list(std::string_view rel, int* err = nullptr) const override;
     bool exists(std::string_view rel, const Dir* in = nullptr) const override;
     std::optional<std::string> resolve(std::string_view rel) const override;
     bool leads_somewhere(std::string_view rel) const override;

@@ -72,7 +72,7 @@ void Service::publish() { publisher_->publish(); }
 std::string Service::plan_json() const { return plan_to_json(host_->whole_plan()); }
 
 bool Service::start() {
-    ConfigResult r = load_config(fs_.root(), options_.config_file);
+    ConfigResult r = load_config(fs_, options_.config_file);
     for (const auto& w : r.warnings)
         spdlog::warn("{}", w);
     if (!r.config) {
@@ -208,7 +208,7 @@ void Service::log_interrupted(const GroupOutcome& o) {
 
 OpResult Service::apply_reload() {
     refresh_fences();
-    ConfigResult r = load_config(fs_.root(), options_.config_file);
+    ConfigResult r = load_config(fs_, options_.config_file);
     if (!r.config) {
         for (const auto& e : r.errors)
             spdlog::error("reload rejected: {}", e);

@@ -29,10 +29,10 @@ int run_udev_match(const std::string& root, const std::string& address) {
     auto addr = PciAddress::parse(address);
     if (!addr)
         return 0;
-    ConfigResult r = load_config(root, std::nullopt);
+    KernelHostFs fs(root);
+    ConfigResult r = load_config(fs, std::nullopt);
     if (!r.config)
         return 0;
-    KernelHostFs fs(root);
     std::fputs(udev_match(fs, *r.config, *addr).c_str(), stdout);
     return 0;
 }

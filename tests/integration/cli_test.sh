@@ -40,6 +40,14 @@ run "plan with a bad config" 2 plan --root "$ROOT" --config "$WORK/typo.toml"
 check "plan with a bad config prints no plan" "" "$out"
 check_contains "the error names file, line and column" "typo.toml:3:1: unknown key" "$err"
 
+# The tree's own conf.d is read through the host access layer: a FIFO there is an error naming
+# it, at once (a plain open would wait for a writer).
+cp -a "$ROOT" "$WORK/fifo-root" && mkdir -p "$WORK/fifo-root/etc/vfiod/conf.d" &&
+    mkfifo "$WORK/fifo-root/etc/vfiod/conf.d/zz.toml"
+timeout 20 "$VFIOCTL" plan --root "$WORK/fifo-root" >"$WORK/out" 2>"$WORK/err"
+check "plan with a FIFO in the tree's conf.d: exit 2, no wait" 2 "$?"
+check_contains "the error names the FIFO" "$WORK/fifo-root/etc/vfiod/conf.d/zz.toml: cannot read: not a regular file" "$(cat "$WORK/err")"
+
 run "check-config bad" 2 check-config "$WORK/typo.toml"
 run "check-config --json bad" 2 check-config --json "$WORK/typo.toml"
 check "check-config --json says invalid" "False 1" "$(json 'print(d["valid"], len(d["errors"]))')"

@@ -132,8 +132,8 @@ public:
         fire(r);
         return out;
     }
-    std::vector<std::string> list(std::string_view r) const override {
-        auto out = KernelHostFs::list(r);
+    std::vector<std::string> list(std::string_view r, int* err) const override {
+        auto out = KernelHostFs::list(r, err);
         fire(r);
         return out;
     }

@@ -1,8 +1,13 @@
 // Config loader: every class of bad input with its exact FILE:LINE:COLUMN, merging of
 // vfiod.toml + conf.d, overlap warnings, and the shipped example config.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -824,6 +829,101 @@ TEST_F(ConfigFiles, OversizedFileIsRefused) {
     // Exactly 1 MiB of comment is still fine.
     put("etc/vfiod/vfiod.toml", std::string(1 << 20, '#'));
     EXPECT_TRUE(load().config);
+}
+
+// Under --root the files are read through the host access layer: a link in the tree resolves
+// as if the tree were "/", so an absolute target names the tree's file, never the host's.
+TEST_F(ConfigFiles, AConfDLinkToAnAbsolutePathStaysInsideTheRoot) {
+    test::FakeTree outside;
+    outside.write_file("x.toml", device("selector", "\"1111:1111\""));
+    const std::string target = outside.root() + "/x.toml";
+    put("etc/vfiod/vfiod.toml", "");
+    tree.symlink("etc/vfiod/conf.d/x.toml", target);
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], at("etc/vfiod/conf.d/x.toml") + ": cannot read: not found");
+    // The same absolute path inside the tree is the one read.
+    put(target.substr(1), device("selector", "\"2222:2222\""));
+    r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    ASSERT_EQ(r.config->devices.size(), 1u);
+    EXPECT_EQ(r.config->devices[0].selector->str(), "2222:2222");
+    EXPECT_EQ(r.config->devices[0].origin.str(), at("etc/vfiod/conf.d/x.toml") + ":1:1");
+}
+
+// A captured tree's own absolute links (vfiod.toml and conf.d kept elsewhere in it) work.
+TEST_F(ConfigFiles, AbsoluteLinksInsideTheTreeAreFollowedFromTheRoot) {
+    put("srv/vfiod/main.toml", device("selector", "\"10de:2331\""));
+    put("srv/vfiod/more/a.toml", device("selector", "\"8086:10d3\""));
+    tree.symlink("etc/vfiod/vfiod.toml", "/srv/vfiod/main.toml");
+    tree.symlink("etc/vfiod/conf.d", "/srv/vfiod/more");
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    EXPECT_EQ(r.config->files, (std::vector<std::string>{at("etc/vfiod/vfiod.toml"),
+                                                         at("etc/vfiod/conf.d/a.toml")}));
+    EXPECT_EQ(r.config->devices.size(), 2u);
+}
+
+// --config FILE stays a plain path (DESIGN §2): the conf.d beside it follows links as the host
+// does, wherever they lead.
+TEST_F(ConfigFiles, AnExplicitFilesConfDLinksArePlainPaths) {
+    test::FakeTree outside;
+    outside.write_file("x.toml", device("selector", "\"1111:1111\""));
+    put("elsewhere/my.toml", "");
+    tree.symlink("elsewhere/conf.d/x.toml", outside.root() + "/x.toml");
+    auto r = load(at("elsewhere/my.toml"));
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    ASSERT_EQ(r.config->devices.size(), 1u);
+    EXPECT_EQ(r.config->devices[0].selector->str(), "1111:1111");
+}
+
+// A FIFO would block open(2) until a writer came, and the daemon's start or reload with it: it
+// is refused at once. Should the loader wait anyway, a writer is given so the test fails
+// instead of hanging.
+TEST_F(ConfigFiles, AFifoInConfDIsAnErrorNotAWait) {
+    put("etc/vfiod/vfiod.toml", "");
+    put("etc/vfiod/conf.d/10-ok.toml", device("selector", "\"8086:10d3\""));
+    const std::string fifo = at("etc/vfiod/conf.d/20-fifo.toml");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    auto pending = std::async(std::launch::async, [this] { return load(); });
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+        ADD_FAILURE() << "the loader waits on the FIFO";
+        int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (w >= 0)
+            ::close(w);
+    }
+    auto r = pending.get();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0], fifo + ": cannot read: not a regular file");
+}
+
+// The 1 MiB cap holds for conf.d files too, under the root and beside a --config FILE alike.
+TEST_F(ConfigFiles, OversizedConfDFileIsRefusedByName) {
+    put("etc/vfiod/vfiod.toml", "");
+    put("etc/vfiod/conf.d/big.toml", std::string((1 << 20) + 1, '#'));
+    auto r = load();
+    EXPECT_FALSE(r.config);
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0],
+              at("etc/vfiod/conf.d/big.toml") + ": larger than 1 MiB; refusing to read it");
+    put("elsewhere/my.toml", "");
+    put("elsewhere/conf.d/big.toml", std::string((1 << 20) + 1, '#'));
+    r = load(at("elsewhere/my.toml"));
+    ASSERT_EQ(r.errors.size(), 1u) << joined(r.errors);
+    EXPECT_EQ(r.errors[0],
+              at("elsewhere/conf.d/big.toml") + ": larger than 1 MiB; refusing to read it");
+}
+
+// A file where etc/vfiod should be: nothing is under it, so the allowlist is empty, as on a
+// host without the package's directory.
+TEST_F(ConfigFiles, AFileInPlaceOfEtcVfiodMeansNoConfig) {
+    put("etc/vfiod", "not a directory");
+    auto r = load();
+    ASSERT_TRUE(r.config) << joined(r.errors);
+    ASSERT_EQ(r.warnings.size(), 1u);
+    EXPECT_EQ(r.warnings[0], at("etc/vfiod/vfiod.toml") + ": not found; the allowlist is empty");
 }
 
 TEST_F(ConfigFiles, OverlapAcrossFilesNamesBothFiles) {

@@ -37,8 +37,17 @@ public:
         note("readlink", rel);
         return "../recorded";
     }
-    std::vector<std::string> list(std::string_view rel) const override {
+    WholeFile read_whole(std::string_view rel, size_t) const override {
+        note("read_whole", rel);
+        WholeFile f;
+        f.status = WholeFile::Status::Ok;
+        f.bytes = "recorded\n";
+        return f;
+    }
+    std::vector<std::string> list(std::string_view rel, int* err) const override {
         note("list", rel);
+        if (err)
+            *err = EXDEV;  // the tree's directory lists fine
         return {"recorded"};
     }
     bool exists(std::string_view rel, const Dir*) const override {
@@ -112,7 +121,10 @@ TEST_F(FencedHostFsTest, EveryMethodReachesTheWrappedHostNeverTheTree) {
     EXPECT_EQ(view.read("sys/dir/file"), "recorded");
     EXPECT_EQ(view.readlink("sys/dir/link"), "../recorded");
     EXPECT_EQ(view.link_name("sys/dir/link"), "recorded");
-    EXPECT_EQ(view.list("sys/dir"), std::vector<std::string>{"recorded"});
+    EXPECT_EQ(view.read_whole("sys/dir/file", 100).bytes, "recorded\n");
+    int list_err = 0;
+    EXPECT_EQ(view.list("sys/dir", &list_err), std::vector<std::string>{"recorded"});
+    EXPECT_EQ(list_err, EXDEV);
     EXPECT_FALSE(view.exists("sys/dir/file"));
     EXPECT_EQ(view.resolve("sys/dir/link"), "recorded");
     EXPECT_FALSE(view.leads_somewhere("sys/dir/link"));
@@ -127,7 +139,8 @@ TEST_F(FencedHostFsTest, EveryMethodReachesTheWrappedHostNeverTheTree) {
     EXPECT_EQ(err, ENOTSUP);
 
     EXPECT_EQ(host.calls, (std::multiset<std::string>{
-                              "open_dir sys/dir", "read sys/dir/file", "readlink sys/dir/link",
+                              "open_dir sys/dir", "read sys/dir/file", "read_whole sys/dir/file",
+                              "readlink sys/dir/link",
                               "readlink sys/dir/link", "list sys/dir", "exists sys/dir/file",
                               "resolve sys/dir/link", "leads_somewhere sys/dir/link",
                               "char_device sys/dir/file", "inode sys/dir/file",
@@ -153,6 +166,21 @@ TEST_F(FencedHostFsTest, AFencedAttributeAnswersItsLastValueWithoutAskingTheHost
     view.unfence(fn);
     EXPECT_EQ(view.read(kAttr), "recorded");
     EXPECT_EQ(host.calls.count("read " + kAttr), 2u);
+}
+
+// read_whole() of a fenced function's file is refused without asking the host; unfenced, or
+// outside any function (a config file), it reaches the host.
+TEST_F(FencedHostFsTest, AFencedFunctionsFileIsNotReadWhole) {
+    const auto fn = *PciAddress::parse("0000:01:00.0");
+    view.fence(fn);
+    auto f = view.read_whole(kAttr, 100);
+    EXPECT_EQ(f.status, HostFs::WholeFile::Status::Failed);
+    EXPECT_EQ(f.err, EBUSY);
+    EXPECT_EQ(view.read_whole("etc/vfiod/vfiod.toml", 100).status, HostFs::WholeFile::Status::Ok);
+    view.unfence(fn);
+    EXPECT_EQ(view.read_whole(kAttr, 100).status, HostFs::WholeFile::Status::Ok);
+    EXPECT_EQ(host.calls, (std::multiset<std::string>{"read_whole etc/vfiod/vfiod.toml",
+                                                      "read_whole " + kAttr}));
 }
 
 }  // namespace

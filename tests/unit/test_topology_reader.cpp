@@ -397,6 +397,44 @@ void dotdot_in_a_link_target_stops_at_the_root() {
     EXPECT_EQ(slurp(t.root() + "/a/secret"), "x");
 }
 
+// read_whole(), for config files: every byte as stored, a cap that refuses instead of cutting,
+// and what went wrong; list() says why it is empty. Paths resolve inside the root as for read().
+void read_whole_gives_exact_bytes_or_why_not() {
+    using S = HostFs::WholeFile::Status;
+    FakeTree t;
+    t.write_file("etc/a.toml", "x = 1\n\n");
+    t.write_file("etc/ten", std::string(10, 'x'));
+    t.write_file("etc/eleven", std::string(11, 'x'));
+    t.symlink("etc/abs", "/etc/a.toml");  // absolute: from the root
+    t.symlink("etc/loop", "loop");
+    ASSERT_EQ(::mkfifo((t.root() + "/etc/fifo").c_str(), 0600), 0);
+    KernelHostFs fs(t.root());
+    auto a = fs.read_whole("etc/a.toml", 100);
+    EXPECT_EQ(a.status, S::Ok);
+    EXPECT_EQ(a.bytes, "x = 1\n\n");  // read() would have dropped a newline
+    EXPECT_EQ(fs.read_whole("etc/abs", 100).bytes, "x = 1\n\n");
+    EXPECT_EQ(fs.read_whole("etc/ten", 10).bytes, std::string(10, 'x'));
+    auto big = fs.read_whole("etc/eleven", 10);
+    EXPECT_EQ(big.status, S::TooBig);
+    EXPECT_TRUE(big.bytes.empty());
+    EXPECT_EQ(fs.read_whole("etc/none", 10).status, S::Missing);
+    EXPECT_EQ(fs.read_whole("etc/a.toml/x", 10).status, S::Missing);  // ENOTDIR on the way
+    EXPECT_EQ(fs.read_whole("../etc/a.toml", 10).status, S::Missing);
+    EXPECT_EQ(fs.read_whole("etc", 10).status, S::NotRegular);
+    EXPECT_EQ(fs.read_whole("etc/fifo", 10).status, S::NotRegular);  // at once, no writer needed
+    auto loop = fs.read_whole("etc/loop", 10);
+    EXPECT_EQ(loop.status, S::Failed);
+    EXPECT_EQ(loop.err, ELOOP);
+    int err = -1;
+    EXPECT_THAT(fs.list("etc", &err),
+                ElementsAre("a.toml", "abs", "eleven", "fifo", "loop", "ten"));
+    EXPECT_EQ(err, 0);
+    EXPECT_THAT(fs.list("nothing", &err), IsEmpty());
+    EXPECT_EQ(err, ENOENT);
+    EXPECT_THAT(fs.list("etc/a.toml", &err), IsEmpty());
+    EXPECT_EQ(err, ENOTDIR);
+}
+
 // A kernel without openat2: every answer comes from the user-space resolver, and the system
 // call is asked once, not on every access.
 int openat2_calls = 0;
@@ -429,6 +467,10 @@ TEST_F(SysfsWithoutOpenat2, ReadsListsAndRejectsPathsOutsideTheRoot) {
 TEST_F(SysfsWithoutOpenat2, ResolveStaysInsideTheRoot) { resolve_stays_inside_the_root(); }
 TEST_F(SysfsWithoutOpenat2, DotDotInALinkTargetStopsAtTheRoot) {
     dotdot_in_a_link_target_stops_at_the_root();
+}
+TEST(HostFs, ReadWholeGivesExactBytesOrWhyNot) { read_whole_gives_exact_bytes_or_why_not(); }
+TEST_F(SysfsWithoutOpenat2, ReadWholeGivesExactBytesOrWhyNot) {
+    read_whole_gives_exact_bytes_or_why_not();
 }
 TEST_F(SysfsWithoutOpenat2, TheWholeReaderGivesTheSameTopology) {
     FakeTree t;
