@@ -1,6 +1,7 @@
 #include "fake_sriov.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <vector>
@@ -13,14 +14,11 @@ namespace {
 
 const std::string kDevices = "sys/bus/pci/devices/";
 
-int digit_value(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return 99;
+// c's value as a digit of base (at most 16), or nullopt.
+std::optional<unsigned> digit_in(char c, unsigned base) {
+    const std::string digits = "0123456789abcdef";
+    auto at = digits.find(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    return at < base ? std::optional<unsigned>(static_cast<unsigned>(at)) : std::nullopt;
 }
 
 // kstrtou16(buf, 0): an optional '+', then hex after "0x", octal after a leading "0", decimal
@@ -31,7 +29,7 @@ std::optional<unsigned> parse_u16(std::string s) {
     if (!s.empty() && s.front() == '+')
         s.erase(0, 1);
     unsigned base = 10;
-    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && digit_value(s[2]) < 16) {
+    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && digit_in(s[2], 16)) {
         base = 16;
         s.erase(0, 2);
     } else if (s.size() > 1 && s[0] == '0') {
@@ -41,10 +39,10 @@ std::optional<unsigned> parse_u16(std::string s) {
         return std::nullopt;
     unsigned long v = 0;
     for (char c : s) {
-        int d = digit_value(c);
-        if (d >= static_cast<int>(base))
+        auto d = digit_in(c, base);
+        if (!d)
             return std::nullopt;
-        v = v * base + static_cast<unsigned>(d);
+        v = v * base + *d;
         if (v > 0xffff)
             return std::nullopt;
     }

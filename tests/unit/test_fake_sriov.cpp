@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/plan.hpp"
 #include "fake_kernel.hpp"
