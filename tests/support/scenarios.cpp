@@ -126,7 +126,8 @@ void build_sriov_host(FakeTree& t) {
     t.write_file("proc/mounts", "");
     t.write_file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
     t.write_file("proc/net/route",
-                 "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+                 "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\t"
+                 "Window\tIRTT\n"
                  "eth0\t00000000\t0202000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n");
     t.write_file("proc/net/ipv6_route", "");
 }

@@ -52,7 +52,8 @@ struct SriovHost {
         std::lock_guard lock(m);
         return std::exchange(events, {});
     }
-    int write(const std::string& attr, const std::string& value, const std::string& bdf = kSriovPf) {
+    int write(const std::string& attr, const std::string& value,
+              const std::string& bdf = kSriovPf) {
         return kernel->write(kDevices + bdf + "/" + attr, value);
     }
     std::string read(const std::string& attr, const std::string& bdf = kSriovPf) const {
