@@ -1,6 +1,7 @@
 #include "fake_kernel.hpp"
 
 #include <cerrno>
+#include <utility>
 
 #include "core/pci_address.hpp"
 
@@ -25,13 +26,18 @@ std::string first_line(const std::string& v) { return v.substr(0, v.find('\n'));
 
 }  // namespace
 
-FakeKernel::FakeKernel(FakeTree& tree) : KernelHostFs(tree.root()), tree_(tree) {
+FakeKernel::FakeKernel(FakeTree& tree)
+    : KernelHostFs(tree.root()), tree_(tree), sriov_(tree, *this) {
     // vfio drivers match no device by ID table: a function found on one only got there
     // through an override (or new_id), so it has no native driver the fake could know.
     for (const auto& bdf : list("sys/bus/pci/devices")) {
         std::string drv = driver_of(bdf);
         native_[bdf] = drv.find("vfio") == std::string::npos ? drv : "";
     }
+    // A VF found driverless (created with autoprobe 0) still matches its PF's VF driver.
+    for (auto& [bdf, drv] : native_)
+        if (std::string pf = sriov_.physfn_of(bdf); drv.empty() && !pf.empty())
+            drv = sriov_.vf_driver(pf);
 }
 
 FakeKernel::~FakeKernel() {
@@ -83,8 +89,88 @@ void FakeKernel::before_step(std::function<void(unsigned, const std::string&)> h
 }
 
 void FakeKernel::remove_function(const std::string& bdf) {
+    std::unique_lock lock(m_);
+    remove_device(bdf);
+    deliver_uevents(lock);
+}
+
+void FakeKernel::hot_add(const FakeTree::Function& fn) {
+    std::unique_lock lock(m_);
+    if (!fn.driver.empty())
+        tree_.add_driver(fn.driver);
+    add_device(fn, fn.driver);
+    probe_new_device(fn.address);
+    deliver_uevents(lock);
+}
+
+void FakeKernel::on_uevent(std::function<void(const std::string&, const std::string&)> sink) {
     std::lock_guard lock(m_);
+    uevent_sink_ = std::move(sink);
+}
+
+void FakeKernel::set_vf_driver(const std::string& pf, const std::string& driver) {
+    std::lock_guard lock(m_);
+    sriov_.set_vf_driver(pf, driver);
+}
+
+void FakeKernel::lacks_sriov_configure(const std::string& driver) {
+    std::lock_guard lock(m_);
+    sriov_.lacks_sriov_configure(driver);
+}
+
+void FakeKernel::add_device(const FakeTree::Function& fn, const std::string& native_driver) {
+    FakeTree::Function driverless = fn;
+    driverless.driver.clear();
+    tree_.add_function(driverless);
+    native_[fn.address] = native_driver;
+    uevent("add", fn.address);
+}
+
+void FakeKernel::probe_new_device(const std::string& bdf) { probe(bdf); }
+
+void FakeKernel::remove_device(const std::string& bdf) {
+    if (!device_exists(bdf))
+        return;
+    // A PF's VFs go first, as when its slot powers off (the bus's newest devices first).
+    auto entries = list(kDevices + bdf);
+    for (auto e = entries.rbegin(); e != entries.rend(); ++e)
+        if (starts_with(*e, "virtfn"))
+            remove_device(link_name(kDevices + bdf + "/" + *e).value_or(""));
+    detach(bdf);
     tree_.remove_function(bdf);
+    uevent("remove", bdf);
+}
+
+void FakeKernel::uevent(const std::string& action, const std::string& bdf) {
+    uevents_.emplace_back(action, bdf);
+}
+
+std::string FakeKernel::native_driver(const std::string& bdf) const {
+    auto it = native_.find(bdf);
+    return it == native_.end() ? "" : it->second;
+}
+
+void FakeKernel::attach(const std::string& bdf, const std::string& driver) {
+    tree_.bind(bdf, driver);
+    uevent("bind", bdf);
+}
+
+void FakeKernel::detach(const std::string& bdf) {
+    if (driver_of(bdf).empty())
+        return;
+    tree_.unbind(bdf);
+    uevent("unbind", bdf);
+}
+
+void FakeKernel::deliver_uevents(std::unique_lock<std::mutex>& lock) {
+    auto events = std::exchange(uevents_, {});
+    auto sink = uevent_sink_;
+    if (!sink || events.empty())
+        return;
+    lock.unlock();
+    for (const auto& [action, bdf] : events)
+        sink(action, bdf);
+    lock.lock();
 }
 
 std::vector<FakeKernel::Record> FakeKernel::writes() const {
@@ -130,6 +216,7 @@ int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
     else
         result = apply(rel, value);
     records_.push_back({rel, value, result});
+    deliver_uevents(lock);
     --in_flight_;
     cv_.notify_all();
     return result;
@@ -205,6 +292,9 @@ int FakeKernel::apply(const std::string& rel, const std::string& value) {
             std::string drv = driver_of(bdf);
             return drv.empty() ? ENOENT : unbind_from(arg, drv);
         }
+        if (starts_with(attr, "sriov_") && exists(rel))
+            if (auto r = sriov_.store(bdf, attr, value))
+                return *r;
     } else if (starts_with(rel, kDrivers)) {
         std::string rest = rel.substr(kDrivers.size());
         std::string drv = rest.substr(0, rest.find('/'));
@@ -243,12 +333,12 @@ int FakeKernel::probe(const std::string& bdf) {
         return 0;
     std::string ov = override_of(bdf);
     std::string candidate = ov.empty() ? native_[bdf] : ov;
-    if (candidate.empty() || !exists(kDrivers + candidate))
+    if (candidate.empty() || !exists(kDrivers + candidate) || !sriov_.may_probe(bdf, !ov.empty()))
         return 0;
     for (const auto& d : failing_probes_[bdf])
         if (d == candidate)
             return 0;
-    tree_.bind(bdf, candidate);
+    attach(bdf, candidate);
     return 0;
 }
 
@@ -263,17 +353,20 @@ int FakeKernel::bind_to(const std::string& bdf, const std::string& driver) {
         return ENODEV;
     if (!driver_of(bdf).empty())
         return EBUSY;
+    // A VF its PF keeps from autoprobing refuses in its probe, like a failing probe.
+    if (!sriov_.may_probe(bdf, !ov.empty()))
+        return ENODEV;
     for (const auto& d : failing_probes_[bdf])
         if (d == driver)
             return ENODEV;
-    tree_.bind(bdf, driver);
+    attach(bdf, driver);
     return 0;
 }
 
 int FakeKernel::unbind_from(const std::string& bdf, const std::string& driver) {
     if (!device_exists(bdf) || driver_of(bdf) != driver)
         return ENODEV;
-    tree_.unbind(bdf);
+    detach(bdf);
     return 0;
 }
 

@@ -1,6 +1,8 @@
 // A HostFs whose writes behave as Linux 6.1's PCI core does on a FakeTree: driver_override decides
 // which driver a probe may attach, unbind drops the driver link, bind/probe report the kernel's
-// errors. Faults (an errno, a removal, a write that blocks) can be injected per path and step.
+// errors, a PF's sriov_numvfs creates and removes VFs (fake_sriov). Faults (an errno, a removal,
+// a write that blocks) can be injected per path and step. The kernel's own changes (add, remove,
+// bind, unbind, change) raise uevents, handed to a sink a test sets.
 #pragma once
 
 #include <condition_variable>
@@ -11,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "fake_sriov.hpp"
 #include "fake_tree.hpp"
 #include "io/host_fs.hpp"
 
 namespace vfiod::test {
 
-class FakeKernel : public KernelHostFs {
+class FakeKernel : public KernelHostFs, private FakePciCore {
 public:
     // Each function's native driver (what its ID tables match without an override) starts as the
     // driver it is bound to now.
@@ -46,8 +49,22 @@ public:
     // e.g. to remove the device mid-operation or to snapshot the tree.
     void before_step(std::function<void(unsigned k, const std::string& rel)> hook);
 
-    // Surprise removal, through the kernel's lock like any other change.
+    // Surprise removal, through the kernel's lock like any other change: a PF's VFs go first;
+    // unbind and remove uevents.
     void remove_function(const std::string& bdf);
+    // Hot-plug: fn appears driverless (add uevent) and is probed like any new device, fn.driver
+    // being its native driver, registered if it is not (udev loading its module).
+    void hot_add(const FakeTree::Function& fn);
+
+    // Receives every uevent from now on (action, BDF), outside the kernel's lock, on the thread
+    // whose write or call raised it, after the change (the whole write) is done; e.g. a
+    // ScriptedEvents' send. Without a sink, uevents are dropped.
+    void on_uevent(std::function<void(const std::string& action, const std::string& bdf)> sink);
+
+    // SR-IOV (see FakeSriov): the driver new VFs of pf match, and a driver without
+    // sriov_configure.
+    void set_vf_driver(const std::string& pf, const std::string& driver);
+    void lacks_sriov_configure(const std::string& driver);
 
     struct Record {
         std::string path;
@@ -65,6 +82,19 @@ public:
     int write(std::string_view rel, std::string_view value) override;
 
 private:
+    // FakePciCore, for the SR-IOV model; with m_ held.
+    void add_device(const FakeTree::Function& fn, const std::string& native_driver) override;
+    void probe_new_device(const std::string& bdf) override;
+    void remove_device(const std::string& bdf) override;
+    void uevent(const std::string& action, const std::string& bdf) override;
+    std::string native_driver(const std::string& bdf) const override;
+
+    // Binding and unbinding as the kernel's driver core does them, with their uevents.
+    void attach(const std::string& bdf, const std::string& driver);
+    void detach(const std::string& bdf);
+    // Hands the queued uevents to the sink with the lock released.
+    void deliver_uevents(std::unique_lock<std::mutex>& lock);
+
     int apply(const std::string& rel, const std::string& value);
     static std::string function_of_write(const std::string& rel, const std::string& value);
     int probe(const std::string& bdf);
@@ -92,6 +122,9 @@ private:
     mutable unsigned reads_blocked_ = 0;
     std::function<void(unsigned, const std::string&)> hook_;
     std::vector<Record> records_;
+    FakeSriov sriov_;
+    std::function<void(const std::string&, const std::string&)> uevent_sink_;
+    std::vector<std::pair<std::string, std::string>> uevents_;  // raised, not yet delivered
 };
 
 }  // namespace vfiod::test

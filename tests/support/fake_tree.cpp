@@ -232,6 +232,13 @@ FakeTree& FakeTree::add_function(const Function& fn) {
         write_file(dir + "/sriov_totalvfs", std::to_string(fn.sriov_totalvfs) + "\n");
         write_file(dir + "/sriov_numvfs", std::to_string(fn.sriov_numvfs) + "\n");
         write_file(dir + "/sriov_drivers_autoprobe", "1\n");
+        write_file(dir + "/sriov_offset", std::to_string(fn.sriov_offset) + "\n");
+        write_file(dir + "/sriov_stride", std::to_string(fn.sriov_stride) + "\n");
+        // Printed with %x: QEMU's NVMe shows "10".
+        std::string vf_device = fn.sriov_vf_device.empty() ? fn.device : fn.sriov_vf_device;
+        while (vf_device.size() > 1 && vf_device.front() == '0')
+            vf_device.erase(vf_device.begin());
+        write_file(dir + "/sriov_vf_device", vf_device + "\n");
     }
 
     const std::string bus_link = "sys/bus/pci/devices/" + fn.address;

@@ -24,6 +24,9 @@ public:
         std::optional<int> boot_vga;      // boot_vga attribute, only on display devices
         unsigned sriov_totalvfs = 0;      // >0 makes it an SR-IOV PF (sriov_* attributes)
         unsigned sriov_numvfs = 0;
+        std::string sriov_vf_device;      // the VFs' device ID; "" for the PF's own
+        unsigned sriov_offset = 1;        // VF i's routing ID: the PF's + offset + stride * i
+        unsigned sriov_stride = 1;
         std::string physfn;               // BDF of the PF for a VF (physfn link, PF gets virtfnN)
     };
 

@@ -113,7 +113,28 @@ void build_many_nics(FakeTree& t) {
     t.write_file("proc/net/ipv6_route", "");
 }
 
-std::vector<std::string> scenario_names() { return {"gpu-host", "k8s-host", "many-nics"}; }
+void build_sriov_host(FakeTree& t) {
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
+    t.add_netdev("0000:00:02.0", "eth0");
+    t.add_function(fn("0000:00:04.0", "1b36", "000c", "060400", "pcieport", 4));
+    Fn pf = fn(kSriovPf, "1b36", "0010", "010802", "nvme", 7, "0000:00:04.0");
+    pf.sriov_totalvfs = 2;
+    t.add_function(pf);
+    t.write_file("proc/self/mountinfo", "");
+    t.write_file("proc/mounts", "");
+    t.write_file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+    t.write_file("proc/net/route",
+                 "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\t"
+                 "Window\tIRTT\n"
+                 "eth0\t00000000\t0202000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n");
+    t.write_file("proc/net/ipv6_route", "");
+}
+
+std::vector<std::string> scenario_names() {
+    return {"gpu-host", "k8s-host", "many-nics", "sriov-host"};
+}
 
 bool build_scenario(const std::string& name, FakeTree& t) {
     if (name == "gpu-host") {
@@ -126,6 +147,10 @@ bool build_scenario(const std::string& name, FakeTree& t) {
     }
     if (name == "many-nics") {
         build_many_nics(t);
+        return true;
+    }
+    if (name == "sriov-host") {
+        build_sriov_host(t);
         return true;
     }
     return false;
