@@ -31,8 +31,8 @@ plugin::Snapshot host_of(unsigned n, std::vector<std::string>* ids) {
         d.address = a;
         d.role = Role::Allowlisted;
         d.resource_name = "example.com/gpu";
+        d.numa_node = static_cast<int>(i % 2);
         g.plan.devices.push_back(d);
-        g.numa_nodes[a] = static_cast<int>(i % 2);
         v.groups.push_back(std::move(g));
         ids->push_back(a.str());
     }

@@ -91,28 +91,26 @@ bool take(const Properties& p, const char* key, T* out) {
 // Decodes vfiod's objects into an Inventory: a whole read's, or the properties one signal
 // carries (only those change).
 struct InventoryEditor {
-    static void device(Inventory::DeviceRecord* r, const Properties& p) {
-        PlannedDevice& d = r->device;
+    static void device(DeviceRecord* d, const Properties& p) {
         std::string s;
         if (take(p, "Address", &s))
-            d.address = PciAddress::parse(s).value_or(PciAddress{});
+            d->address = PciAddress::parse(s).value_or(PciAddress{});
         if (take(p, "Vendor", &s))
-            d.vendor = static_cast<uint16_t>(parse_hex(s));
+            d->vendor = static_cast<uint16_t>(parse_hex(s));
         if (take(p, "Device", &s))
-            d.device = static_cast<uint16_t>(parse_hex(s));
+            d->device = static_cast<uint16_t>(parse_hex(s));
         if (take(p, "Class", &s))
-            d.class_code = parse_hex(s);
-        take(p, "Driver", &d.driver);
+            d->class_code = parse_hex(s);
+        take(p, "Driver", &d->driver);
+        if (p.count("NumaNode"))
+            d->numa_node = get<int32_t>(p, "NumaNode", -1);
         if (take(p, "Role", &s))
             // A role this build does not know is never offered: read as a companion.
-            d.role = parse_role(s).value_or(Role::Companion);
-        take(p, "Target", &r->target);
-        // Target is what the daemon moves the function to (vfio-pci or a variant driver).
-        d.target = d.role != Role::Bridge ? std::optional(r->target) : std::nullopt;
+            d->role = parse_role(s).value_or(Role::Companion);
+        if (take(p, "Target", &s))
+            d->target = std::move(s);
         if (take(p, "ResourceName", &s))
-            d.resource_name = s.empty() ? std::nullopt : std::optional(s);
-        if (p.count("NumaNode"))
-            r->numa = get<int32_t>(p, "NumaNode", -1);
+            d->resource_name = s.empty() ? std::nullopt : std::optional(s);
     }
 
     static void group(Inventory::GroupRecord* r, const Properties& p) {
@@ -158,7 +156,8 @@ struct InventoryEditor {
             ++inv->decoded_;
         }
         if (auto it = ifaces.find("org.vfiod1.Device"); it != ifaces.end()) {
-            Inventory::DeviceRecord r;
+            DeviceRecord r;
+            r.target = std::string();  // a function published without Target moves to ""
             device(&r, it->second);
             inv->devices_[path] = std::move(r);
             ++inv->decoded_;
@@ -248,8 +247,13 @@ DaemonView Inventory::view() const {
             auto d = devices_.find(dp);
             if (d == devices_.end())
                 continue;
-            g.plan.devices.push_back(d->second.device);
-            g.numa_nodes[d->second.device.address] = d->second.numa;
+            PlannedDevice pd;
+            static_cast<DeviceRecord&>(pd) = d->second;
+            // Target is what the daemon moves a function to (vfio-pci or a variant driver); a
+            // bridge stays with the host, as in the planner's record.
+            if (pd.role == Role::Bridge)
+                pd.target.reset();
+            g.plan.devices.push_back(std::move(pd));
         }
         view.groups.push_back(std::move(g));
     }

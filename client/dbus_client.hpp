@@ -26,10 +26,11 @@ class Error;
 namespace vfiod::client {
 
 struct DaemonGroup {
-    GroupPlan plan;     // group, reason, blockers and devices as the daemon publishes them
+    // Group, reason, blockers and devices as the daemon publishes them: each device the
+    // daemon's record of it (core/plan.hpp DeviceRecord, NumaNode included), without writes.
+    GroupPlan plan;
     std::string state;  // the D-Bus State as published, for display (a newer daemon's too)
-    std::string vfio_path;                 // VfioPath: "/dev/vfio/N"
-    std::map<PciAddress, int> numa_nodes;  // NumaNode of each function (-1: unknown)
+    std::string vfio_path;  // VfioPath: "/dev/vfio/N"
     // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
     std::optional<GroupState> state_value = std::nullopt;
 };
@@ -78,15 +79,12 @@ private:
         DaemonGroup group;                 // without its devices
         std::vector<std::string> devices;  // Devices: object paths
     };
-    struct DeviceRecord {
-        PlannedDevice device;
-        std::string target;  // Target as published (a bridge's is not the plan's)
-        int numa = -1;
-    };
     std::string version_, mode_;
     bool iommu_ = false;
-    std::map<std::string, GroupRecord> groups_;    // by object path
-    std::map<std::string, DeviceRecord> devices_;  // by object path
+    std::map<std::string, GroupRecord> groups_;  // by object path
+    // By object path, as published: a bridge's Target is kept here and dropped by view(), so
+    // the order in which Role and Target arrive does not matter.
+    std::map<std::string, DeviceRecord> devices_;
     size_t decoded_ = 0;
 };
 

@@ -73,9 +73,7 @@ Snapshot make_snapshot(const client::DaemonView& view,
             functions.push_back(d.address);
             if (!d.resource_name || d.resource_name->empty())
                 continue;
-            auto numa = g.numa_nodes.find(d.address);
-            s.resources[*d.resource_name].push_back(
-                {d.address, id, numa == g.numa_nodes.end() ? -1 : numa->second, usable});
+            s.resources[*d.resource_name].push_back({d.address, id, d.numa_node, usable});
         }
     }
     for (auto& [name, devices] : s.resources)

@@ -27,15 +27,18 @@ struct Write {
     std::string value;
 };
 
-struct PlannedDevice {
-    PciAddress address;
-    uint16_t vendor = 0;
-    uint16_t device = 0;
-    uint32_t class_code = 0;
-    std::string driver;                // current driver; empty when none
-    std::optional<std::string> target; // nullopt for bridges
+// One function as the planner describes it and every consumer sees it: the plan JSON, the
+// daemon's Device object (service/inventory.hpp DeviceInfo adds what only the daemon knows) and
+// the client's decoded inventory all hold this record, not copies of its fields.
+struct DeviceRecord : FunctionFacts {
     Role role = Role::Companion;
+    std::optional<std::string> target;  // nullopt for bridges
     std::optional<std::string> resource_name;
+
+    bool operator==(const DeviceRecord&) const = default;
+};
+
+struct PlannedDevice : DeviceRecord {
     std::vector<Write> writes;          // this function's steps, in order
 };
 

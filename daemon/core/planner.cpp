@@ -12,11 +12,7 @@ const char* const kVfioPci = "vfio-pci";
 
 PlannedDevice describe(const PciFunction& fn) {
     PlannedDevice d;
-    d.address = fn.address;
-    d.vendor = fn.vendor;
-    d.device = fn.device;
-    d.class_code = fn.class_code;
-    d.driver = fn.driver;
+    static_cast<FunctionFacts&>(d) = fn;  // every fact a consumer sees, whatever they become
     return d;
 }
 

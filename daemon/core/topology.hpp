@@ -13,17 +13,27 @@
 
 namespace vfiod {
 
-struct PciFunction {
+// The facts about a function that travel with it past the planner: into the plan, onto D-Bus
+// and into the client's decoded inventory (plan.hpp DeviceRecord). Declared once here, so a fact
+// every consumer should see (an SR-IOV VF's physfn, say) is one field plus its D-Bus encoder and
+// the client's decoder, not one copy per layer.
+struct FunctionFacts {
     PciAddress address;
     uint16_t vendor = 0;
     uint16_t device = 0;
-    uint16_t subsystem_vendor = 0;
-    uint16_t subsystem_device = 0;
     uint32_t class_code = 0;          // 24 bits, e.g. 0x030200
     std::string driver;               // bound driver name; empty when none
+    int numa_node = -1;
+
+    bool operator==(const FunctionFacts&) const = default;
+};
+
+// A function as sysfs shows it: the facts above, and those only the planner needs.
+struct PciFunction : FunctionFacts {
+    uint16_t subsystem_vendor = 0;
+    uint16_t subsystem_device = 0;
     std::string driver_override;      // empty when unset (sysfs shows "(null)")
     std::optional<unsigned> iommu_group;
-    int numa_node = -1;
     bool boot_vga = false;
     unsigned sriov_numvfs = 0;        // VFs currently enabled on this PF
     std::optional<PciAddress> physfn; // set on a VF

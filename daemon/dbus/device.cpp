@@ -21,11 +21,12 @@ constexpr Property<DeviceInfo> kProperties[] = {
     property<DeviceInfo, [](const DeviceInfo& d) { return hex4(d.device); }>("Device"),
     property<DeviceInfo, [](const DeviceInfo& d) { return hex6(d.class_code); }>("Class"),
     property<DeviceInfo, [](const DeviceInfo& d) { return d.driver; }>("Driver"),
-    property<DeviceInfo, [](const DeviceInfo& d) { return d.target; }>("Target"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.target.value_or(""); }>("Target"),
     property<DeviceInfo, [](const DeviceInfo& d) { return d.original_driver; }>("OriginalDriver"),
     property<DeviceInfo, [](const DeviceInfo& d) { return uint32_t{d.group}; }>("IommuGroup"),
     property<DeviceInfo, [](const DeviceInfo& d) { return int32_t{d.numa_node}; }>("NumaNode"),
-    property<DeviceInfo, [](const DeviceInfo& d) { return d.resource_name; }>("ResourceName"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.resource_name.value_or(""); }>(
+        "ResourceName"),
     property<DeviceInfo, [](const DeviceInfo& d) { return std::string(to_string(d.role)); }>(
         "Role"),
     property<DeviceInfo, [](const DeviceInfo& d) {

@@ -6,9 +6,10 @@ namespace vfiod {
 
 DeviceInfo publishable(DeviceInfo d) {
     d.driver = utf8_safe(d.driver);
-    d.target = utf8_safe(d.target);
+    for (auto* s : {&d.target, &d.resource_name})
+        if (*s)
+            **s = utf8_safe(**s);
     d.original_driver = utf8_safe(d.original_driver);
-    d.resource_name = utf8_safe(d.resource_name);
     return d;
 }
 

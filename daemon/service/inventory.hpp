@@ -14,18 +14,12 @@
 
 namespace vfiod {
 
-struct DeviceInfo {
-    PciAddress address;
-    uint16_t vendor = 0;
-    uint16_t device = 0;
-    uint32_t class_code = 0;
-    std::string driver;           // "" when none
-    std::string target;           // vfio-pci or the entry's variant driver; "" for bridges
+// A published function: the planner's record of it (core/plan.hpp), and what only the daemon
+// knows about it. Published as "" where the record holds nullopt (a bridge's target, no
+// resource_name).
+struct DeviceInfo : DeviceRecord {
     std::string original_driver;  // "" when unknown or none
     unsigned group = 0;
-    int numa_node = -1;
-    std::string resource_name;
-    Role role = Role::Companion;
 
     bool operator==(const DeviceInfo&) const = default;
 };

@@ -72,22 +72,13 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Publisher::group_vi
     for (const auto& d : gp->devices) {
         gi.devices.push_back(d.address);
         DeviceInfo di;
-        di.address = d.address;
-        di.vendor = d.vendor;
-        di.device = d.device;
-        di.class_code = d.class_code;
-        di.driver = d.driver;
-        di.target = d.target.value_or("");
+        static_cast<DeviceRecord&>(di) = d;  // the planner's record as it is, its writes aside
         auto o = orig.find(d.address);
         if (o != orig.end())
             di.original_driver = o->second;
         else if (!d.target || d.driver != *d.target)
             di.original_driver = d.driver;  // still on it: the host driver is the original
         di.group = id;
-        if (const PciFunction* fn = host_.snapshot().topology.find(d.address))
-            di.numa_node = fn->numa_node;
-        di.resource_name = d.resource_name.value_or("");
-        di.role = d.role;
         out.second.push_back(std::move(di));
     }
     return out;

@@ -130,10 +130,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             FUZZ_CHECK(fz::printable(why));
         for (const auto& pd : g.devices) {
             DeviceInfo di;
-            di.address = pd.address;
-            di.driver = pd.driver;
+            static_cast<DeviceRecord&>(di) = pd;  // as the publisher builds it
             di.original_driver = pd.driver;
-            di.resource_name = pd.resource_name.value_or("");
             inv.devices.emplace(pd.address, di);
         }
     }
@@ -145,7 +143,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(fz::valid_utf8(out.mode));
     for (const auto& [a, di] : out.devices) {
         FUZZ_CHECK(fz::valid_utf8(di.driver) && fz::valid_utf8(di.original_driver) &&
-                   fz::valid_utf8(di.resource_name));
+                   fz::valid_utf8(di.resource_name.value_or("")) &&
+                   fz::valid_utf8(di.target.value_or("")));
         FUZZ_CHECK(fz::valid_utf8(driver) ? di.driver == driver : di.driver != driver);
     }
     return 0;

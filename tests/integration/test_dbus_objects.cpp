@@ -17,6 +17,7 @@
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "private_bus.hpp"
+#include "dbus_client.hpp"
 #include "dbus/authorization.hpp"
 #include "dbus/call_log.hpp"
 #include "dbus/objects.hpp"
@@ -399,6 +400,41 @@ TEST_F(DbusObjectsTest, HeldCallsAreBounded) {
     EXPECT_EQ(order.size(), 6u);
     EXPECT_EQ(order.back(), "ping") << "a call put back is answered, not held again";
     EXPECT_EQ(held.held(), 0u);
+}
+
+// The D-Bus encoder (dbus/device.cpp) and the client's decoder agree: the client reads back the
+// record the daemon published (core/plan.hpp DeviceRecord), every field of it, with a bridge's
+// empty Target read as none, as the planner had it.
+TEST_F(DbusObjectsTest, TheClientReadsBackThePublishedRecord) {
+    const PciAddress gpu{0, 0x41, 0, 0}, bridge{0, 0x40, 1, 0};
+    auto in_group_7 = [](const PciAddress& a, uint16_t vendor, uint16_t device, uint32_t cls,
+                         const char* driver, Role role) {
+        DeviceInfo d;
+        static_cast<FunctionFacts&>(d) = {a, vendor, device, cls, driver, 3};
+        d.role = role;
+        d.group = 7;
+        return d;
+    };
+    DeviceInfo g = in_group_7(gpu, 0x10de, 0x2331, 0x030200, "vfio-pci", Role::Allowlisted);
+    g.target = "nvgrace_gpu_vfio_pci";
+    g.resource_name = "nvidia.com/GH100";
+    g.original_driver = "nvidia";
+    const DeviceInfo b = in_group_7(bridge, 0x8086, 0xa110, 0x060400, "pcieport", Role::Bridge);
+    Inventory inv;
+    inv.devices = {{gpu, g}, {bridge, b}};
+    inv.groups[7] = {7, GroupState::Bound, Reason::None, {}, {bridge, gpu}};
+    objects_->publish(inv, everything(inv));
+    serve();
+
+    client::DaemonView view;
+    ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
+    ASSERT_EQ(view.groups.size(), 1u);
+    const auto& devices = view.groups[0].plan.devices;
+    ASSERT_EQ(devices.size(), 2u);
+    EXPECT_TRUE(static_cast<const DeviceRecord&>(devices[0]) == b);
+    EXPECT_FALSE(devices[0].target);
+    EXPECT_TRUE(static_cast<const DeviceRecord&>(devices[1]) == g);
+    EXPECT_EQ(devices[1].numa_node, 3);
 }
 
 }  // namespace

@@ -239,6 +239,29 @@ TEST(Planner, BridgeInGroupIsNeverWritten) {
         EXPECT_EQ(w.value.find("0000:00:1c.0"), std::string::npos) << w.value;
 }
 
+// Every planned device is the function's facts as read (core/topology.hpp FunctionFacts), NUMA
+// node included: the daemon publishes this record and no second lookup of the topology.
+TEST(Planner, EveryPlannedDeviceCarriesItsFunctionsFacts) {
+    Host h;
+    h.fn("0000:00:1c.0", 0x8086, 0xa110, 0x060400, "pcieport", 8).numa_node = 1;
+    h.fn("0000:02:00.0", 0x10de, 0x2331, 0x030200, "nvidia", 8).numa_node = 1;
+    h.fn("0000:02:00.1", 0x10de, 0x22a3, 0x040300, "", 8).numa_node = 1;
+    h.fn("0000:05:00.0", 0x10de, 0x2331, 0x030200, "nvidia", std::nullopt).numa_node = 3;
+    h.allow(0x10de, 0x2331);
+    std::vector<GroupPlan> plans = h.plan().groups;
+    plans.push_back(plan_release(h.topo, h.use, 8, {{A("0000:02:00.0"), "nvidia"}}));
+    size_t seen = 0;
+    for (const auto& g : plans)
+        for (const auto& d : g.devices) {
+            EXPECT_EQ(static_cast<const FunctionFacts&>(d),
+                      static_cast<const FunctionFacts&>(h.topo.functions.at(d.address)))
+                << d.address.str();
+            ++seen;
+        }
+    EXPECT_EQ(seen, 7u);  // the group's three, the ungrouped one, and the release's three
+    EXPECT_EQ(dev(plans.at(1), "0000:05:00.0").numa_node, 3);
+}
+
 TEST(Planner, GroupHoldingOnlyAMatchingBridgeIsNotPlanned) {
     Host h;
     h.fn("0000:00:1c.0", 0x8086, 0xa110, 0x060400, "pcieport", 8);

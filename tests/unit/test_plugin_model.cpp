@@ -26,8 +26,8 @@ client::DaemonGroup group(unsigned id, const char* state, std::vector<PlannedDev
     g.state = state;
     g.state_value = parse_group_state(state);
     g.plan.devices = std::move(devices);
-    for (const auto& d : g.plan.devices)
-        g.numa_nodes[d.address] = numa;
+    for (auto& d : g.plan.devices)
+        d.numa_node = numa;
     return g;
 }
 

@@ -64,6 +64,27 @@ TEST_F(ServiceTest, EnforceColdplugBindsWholeGroupsAndRefusesTheRootDisk) {
     EXPECT_EQ(s.inventory().devices.at(addr("0000:01:00.1")).role, Role::Companion);
 }
 
+// The published device is the planner's record of the function (core/plan.hpp DeviceRecord):
+// what sysfs says, NUMA node included, and what the plan made of it.
+TEST_F(ServiceTest, PublishedDeviceIsThePlannersRecord) {
+    tree.write_file(tree.devpath("0000:01:00.1") + "/numa_node", "1\n");
+    Service s(kernel, {.config_file = std::nullopt, .force_observe = true});
+    ASSERT_TRUE(s.start());
+    const DeviceInfo& audio = s.inventory().devices.at(addr("0000:01:00.1"));
+    EXPECT_EQ(audio.numa_node, 1);
+    EXPECT_EQ(audio.vendor, 0x10de);
+    EXPECT_EQ(audio.device, 0x22a3);
+    EXPECT_EQ(audio.class_code, 0x040300u);
+    EXPECT_EQ(audio.driver, "snd_hda_intel");
+    EXPECT_EQ(audio.role, Role::Companion);
+    EXPECT_EQ(audio.target, "vfio-pci");
+    EXPECT_EQ(audio.resource_name, std::nullopt);
+    EXPECT_EQ(audio.group, 13u);
+    const DeviceInfo& gpu = s.inventory().devices.at(addr("0000:01:00.0"));
+    EXPECT_EQ(gpu.numa_node, 0);
+    EXPECT_EQ(gpu.resource_name, "nvidia.com/GH100_H100_PCIE");
+}
+
 TEST_F(ServiceTest, ObserveModeWritesNothingAndShowsPending) {
     Service s(kernel, {.config_file = std::nullopt, .force_observe = true});
     ASSERT_TRUE(s.start());
