@@ -11,7 +11,15 @@ namespace vfiod::plugin {
 
 InventoryFollower::InventoryFollower(sdbus::IConnection& bus, Loop& loop,
                                      std::function<void(Update)> updated)
-    : loop_(loop), updated_(std::move(updated)), reader_(bus, kReadTimeout) {}
+    : loop_(loop),
+      updated_(std::move(updated)),
+      reader_(bus, kReadTimeout),
+      check_(bus, kReadTimeout) {}
+
+client::DaemonView InventoryFollower::view() const {
+    const client::Inventory* before = check_.before();
+    return (before ? *before : inventory_).view();
+}
 
 void InventoryFollower::follow(sdbus::IConnection& bus) {
     watch_ = client::watch_inventory(
@@ -35,16 +43,43 @@ void InventoryFollower::read() {
 // From the bus's message processing. A change is applied to the inventory by itself; the
 // snapshot follows after this turn's messages. A change that comes while a whole read is due,
 // in flight or backed off is left to that read, or to one after it (the answer may predate the
-// change); one that cannot be applied by itself asks for a whole read. So does a removal:
-// vfiod removes every object when it stops, and the plugin then keeps the last inventory
-// (bindings outlive vfiod); only the read's answer (Unavailable, or the inventory without the
-// object) tells a stopping vfiod from a group that is gone.
+// change); one that cannot be applied by itself asks for a whole read. A removal is applied
+// too, but served only once RemovalCheck says vfiod goes on: vfiod removes every object when
+// it stops, and the plugin then keeps the last inventory (bindings outlive vfiod). The
+// removals that follow one before its answer are the same episode: they were sent before it.
 void InventoryFollower::on_change(sdbus::Message& signal) {
-    if (due_ || reader_.busy() || backoff_.retry ||
-        signal.getMemberName() == "InterfacesRemoved" || !inventory_.apply(signal))
+    if (due_ || reader_.busy() || backoff_.retry) {
         due_ = true;
-    else
+        return;
+    }
+    if (signal.getMemberName() == "InterfacesRemoved" && !check_.pending() &&
+        !check_.start(signal.getSender(), inventory_,
+                      [this](bool alive, const std::string& why, client::Inventory&& before) {
+                          guarded("checking a removal", [&] {
+                              removal_checked(alive, why, std::move(before));
+                          });
+                      })) {
+        due_ = true;  // unconfirmed, so unapplied: the whole read says what is gone
+        return;
+    }
+    if (inventory_.apply(signal))
         updated_(Update::Changed);
+    else
+        due_ = true;
+}
+
+// vfiod answered after the removals: they stand. Otherwise the inventory goes back to what it
+// was, and the owner change that follows a stopping vfiod, or a whole read, says what is gone.
+void InventoryFollower::removal_checked(bool alive, const std::string& why,
+                                        client::Inventory&& before) {
+    if (alive) {
+        updated_(Update::Changed);
+        return;
+    }
+    spdlog::debug("vfiod did not confirm a removal ({}); keeping the inventory as it was",
+                  why);
+    inventory_ = std::move(before);
+    due_ = true;
 }
 
 // From the bus's message processing: no D-Bus call here, and nothing that waits.
@@ -54,6 +89,7 @@ void InventoryFollower::on_read(const client::ClientResult& r, client::Inventory
             spdlog::info("vfiod answers again: inventory read");
         backoff_.failures = 0;
         backoff_.said_absent = false;
+        check_.cancel();  // the answer is newer than any removal it would confirm
         inventory_ = std::move(inventory);
         updated_(Update::Read);
         trim_ = true;
@@ -89,6 +125,9 @@ void InventoryFollower::read_failed(const client::ClientResult& r) {
 // A new owner is a new vfiod: what was in flight or backed off concerned the old one.
 void InventoryFollower::owner_changed(bool owner) {
     reader_.cancel();
+    // Removals not confirmed yet were the old owner's last words, or are re-read from the new.
+    if (auto before = check_.cancel())
+        inventory_ = std::move(*before);
     loop_.cancel(backoff_.retry);
     backoff_.retry = 0;
     backoff_.failures = 0;

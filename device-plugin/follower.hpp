@@ -1,8 +1,9 @@
 // vfiod's inventory as the plugin knows it (DESIGN §9): read whole at start and whenever
-// org.vfiod1 changes hands, kept current in between by vfiod's signals one change at a time.
-// A read that fails is asked again after a backoff; while vfiod is away the last inventory
-// stays, since bindings outlive vfiod. Loop thread only. It owns the inventory, its reader,
-// the signal subscription and the backoff; it never calls vfiod's methods beyond those reads.
+// org.vfiod1 changes hands, kept current in between by vfiod's signals one change at a time
+// (removals too, once RemovalCheck says vfiod goes on). A read that fails is asked again after
+// a backoff; while vfiod is away the last inventory stays, since bindings outlive vfiod. Loop
+// thread only. It owns the inventory, its reader, the removal check, the signal subscription
+// and the backoff; it never calls vfiod's methods beyond those reads and the check's Ping.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,7 @@
 
 #include "dbus_client.hpp"
 #include "infra/loop.hpp"
+#include "removal_check.hpp"
 
 namespace vfiod::plugin {
 
@@ -37,8 +39,8 @@ public:
     // Subscribes to vfiod's signals and its bus name; a whole read follows at the next
     // settle(). Throws sdbus::Error when the bus refuses a subscription.
     void follow(sdbus::IConnection& bus);
-    // The inventory to serve.
-    client::DaemonView view() const { return inventory_.view(); }
+    // The inventory to serve: while removals wait for their check, the one before them.
+    client::DaemonView view() const;
     // After each loop turn: a whole read if one is due, then the heap trimmed after a read.
     void settle();
     // Runs one entry from the bus, the loop or gRPC: what it throws (sdbus::Error, bad_alloc,
@@ -59,11 +61,13 @@ private:
     void on_read(const client::ClientResult& r, client::Inventory&& inventory);
     void read_failed(const client::ClientResult& r);
     void owner_changed(bool owner);
+    void removal_checked(bool alive, const std::string& why, client::Inventory&& before);
 
     Loop& loop_;
     std::function<void(Update)> updated_;
     client::Inventory inventory_;  // read whole at start and on a new owner, then kept by signals
     client::ViewReader reader_;
+    RemovalCheck check_;
     std::shared_ptr<client::Watch> watch_;
     Backoff backoff_;
     bool due_ = true;    // a whole read is due
