@@ -23,7 +23,8 @@ namespace vfiod::plugin {
 class RemovalCheck {
 public:
     // vfiod answered (`alive`), or why not and the inventory as it was before the removals.
-    using Done = std::function<void(bool alive, const std::string& why, client::Inventory&& before)>;
+    using Done =
+        std::function<void(bool alive, const std::string& why, client::Inventory&& before)>;
 
     RemovalCheck(sdbus::IConnection& bus, std::chrono::milliseconds timeout);
     ~RemovalCheck() { cancel(); }

@@ -2,9 +2,9 @@
 // cue: it owns org.vfiod1 and answers GetManagedObjects and the Manager's GetAll from an
 // inventory the test sets, or holds every call unanswered (a frozen vfiod: the calls stay queued
 // as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged (with
-// or without the new value) and
-// InterfacesRemoved, gives up or takes its name on request, and stops the way vfiod does. Raw sd-bus: sdbus-c++ refuses to serve the standard
-// ObjectManager and Properties interfaces by hand.
+// or without the new value) and InterfacesRemoved, gives up or takes its name on request, and
+// stops the way vfiod does. Raw sd-bus: sdbus-c++ refuses to serve the standard ObjectManager
+// and Properties interfaces by hand.
 #pragma once
 
 #include <poll.h>
