@@ -77,7 +77,7 @@ void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
     for (const auto& [name, devices] : after.resources) {
         // One line per health change, none for an unchanged list.
         for (const auto& d : devices) {
-            const PluginDevice* old = before.find(name, d.address.str());
+            const PluginDevice* old = before.find(name, d.address);
             if (!old || old->healthy != d.healthy)
                 spdlog::info("{}: {} (IOMMU group {}) {}", name, d.address.str(), d.group,
                              d.healthy ? "Healthy" : "Unhealthy");
