@@ -120,6 +120,10 @@ protected:
         ASSERT_TRUE(peer.start());
     }
 
+    // The fake vfiod with 2,000 one-function groups (4,000 objects), read whole, as the plugin
+    // reads it, on a connection of the test's own; a failure is the test's.
+    std::unique_ptr<sdbus::IConnection> read_fleet(client::Inventory* inv);
+
     // The plugin's log from byte `from` on.
     std::string log_since(size_t from) { return slurp(work + "/plugin.log").substr(from); }
     size_t log_size() { return slurp(work + "/plugin.log").size(); }
@@ -806,24 +810,37 @@ bool pump(sdbus::IConnection& bus, const std::function<bool()>& done,
     return done();
 }
 
+// The whole inventory on `bus`, as the plugin reads it; false when the read does not end well.
+bool read_whole(sdbus::IConnection& bus, client::Inventory* inv) {
+    client::ViewReader reader(bus, 5s);
+    bool read = false, ok = false;
+    if (!reader
+             .start([&](const client::ClientResult& r, client::Inventory&& got) {
+                 EXPECT_TRUE(r.ok()) << r.message;
+                 ok = r.ok();
+                 *inv = std::move(got);
+                 read = true;
+             })
+             .ok())
+        return false;
+    return pump(bus, [&] { return read; }, 20s) && ok;
+}
+
+std::unique_ptr<sdbus::IConnection> DevicePluginTest::read_fleet(client::Inventory* inv) {
+    start_peer(peer_functions(1, 2000));
+    auto bus = sdbus::createSystemBusConnection();
+    EXPECT_TRUE(read_whole(*bus, inv));
+    EXPECT_EQ(inv->decoded(), 4000u);
+    return bus;
+}
+
 // Issue 22: a change costs the objects it names, not the inventory. 2,000 one-function groups
 // (4,000 objects): the whole read decodes each object once; after it each single-group State
 // change decodes one object, and a change without its value is refused (a whole read is due).
 TEST_F(DevicePluginTest, AChangeDecodesTheObjectsItNamesNotTheInventory) {
-    start_peer(peer_functions(1, 2000));
-    auto bus = sdbus::createSystemBusConnection();
     client::Inventory inv;
-    client::ViewReader reader(*bus, 5s);
-    bool read = false;
-    ASSERT_TRUE(reader
-                    .start([&](const client::ClientResult& r, client::Inventory&& got) {
-                        EXPECT_TRUE(r.ok()) << r.message;
-                        inv = std::move(got);
-                        read = true;
-                    })
-                    .ok());
-    ASSERT_TRUE(pump(*bus, [&] { return read; }, 20s));
-    EXPECT_EQ(inv.decoded(), 4000u);
+    auto bus = read_fleet(&inv);
+    ASSERT_FALSE(HasFailure());
     int applied = 0, refused = 0;
     auto watch = client::watch_inventory(
         *bus, [&](sdbus::Message& m) { ++(inv.apply(m) ? applied : refused); }, [](bool) {});
@@ -869,20 +886,9 @@ TEST_F(DevicePluginTest, AStateChangeIsServedWithoutReadingTheInventoryAgain) {
 // Issue 22: a removal costs the objects it names, not the inventory. 2,000 one-function groups:
 // two groups dropped by a Reload are four InterfacesRemoved, four objects, and no read.
 TEST_F(DevicePluginTest, ARemovalDecodesTheObjectsItNamesNotTheInventory) {
-    start_peer(peer_functions(1, 2000));
-    auto bus = sdbus::createSystemBusConnection();
     client::Inventory inv;
-    client::ViewReader reader(*bus, 5s);
-    bool read = false;
-    ASSERT_TRUE(reader
-                    .start([&](const client::ClientResult& r, client::Inventory&& got) {
-                        EXPECT_TRUE(r.ok()) << r.message;
-                        inv = std::move(got);
-                        read = true;
-                    })
-                    .ok());
-    ASSERT_TRUE(pump(*bus, [&] { return read; }, 20s));
-    ASSERT_EQ(inv.decoded(), 4000u);
+    auto bus = read_fleet(&inv);
+    ASSERT_FALSE(HasFailure());
     int applied = 0;
     auto watch = client::watch_inventory(
         *bus, [&](sdbus::Message& m) { applied += inv.apply(m); }, [](bool) {});
