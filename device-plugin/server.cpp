@@ -226,9 +226,11 @@ public:
         auto snap = store_.get();
         for (const auto& c : req->container_requests()) {
             auto* r = out->add_container_responses();
+            // Parsed once, here; the answer is addresses, formatted back only on the way out.
+            DeviceIds available = parse_device_ids(c.available_deviceids());
+            DeviceIds must = parse_device_ids(c.must_include_deviceids());
             for (const PciAddress& a :
-                 preferred_allocation(*snap, resource_, parse_device_ids(c.available_deviceids()),
-                                      parse_device_ids(c.must_include_deviceids()), c.allocation_size()))
+                 preferred_allocation(*snap, resource_, available, must, c.allocation_size()))
                 r->add_deviceids(a.str());
         }
         return grpc::Status::OK;
