@@ -12,8 +12,10 @@
 //      (goal: each <= 1 s; tests/integration asserts only 3 s);
 //   5. issue 22, 4,000 objects (the tests' fake vfiod: 2,000 one-function groups of one
 //      resource): the plugin's RSS serving them, and PropertiesChanged (State with its value)
-//      -> the ListAndWatch list showing it, over 40 changes. VFIOD_BENCH_PLUGIN=PATH measures
-//      another build of the plugin (main's, for the figure before).
+//      -> the ListAndWatch list showing it, over 40 changes; then 10 groups removed one at a
+//      time (InterfacesRemoved) -> the list without the device, and the whole reads they cost.
+//      VFIOD_BENCH_PLUGIN=PATH measures another build of the plugin (main's, for the figure
+//      before).
 // VFIOD_BENCH_ONLY=frozen or =4000 runs measure 4 or 5 alone.
 // Private bus, the test build of vfiod on the fake kernel, the real plugin binary, and the
 // tests' fake kubelet. Run with `meson test -C build --benchmark device-plugin` or directly.
@@ -227,6 +229,31 @@ bool frozen_vfiod() {
     return restarts.back() <= 1000 && term <= 1000 && code == 0;
 }
 
+// Measure 5's removals: 10 groups dropped one at a time, as a Reload drops them (InterfacesRemoved
+// for the function, then for the group). Time from the signal to the first list without the
+// device; empty when one never came.
+std::vector<double> removal_latencies(FakeVfiodPeer& peer, FakeKubelet& kubelet,
+                                      const std::vector<std::string>& ids) {
+    std::vector<double> lat;
+    for (unsigned g = 1100; g < 1110; ++g) {  // groups the State changes leave alone
+        auto t0 = Clock::now();
+        peer.emit_removed(g);
+        std::optional<Clock::time_point> at;
+        auto gone = [&] {
+            auto l = kubelet.latest(kRes);
+            if (l.health.count(ids[g - 100]))
+                return false;
+            at = l.at;
+            return true;
+        };
+        if (!eventually(gone, 10s))
+            return {};
+        lat.push_back(ms(*at - t0));
+    }
+    std::sort(lat.begin(), lat.end());
+    return lat;
+}
+
 // Measure 5: 4,000 objects, one State change at a time.
 bool at_4000_objects() {
     const char* other = std::getenv("VFIOD_BENCH_PLUGIN");
@@ -273,6 +300,14 @@ bool at_4000_objects() {
                 "%zu; %d inventory reads\n",
                 other ? other : "this build", rss, hwm, rss_after, lat[lat.size() / 2],
                 lat.back(), lat.size(), peer.reads());
+    const int reads = peer.reads();
+    auto removed = removal_latencies(peer, kubelet, ids);
+    if (removed.empty())
+        return false;
+    std::printf("4,000 objects (%s): InterfacesRemoved -> ListAndWatch: median %.1f ms, max %.1f "
+                "ms over %zu removed groups; %d inventory reads for them\n",
+                other ? other : "this build", removed[removed.size() / 2], removed.back(),
+                removed.size(), peer.reads() - reads);
     return true;
 }
 

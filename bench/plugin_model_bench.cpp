@@ -70,8 +70,10 @@ int main(int argc, char** argv) {
     row(name.c_str(), runs, [&] {
         std::vector<ContainerAllocation> out;
         AllocateError err;
-        ok &= group_mates_outside(snap, {ids}).empty() &&
-              allocate(snap, res, {ids}, {}, host, &out, &err) && out.size() == 1;
+        // Parsed once, as the server does when the request arrives.
+        std::vector<DeviceIds> request{parse_device_ids(ids)};
+        ok &= group_mates_outside(snap, request).empty() &&
+              allocate(snap, res, request, {}, host, &out, &err) && out.size() == 1;
     });
     std::vector<std::string> unknown(10000);
     for (size_t i = 0; i < unknown.size(); ++i)
@@ -79,13 +81,16 @@ int main(int argc, char** argv) {
     row("allocate 10000 unknown IDs", runs, [&] {
         std::vector<ContainerAllocation> out;
         AllocateError err;
-        ok &= group_mates_outside(snap, {unknown}).empty() &&
-              !allocate(snap, res, {unknown}, {}, host, &out, &err);
+        std::vector<DeviceIds> request{parse_device_ids(unknown)};
+        ok &= group_mates_outside(snap, request).empty() &&
+              !allocate(snap, res, request, {}, host, &out, &err);
     });
     std::vector<std::string> must(ids.begin(), ids.begin() + ids.size() / 2);
     name = "preferred " + std::to_string(n) + " of " + std::to_string(n);
     row(name.c_str(), runs, [&] {
-        ok &= preferred_allocation(snap, res, ids, must, static_cast<int>(n)).size() == n;
+        ok &= preferred_allocation(snap, res, parse_device_ids(ids),
+                                   parse_device_ids(must), static_cast<int>(n))
+                  .size() == n;
     });
     if (!ok) {
         std::fprintf(stderr, "vfiod-bench-allocate: an answer was wrong\n");

@@ -196,13 +196,14 @@ struct InventoryEditor {
         return true;
     }
 
+    // InterfacesRemoved: each object it names counts as decoded, as a change's does.
     static void removed(Inventory* inv, const std::string& path,
                         const std::vector<std::string>& ifaces) {
         for (const auto& i : ifaces)
             if (i == "org.vfiod1.Group")
-                inv->groups_.erase(path);
+                inv->decoded_ += inv->groups_.erase(path);
             else if (i == "org.vfiod1.Device")
-                inv->devices_.erase(path);
+                inv->decoded_ += inv->devices_.erase(path);
     }
 };
 

@@ -124,6 +124,6 @@ int main(int argc, char** argv) {
                  opts.kubelet_dir, opts.root);
     Loop loop(*bus, signals);
     Plugin plugin(opts, *bus, loop);
-    return plugin.run();
+    return plugin.run(*bus);
 }
 

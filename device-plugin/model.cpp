@@ -16,7 +16,19 @@ thread_local size_t examined = 0;
 
 size_t examined_on_this_thread() { return examined; }
 
-const PluginDevice* Snapshot::find(const std::string& id) const {
+DeviceId DeviceId::parse(const std::string& text) {
+    // parse() accepts exactly the canonical form, the only one make_snapshot() lists.
+    if (auto a = PciAddress::parse(text))
+        return {a, {}};
+    return {std::nullopt, text};
+}
+
+size_t PciAddressHash::operator()(const PciAddress& a) const noexcept {
+    return std::hash<std::uint64_t>{}(std::uint64_t{a.domain} << 24 | std::uint64_t{a.bus} << 16 |
+                                      std::uint64_t{a.slot} << 8 | a.function);
+}
+
+const PluginDevice* Snapshot::find(const PciAddress& id) const {
     ++examined;
     auto it = ids.find(id);
     if (it == ids.end())
@@ -27,7 +39,7 @@ const PluginDevice* Snapshot::find(const std::string& id) const {
                : &r->second[it->second.second];
 }
 
-const PluginDevice* Snapshot::find(const std::string& resource, const std::string& id) const {
+const PluginDevice* Snapshot::find(const std::string& resource, const PciAddress& id) const {
     auto it = ids.find(id);
     if (it == ids.end() || it->second.first != resource) {
         ++examined;
@@ -82,37 +94,40 @@ Snapshot make_snapshot(const client::DaemonView& view,
     refuse_collisions(&s);
     for (const auto& [name, devices] : s.resources)
         for (size_t i = 0; i < devices.size(); ++i)
-            s.ids.try_emplace(devices[i].address.str(), name, i);
+            s.ids.try_emplace(devices[i].address, name, i);
     return s;
 }
 
 namespace {
 
-// The group of each requested ID that is a known function (unknown ones are the caller's error).
-std::set<unsigned> groups_of(const Snapshot& snap,
-                             const std::vector<std::vector<std::string>>& requests) {
+// The group of each requested ID that is a known function (unknown ones are the caller's error),
+// and every requested address.
+std::set<unsigned> groups_of(const Snapshot& snap, const std::vector<DeviceIds>& requests,
+                             std::set<PciAddress>* requested) {
     std::set<unsigned> groups;
     for (const auto& ids : requests)
-        for (const auto& id : ids)
-            if (const PluginDevice* d = snap.find(id))
+        for (const auto& id : ids) {
+            if (!id.address)
+                continue;
+            requested->insert(*id.address);
+            if (const PluginDevice* d = snap.find(*id.address))
                 groups.insert(d->group);
+        }
     return groups;
 }
 
 // group_mates_outside() with each function's group.
 std::vector<std::pair<PciAddress, unsigned>> mates_outside(
-    const Snapshot& snap, const std::vector<std::vector<std::string>>& requests) {
-    std::set<std::string> requested;
-    for (const auto& ids : requests)
-        requested.insert(ids.begin(), ids.end());
+    const Snapshot& snap, const std::vector<DeviceIds>& requests) {
+    std::set<PciAddress> requested;
     std::vector<std::pair<PciAddress, unsigned>> out;
-    for (unsigned g : groups_of(snap, requests)) {
+    for (unsigned g : groups_of(snap, requests, &requested)) {
         auto it = snap.group_functions.find(g);
         if (it == snap.group_functions.end())
             continue;
         examined += it->second.size();
         for (const auto& a : it->second)
-            if (!requested.count(a.str()))
+            if (!requested.count(a))
                 out.emplace_back(a, g);
     }
     return out;
@@ -122,8 +137,8 @@ AllocateError error(AllocateError::Code c, std::string m) { return {c, std::move
 
 }  // namespace
 
-std::vector<PciAddress> group_mates_outside(
-    const Snapshot& snap, const std::vector<std::vector<std::string>>& requests) {
+std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
+                                            const std::vector<DeviceIds>& requests) {
     std::vector<PciAddress> out;
     for (const auto& [a, g] : mates_outside(snap, requests))
         out.push_back(a);
@@ -135,26 +150,26 @@ namespace {
 // What allocate() keeps across the containers of one request: IDs seen, and which container
 // takes each group (two containers must not share one).
 struct RequestTally {
-    std::set<std::string> seen;
+    std::set<PciAddress> seen;
     std::map<unsigned, size_t> group_owner;
 };
 
 // The groups container `c` asks for, in request order, or false with *err naming the first ID
 // that is unknown, repeated, unhealthy or splits a group with another container.
 bool groups_of_container(const Snapshot& snap, const std::string& resource,
-                         const std::vector<std::string>& ids, size_t c, RequestTally* tally,
+                         const DeviceIds& ids, size_t c, RequestTally* tally,
                          std::vector<unsigned>* groups, AllocateError* err) {
     using Code = AllocateError::Code;
     std::set<unsigned> listed;
     for (const auto& id : ids) {
-        const std::string shown = printable(id);
-        const PluginDevice* d = snap.find(resource, id);
+        const std::string shown = printable(id.str());
+        const PluginDevice* d = id.address ? snap.find(resource, *id.address) : nullptr;
         if (!d) {
             *err = error(Code::InvalidArgument,
                          "unknown device ID '" + shown + "' for resource " + resource);
             return false;
         }
-        if (!tally->seen.insert(id).second) {
+        if (!tally->seen.insert(*id.address).second) {
             *err = error(Code::InvalidArgument, "device ID " + shown + " is requested twice");
             return false;
         }
@@ -200,8 +215,8 @@ std::vector<DeviceNode> iommufd_nodes(const Snapshot& snap, const std::vector<un
 
 // One container's answer: the container node, each group's node, the iommufd nodes, the env.
 ContainerAllocation answer_for(const Snapshot& snap, const std::string& resource,
-                               const std::vector<std::string>& ids,
-                               const std::vector<unsigned>& groups, const HostFs& host) {
+                               const DeviceIds& ids, const std::vector<unsigned>& groups,
+                               const HostFs& host) {
     ContainerAllocation a;
     a.devices.push_back({pci_paths::host_path(pci_paths::kVfioContainer)});
     for (unsigned g : groups)
@@ -210,14 +225,17 @@ ContainerAllocation answer_for(const Snapshot& snap, const std::string& resource
     if (!cdevs.empty() && host.exists("dev/iommu"))
         a.devices.push_back({"/dev/iommu"});
     a.devices.insert(a.devices.end(), cdevs.begin(), cdevs.end());
-    a.envs[plugin_env_name(resource)] = join(ids, ",");
+    std::vector<std::string> listed;  // every ID is known by now: the kubelet's own text
+    listed.reserve(ids.size());
+    for (const auto& id : ids)
+        listed.push_back(id.address->str());
+    a.envs[plugin_env_name(resource)] = join(listed, ",");
     return a;
 }
 
 // A group-mate left out of the request but held by some container: handing this group out
 // would open it in two containers, which VFIO cannot do.
-bool splits_a_held_group(const Snapshot& snap,
-                         const std::vector<std::vector<std::string>>& requests,
+bool splits_a_held_group(const Snapshot& snap, const std::vector<DeviceIds>& requests,
                          const Holders& holders, AllocateError* err) {
     for (const auto& [mate, g] : mates_outside(snap, requests)) {
         auto h = holders.find(mate.str());
@@ -234,7 +252,7 @@ bool splits_a_held_group(const Snapshot& snap,
 }  // namespace
 
 bool allocate(const Snapshot& snap, const std::string& resource,
-              const std::vector<std::vector<std::string>>& requests, const Holders& holders,
+              const std::vector<DeviceIds>& requests, const Holders& holders,
               const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err) {
     if (!snap.resources.count(resource)) {
         *err = error(AllocateError::Code::FailedPrecondition,
@@ -267,15 +285,15 @@ public:
         : snap_(snap), resource_(resource), size_(size) {}
 
     // The offered IDs this resource knows, by group; unknown IDs are never chosen.
-    void offer(const std::vector<std::string>& ids) {
+    void offer(const DeviceIds& ids) {
         for (const auto& id : ids)
-            if (const PluginDevice* d = snap_.find(resource_, id); d && offered_.insert(d).second)
+            if (const PluginDevice* d = known(id); d && offered_.insert(d).second)
                 by_group_[d->group].push_back(d);
     }
     // must_include, each with the rest of its group.
-    void take_required(const std::vector<std::string>& ids) {
+    void take_required(const DeviceIds& ids) {
         for (const auto& id : ids)
-            if (const PluginDevice* d = snap_.find(resource_, id); d && offered_.count(d)) {
+            if (const PluginDevice* d = known(id); d && offered_.count(d)) {
                 take(d);
                 take_group(d->group);
             }
@@ -300,7 +318,7 @@ public:
             for (const PluginDevice* d : devices)
                 take(d);
     }
-    std::vector<std::string> chosen() && { return std::move(chosen_); }
+    std::vector<PciAddress> chosen() && { return std::move(chosen_); }
 
 private:
     // Groups in the order take_whole_groups() prefers them, behind a cursor.
@@ -321,11 +339,14 @@ private:
         }
     };
 
+    const PluginDevice* known(const DeviceId& id) const {
+        return id.address ? snap_.find(resource_, *id.address) : nullptr;
+    }
     int left() const { return size_ - static_cast<int>(chosen_.size()); }
     void take(const PluginDevice* d) {
         if (left() <= 0 || !taken_.insert(d).second)
             return;
-        chosen_.push_back(d->address.str());
+        chosen_.push_back(d->address);
         touched_.insert(d->group);
         numa_.count(d->numa_node);
     }
@@ -363,7 +384,7 @@ private:
     std::map<unsigned, std::vector<const PluginDevice*>> by_group_;
     std::set<const PluginDevice*> offered_, taken_;
     std::set<unsigned> touched_;
-    std::vector<std::string> chosen_;
+    std::vector<PciAddress> chosen_;
     NumaTally numa_;
     Ordered all_;
     std::map<int, Ordered> nodes_;
@@ -371,10 +392,9 @@ private:
 
 }  // namespace
 
-std::vector<std::string> preferred_allocation(const Snapshot& snap, const std::string& resource,
-                                              const std::vector<std::string>& available,
-                                              const std::vector<std::string>& must_include,
-                                              int size) {
+std::vector<PciAddress> preferred_allocation(const Snapshot& snap, const std::string& resource,
+                                             const DeviceIds& available,
+                                             const DeviceIds& must_include, int size) {
     Chooser c(snap, resource, size);
     c.offer(available);
     c.offer(must_include);

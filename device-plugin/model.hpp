@@ -26,6 +26,35 @@ struct PluginDevice {
     bool operator==(const PluginDevice&) const = default;
 };
 
+// A device ID from the kubelet, parsed once where gRPC hands it over (server.cpp). The IDs this
+// plugin lists are canonical PCI addresses; any other text names no device of ours, and is kept
+// only for the error that names it.
+struct DeviceId {
+    std::optional<PciAddress> address;  // none: not an ID this plugin lists
+    std::string unknown;                // the text as received, when address is none
+
+    static DeviceId parse(const std::string& text);
+    // The ID as the kubelet sent it (not yet made printable).
+    std::string str() const { return address ? address->str() : unknown; }
+};
+// One container's IDs, as the kubelet listed them.
+using DeviceIds = std::vector<DeviceId>;
+
+// Each of `texts` (strings: a request's repeated field, say) parsed, in order.
+template <typename Texts>
+DeviceIds parse_device_ids(const Texts& texts) {
+    DeviceIds out;
+    out.reserve(static_cast<size_t>(texts.size()));
+    for (const auto& t : texts)
+        out.push_back(DeviceId::parse(t));
+    return out;
+}
+
+// Snapshot::ids' key: an address packed into one word.
+struct PciAddressHash {
+    size_t operator()(const PciAddress& a) const noexcept;
+};
+
 struct Snapshot {
     // Resource name → its functions, by address.
     std::map<std::string, std::vector<PluginDevice>> resources;
@@ -37,12 +66,12 @@ struct Snapshot {
     std::map<std::string, std::string> refused;
     // Device ID -> its resource and its position there, filled by make_snapshot(): a lookup by
     // ID is one probe, so Allocate's work grows with the request, not with request x inventory.
-    std::unordered_map<std::string, std::pair<std::string, size_t>> ids;
+    std::unordered_map<PciAddress, std::pair<std::string, size_t>, PciAddressHash> ids;
 
     // The device `id` names in `resource`; nullptr when it names none there.
-    const PluginDevice* find(const std::string& resource, const std::string& id) const;
+    const PluginDevice* find(const std::string& resource, const PciAddress& id) const;
     // The same in any resource.
-    const PluginDevice* find(const std::string& id) const;
+    const PluginDevice* find(const PciAddress& id) const;
 };
 
 // Device records the model has examined on this thread (a lookup by ID counts one, a walk over
@@ -75,7 +104,7 @@ using Holders = std::map<std::string, std::string>;
 // The functions of the requested IDs' groups that the request leaves out: if any of them is
 // held by a container, the request would split a group. Empty: no need to ask the kubelet.
 std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
-                                            const std::vector<std::vector<std::string>>& requests);
+                                            const std::vector<DeviceIds>& requests);
 
 // One answer per container request, or the first error (naming the ID and, for a split group,
 // the holder). `holders` may be empty when group_mates_outside() was empty. `host` says which
@@ -83,15 +112,14 @@ std::vector<PciAddress> group_mates_outside(const Snapshot& snap,
 // sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>); the answer names
 // host paths ("/dev/vfio/13") whatever the root.
 bool allocate(const Snapshot& snap, const std::string& resource,
-              const std::vector<std::vector<std::string>>& requests, const Holders& holders,
+              const std::vector<DeviceIds>& requests, const Holders& holders,
               const HostFs& host, std::vector<ContainerAllocation>* out, AllocateError* err);
 
 // A preferred set of `size` IDs from `available` that contains `must_include`: whole groups
 // first (the groups of must_include, then groups that fit whole), on as few NUMA nodes as
 // possible, then single functions if nothing whole fits. Deterministic for equal inputs.
-std::vector<std::string> preferred_allocation(const Snapshot& snap, const std::string& resource,
-                                              const std::vector<std::string>& available,
-                                              const std::vector<std::string>& must_include,
-                                              int size);
+std::vector<PciAddress> preferred_allocation(const Snapshot& snap, const std::string& resource,
+                                             const DeviceIds& available,
+                                             const DeviceIds& must_include, int size);
 
 }  // namespace vfiod::plugin

@@ -148,13 +148,13 @@ bool list_holders(const std::string& socket, Holders* out, std::string* err) {
 // lines, 5,000 IDs one 65 KB line): how many, the first few IDs, and how many more.
 constexpr size_t kLoggedIds = 8;
 
-std::string allocation_summary(const std::vector<std::vector<std::string>>& requests) {
+std::string allocation_summary(const std::vector<DeviceIds>& requests) {
     size_t total = 0;
     std::string ids;
     for (const auto& container : requests)
         for (const auto& id : container)
             if (++total <= kLoggedIds)
-                ids += (total > 1 ? ", " : ": ") + id;
+                ids += (total > 1 ? ", " : ": ") + id.str();
     std::string s = std::to_string(total) + (total == 1 ? " device to " : " devices to ") +
                     std::to_string(requests.size()) +
                     (requests.size() == 1 ? " container" : " containers") + ids;
@@ -225,14 +225,13 @@ public:
                                         v1beta1::PreferredAllocationResponse* out) override {
         auto snap = store_.get();
         for (const auto& c : req->container_requests()) {
-            std::vector<std::string> avail(c.available_deviceids().begin(),
-                                           c.available_deviceids().end());
-            std::vector<std::string> must(c.must_include_deviceids().begin(),
-                                          c.must_include_deviceids().end());
             auto* r = out->add_container_responses();
-            for (auto& id : preferred_allocation(*snap, resource_, avail, must,
-                                                 c.allocation_size()))
-                r->add_deviceids(id);
+            // Parsed once, here; the answer is addresses, formatted back only on the way out.
+            DeviceIds available = parse_device_ids(c.available_deviceids());
+            DeviceIds must = parse_device_ids(c.must_include_deviceids());
+            for (const PciAddress& a :
+                 preferred_allocation(*snap, resource_, available, must, c.allocation_size()))
+                r->add_deviceids(a.str());
         }
         return grpc::Status::OK;
     }
@@ -240,9 +239,10 @@ public:
     grpc::Status Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* req,
                           v1beta1::AllocateResponse* out) override {
         auto snap = store_.get();
-        std::vector<std::vector<std::string>> requests;
+        std::vector<DeviceIds> requests;
+        requests.reserve(static_cast<size_t>(req->container_requests_size()));
         for (const auto& c : req->container_requests())
-            requests.emplace_back(c.devices_ids().begin(), c.devices_ids().end());
+            requests.push_back(parse_device_ids(c.devices_ids()));  // once, here
         Holders holders;
         AllocateError err;
         if (!group_mates_outside(*snap, requests).empty()) {

@@ -120,6 +120,10 @@ protected:
         ASSERT_TRUE(peer.start());
     }
 
+    // The fake vfiod with 2,000 one-function groups (4,000 objects), read whole, as the plugin
+    // reads it, on a connection of the test's own; a failure is the test's.
+    std::unique_ptr<sdbus::IConnection> read_fleet(client::Inventory* inv);
+
     // The plugin's log from byte `from` on.
     std::string log_since(size_t from) { return slurp(work + "/plugin.log").substr(from); }
     size_t log_size() { return slurp(work + "/plugin.log").size(); }
@@ -806,24 +810,37 @@ bool pump(sdbus::IConnection& bus, const std::function<bool()>& done,
     return done();
 }
 
+// The whole inventory on `bus`, as the plugin reads it; false when the read does not end well.
+bool read_whole(sdbus::IConnection& bus, client::Inventory* inv) {
+    client::ViewReader reader(bus, 5s);
+    bool read = false, ok = false;
+    if (!reader
+             .start([&](const client::ClientResult& r, client::Inventory&& got) {
+                 EXPECT_TRUE(r.ok()) << r.message;
+                 ok = r.ok();
+                 *inv = std::move(got);
+                 read = true;
+             })
+             .ok())
+        return false;
+    return pump(bus, [&] { return read; }, 20s) && ok;
+}
+
+std::unique_ptr<sdbus::IConnection> DevicePluginTest::read_fleet(client::Inventory* inv) {
+    start_peer(peer_functions(1, 2000));
+    auto bus = sdbus::createSystemBusConnection();
+    EXPECT_TRUE(read_whole(*bus, inv));
+    EXPECT_EQ(inv->decoded(), 4000u);
+    return bus;
+}
+
 // Issue 22: a change costs the objects it names, not the inventory. 2,000 one-function groups
 // (4,000 objects): the whole read decodes each object once; after it each single-group State
 // change decodes one object, and a change without its value is refused (a whole read is due).
 TEST_F(DevicePluginTest, AChangeDecodesTheObjectsItNamesNotTheInventory) {
-    start_peer(peer_functions(1, 2000));
-    auto bus = sdbus::createSystemBusConnection();
     client::Inventory inv;
-    client::ViewReader reader(*bus, 5s);
-    bool read = false;
-    ASSERT_TRUE(reader
-                    .start([&](const client::ClientResult& r, client::Inventory&& got) {
-                        EXPECT_TRUE(r.ok()) << r.message;
-                        inv = std::move(got);
-                        read = true;
-                    })
-                    .ok());
-    ASSERT_TRUE(pump(*bus, [&] { return read; }, 20s));
-    EXPECT_EQ(inv.decoded(), 4000u);
+    auto bus = read_fleet(&inv);
+    ASSERT_FALSE(HasFailure());
     int applied = 0, refused = 0;
     auto watch = client::watch_inventory(
         *bus, [&](sdbus::Message& m) { ++(inv.apply(m) ? applied : refused); }, [](bool) {});
@@ -864,6 +881,79 @@ TEST_F(DevicePluginTest, AStateChangeIsServedWithoutReadingTheInventoryAgain) {
     peer.own_name(false);
     peer.own_name(true);
     EXPECT_TRUE(eventually([&] { return peer.reads() == reads + 1; }, kServedLimit));
+}
+
+// Issue 22: a removal costs the objects it names, not the inventory. 2,000 one-function groups:
+// two groups dropped by a Reload are four InterfacesRemoved, four objects, and no read.
+TEST_F(DevicePluginTest, ARemovalDecodesTheObjectsItNamesNotTheInventory) {
+    client::Inventory inv;
+    auto bus = read_fleet(&inv);
+    ASSERT_FALSE(HasFailure());
+    int applied = 0;
+    auto watch = client::watch_inventory(
+        *bus, [&](sdbus::Message& m) { applied += inv.apply(m); }, [](bool) {});
+    const int reads = peer.reads();
+
+    peer.emit_removed(100);
+    peer.emit_removed(2099);
+    ASSERT_TRUE(pump(*bus, [&] { return applied == 4; }, 5s));
+    EXPECT_EQ(inv.decoded() - 4000u, 4u) << "one object per function and group removed";
+    auto view = inv.view();
+    ASSERT_EQ(view.groups.size(), 1998u);
+    EXPECT_EQ(view.groups.front().plan.group.value_or(0), 101u);
+    EXPECT_EQ(view.groups.back().plan.group.value_or(0), 2098u);
+    EXPECT_EQ(peer.reads(), reads);
+}
+
+// Issue 22: a Reload that drops a resource, and a group of another, is served from the removals
+// alone: the dropped resource's stream gets its empty list, the other loses one device, and the
+// inventory is not read again.
+TEST_F(DevicePluginTest, AReloadThatDropsGroupsIsServedWithoutReadingTheInventoryAgain) {
+    start_peer(peer_functions(2, 2));  // r0: groups 100, 101; r1: 102, 103
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    const std::string r0 = "example.com/r0", r1 = "example.com/r1";
+    ASSERT_TRUE(listed({r0, r1}));
+    ASSERT_TRUE(eventually([&] { return health(r0, "0000:01:01.0") == "Healthy"; }, 5s));
+    const int reads = peer.reads();
+
+    peer.emit_removed(102);
+    peer.emit_removed(103);
+    peer.emit_removed(100);
+    EXPECT_TRUE(kubelet->wait([&](const std::vector<FakeKubelet::Stream>& ss) {
+        for (const auto& s : ss)
+            if (s.resource == r1 && s.ended && s.lists.back().health.empty())
+                return true;
+        return false;
+    }, kServedLimit));
+    EXPECT_TRUE(eventually([&] { return health(r0, "0000:01:00.0") == "absent"; }, kServedLimit));
+    EXPECT_EQ(health(r0, "0000:01:01.0"), "Healthy");
+    EXPECT_TRUE(eventually([&] { return !fs::exists(kubelet_dir + "/vfiod-example_com_r1.sock"); },
+                           kServedLimit));
+    EXPECT_EQ(peer.reads(), reads) << "a removal read the inventory again";
+}
+
+// A stopping vfiod removes every object, then leaves the bus: the plugin keeps serving what it
+// knew (bindings outlive vfiod), and says so once.
+TEST_F(DevicePluginTest, AStoppingVfiodsRemovalsAreNotServed) {
+    start_peer(peer_functions(2, 2));
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    const std::string r0 = "example.com/r0", r1 = "example.com/r1";
+    ASSERT_TRUE(listed({r0, r1}));
+    ASSERT_TRUE(eventually([&] { return health(r1, "0000:01:03.0") == "Healthy"; }, 5s));
+    const size_t lists = kubelet->list_count(r0) + kubelet->list_count(r1);
+
+    peer.stop_as_vfiod_does();
+    EXPECT_TRUE(eventually([&] { return log_count("vfiod left the bus") == 1; }, kServedLimit));
+    std::this_thread::sleep_for(300ms);
+    EXPECT_EQ(kubelet->list_count(r0) + kubelet->list_count(r1), lists);
+    for (const char* fn : {"0000:01:00.0", "0000:01:01.0"})
+        EXPECT_EQ(health(r0, fn), "Healthy") << fn;
+    for (const char* fn : {"0000:01:02.0", "0000:01:03.0"})
+        EXPECT_EQ(health(r1, fn), "Healthy") << fn;
+    for (const auto& s : kubelet->streams())
+        EXPECT_FALSE(s.ended) << s.resource;
 }
 
 }  // namespace

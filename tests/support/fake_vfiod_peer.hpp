@@ -2,9 +2,9 @@
 // cue: it owns org.vfiod1 and answers GetManagedObjects and the Manager's GetAll from an
 // inventory the test sets, or holds every call unanswered (a frozen vfiod: the calls stay queued
 // as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged (with
-// or without the new value) and
-// gives up or takes its name on request. Raw sd-bus: sdbus-c++ refuses to serve the standard
-// ObjectManager and Properties interfaces by hand.
+// or without the new value) and InterfacesRemoved, gives up or takes its name on request, and
+// stops the way vfiod does. Raw sd-bus: sdbus-c++ refuses to serve the standard ObjectManager
+// and Properties interfaces by hand.
 #pragma once
 
 #include <poll.h>
@@ -91,6 +91,27 @@ public:
         sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
                            "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 1, "State", "s",
                            state.c_str(), 0);
+    }
+    // What vfiod says when a Reload drops a group: InterfacesRemoved for its functions, then for
+    // the group. Later reads answer without it.
+    void emit_removed(unsigned group) {
+        std::lock_guard l(mu_);
+        emit_removed_locked(group);
+    }
+    // What a stopping vfiod does: its loop answers nothing more, every object is removed, then
+    // it leaves the bus.
+    void stop_as_vfiod_does() {
+        {
+            std::lock_guard l(mu_);
+            quit_ = true;  // run() checks it under mu_: nothing is answered after this
+            std::vector<unsigned> groups;
+            for (const auto& f : functions_)
+                groups.push_back(f.group);
+            for (unsigned g : groups)
+                emit_removed_locked(g);
+            sd_bus_flush(bus_);
+        }
+        stop();
     }
     void own_name(bool own) {
         std::lock_guard l(mu_);
@@ -179,6 +200,25 @@ private:
         sd_bus_message_close_container(r);  // e(oa{sa{sv}})
     }
 
+    void emit_removed_locked(unsigned group) {
+        std::vector<Function> kept;
+        for (const auto& f : functions_) {
+            if (f.group != group) {
+                kept.push_back(f);
+                continue;
+            }
+            sd_bus_emit_signal(bus_, "/org/vfiod1", "org.freedesktop.DBus.ObjectManager",
+                               "InterfacesRemoved", "oas", device_path(f).c_str(), 1,
+                               "org.vfiod1.Device");
+        }
+        if (kept.size() == functions_.size())
+            return;
+        functions_ = std::move(kept);
+        std::string path = "/org/vfiod1/group/" + std::to_string(group);
+        sd_bus_emit_signal(bus_, "/org/vfiod1", "org.freedesktop.DBus.ObjectManager",
+                           "InterfacesRemoved", "oas", path.c_str(), 1, "org.vfiod1.Group");
+    }
+
     static std::string device_path(const Function& f) {
         std::string p = "/org/vfiod1/device/d";
         for (char c : f.address)
@@ -197,6 +237,8 @@ private:
             pollfd p{};
             {
                 std::lock_guard l(mu_);
+                if (quit_)
+                    break;
                 while (sd_bus_process(bus_, nullptr) > 0) {
                 }
                 p.fd = sd_bus_get_fd(bus_);

@@ -2,6 +2,7 @@
 // Allocate's answer and refusals, and the preferred allocation's group and NUMA order.
 #include <gtest/gtest.h>
 
+#include "core/strings.hpp"
 #include "fake_tree.hpp"
 #include "model.hpp"
 
@@ -45,6 +46,22 @@ Snapshot host() {
     return make_snapshot(v, [](unsigned g) { return g != 21; });
 }
 
+// The kubelet's IDs, parsed as server.cpp parses them.
+DeviceIds parsed(const std::vector<std::string>& texts) { return parse_device_ids(texts); }
+std::vector<DeviceIds> request(const std::vector<std::vector<std::string>>& containers) {
+    std::vector<DeviceIds> out;
+    for (const auto& c : containers)
+        out.push_back(parsed(c));
+    return out;
+}
+// The preferred allocation as server.cpp answers it.
+std::vector<std::string> texts(const std::vector<PciAddress>& chosen) {
+    std::vector<std::string> out;
+    for (const auto& a : chosen)
+        out.push_back(a.str());
+    return out;
+}
+
 TEST(PluginModel, NamesFollowDesign) {
     EXPECT_EQ(plugin_socket_name("nvidia.com/GH100"), "vfiod-nvidia_com_GH100.sock");
     EXPECT_EQ(plugin_socket_name("a.b/c d:e"), "vfiod-a_b_c_d_e.sock");
@@ -72,17 +89,17 @@ TEST(PluginModel, ResourceNamesThatCollideAreNotServed) {
               "collides with example.com/gpu.a: both would be served on the device plugin socket "
               "vfiod-example_com_gpu_a.sock");
     EXPECT_NE(s.refused.at("nvidia.com/GPU").find("PCI_RESOURCE_NVIDIA_COM_GPU"), std::string::npos);
-    EXPECT_EQ(s.find("example.com/gpu.a", "0000:02:00.0"), nullptr);
+    EXPECT_EQ(s.find("example.com/gpu.a", addr("0000:02:00.0")), nullptr);
 }
 
 TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
     Snapshot s = host();
     ASSERT_EQ(s.resources.size(), 2u);
-    EXPECT_TRUE(s.find("gpu", "0000:01:00.1")->healthy);
-    EXPECT_FALSE(s.find("gpu", "0000:07:00.0")->healthy);
-    EXPECT_FALSE(s.find("nic", "0000:08:00.0")->healthy);
-    EXPECT_EQ(s.find("gpu", "0000:05:00.0")->numa_node, 1);
-    EXPECT_EQ(s.find("gpu", "0000:05:00.1"), nullptr);  // companion without a resource
+    EXPECT_TRUE(s.find("gpu", addr("0000:01:00.1"))->healthy);
+    EXPECT_FALSE(s.find("gpu", addr("0000:07:00.0"))->healthy);
+    EXPECT_FALSE(s.find("nic", addr("0000:08:00.0"))->healthy);
+    EXPECT_EQ(s.find("gpu", addr("0000:05:00.0"))->numa_node, 1);
+    EXPECT_EQ(s.find("gpu", addr("0000:05:00.1")), nullptr);  // companion without a resource
     EXPECT_EQ(s.group_functions.at(17).size(), 2u);      // the bridge is not a function to hand out
 }
 
@@ -92,7 +109,8 @@ TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
     KernelHostFs fs(tree.root());
     std::vector<ContainerAllocation> out;
     AllocateError err;
-    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0", "0000:03:00.0"}}, {}, fs, &out, &err));
+    ASSERT_TRUE(
+        allocate(s, "gpu", request({{"0000:05:00.0", "0000:03:00.0"}}), {}, fs, &out, &err));
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"},
                                                        {"/dev/vfio/15"}}));
@@ -101,30 +119,58 @@ TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
     // iommufd: a vfio-dev entry counts only with its /dev node (6.1 has the former alone), and
     // /dev/iommu comes along; the companion's cdev too, since the whole group is handed out.
     tree.write_file("sys/bus/pci/devices/0000:05:00.1/vfio-dev/vfio2/dev", "");
-    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0"}}, {}, fs, &out, &err));
+    ASSERT_TRUE(allocate(s, "gpu", request({{"0000:05:00.0"}}), {}, fs, &out, &err));
     EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"}}));
     tree.write_file("dev/vfio/devices/vfio2", "");
     tree.write_file("dev/iommu", "");
-    ASSERT_TRUE(allocate(s, "gpu", {{"0000:05:00.0"}}, {}, fs, &out, &err));
+    ASSERT_TRUE(allocate(s, "gpu", request({{"0000:05:00.0"}}), {}, fs, &out, &err));
     EXPECT_EQ(out[0].devices, (std::vector<DeviceNode>{{"/dev/vfio/vfio"}, {"/dev/vfio/17"},
                                                        {"/dev/iommu"},
                                                        {"/dev/vfio/devices/vfio2"}}));
 
-    EXPECT_FALSE(allocate(s, "gpu", {{"0000:07:00.0"}}, {}, fs, &out, &err));
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:07:00.0"}}), {}, fs, &out, &err));
     EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
     EXPECT_NE(err.message.find("0000:07:00.0"), std::string::npos);
-    EXPECT_FALSE(allocate(s, "gpu", {{"0000:08:00.0"}}, {}, fs, &out, &err));  // other resource
+    // Another resource's device.
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:08:00.0"}}), {}, fs, &out, &err));
     EXPECT_EQ(err.code, AllocateError::Code::InvalidArgument);
-    EXPECT_FALSE(allocate(s, "gone", {{"0000:01:00.0"}}, {}, fs, &out, &err));
+    EXPECT_FALSE(allocate(s, "gone", request({{"0000:01:00.0"}}), {}, fs, &out, &err));
     EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
 
     // The companion 05:00.1 is held (as another plugin's ID): group 17 cannot go elsewhere.
-    EXPECT_EQ(group_mates_outside(s, {{"0000:05:00.0"}}),
+    EXPECT_EQ(group_mates_outside(s, request({{"0000:05:00.0"}})),
               std::vector<PciAddress>{addr("0000:05:00.1")});
-    EXPECT_FALSE(allocate(s, "gpu", {{"0000:05:00.0"}}, {{"0000:05:00.1", "ns/p/c"}}, fs, &out,
-                          &err));
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:05:00.0"}}), {{"0000:05:00.1", "ns/p/c"}}, fs,
+                          &out, &err));
     EXPECT_NE(err.message.find("IOMMU group 17"), std::string::npos) << err.message;
-    EXPECT_TRUE(group_mates_outside(s, {{"0000:01:00.0", "0000:01:00.1"}}).empty());
+    EXPECT_TRUE(group_mates_outside(s, request({{"0000:01:00.0", "0000:01:00.1"}})).empty());
+}
+
+// Issue 22: IDs are parsed once, at the gRPC boundary. Only the canonical address names a
+// device; anything else is refused as before, named as the kubelet sent it and in request order.
+TEST(PluginModel, IdsAreParsedOnceAndBadOnesRefusedAsBefore) {
+    EXPECT_EQ(DeviceId::parse("0000:03:00.0").address, addr("0000:03:00.0"));
+    for (const char* bad : {"0000:03:00.0 ", "0000:01:00.A", "03:00.0", "", "junk"}) {
+        DeviceId id = DeviceId::parse(bad);
+        EXPECT_FALSE(id.address) << bad;
+        EXPECT_EQ(id.str(), bad);
+    }
+    Snapshot s = host();
+    test::FakeTree tree;
+    KernelHostFs fs(tree.root());
+    std::vector<ContainerAllocation> out;
+    AllocateError err;
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:03:00.0", "0000:01:00.A"}}), {}, fs, &out,
+                          &err));
+    EXPECT_EQ(err.code, AllocateError::Code::InvalidArgument);
+    EXPECT_EQ(err.message, "unknown device ID '0000:01:00.A' for resource gpu");
+    EXPECT_FALSE(allocate(s, "gpu", request({{"../../etc\n"}}), {}, fs, &out, &err));
+    EXPECT_EQ(err.message, "unknown device ID '" + printable("../../etc\n") + "' for resource gpu");
+    // An unhealthy device in the first container is the first error, as it was.
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:07:00.0"}, {"junk"}}), {}, fs, &out, &err));
+    EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
+    EXPECT_TRUE(group_mates_outside(s, request({{"junk", "0000:05:00.0"}})) ==
+                std::vector<PciAddress>{addr("0000:05:00.1")});
 }
 
 TEST(PluginModel, PreferredKeepsGroupsTogetherThenNuma) {
@@ -132,18 +178,19 @@ TEST(PluginModel, PreferredKeepsGroupsTogetherThenNuma) {
     const std::vector<std::string> all = {"0000:01:00.0", "0000:01:00.1", "0000:03:00.0",
                                           "0000:05:00.0"};
     // Two: the two-function group whole rather than two single groups.
-    EXPECT_EQ(preferred_allocation(s, "gpu", all, {}, 2),
+    EXPECT_EQ(texts(preferred_allocation(s, "gpu", parsed(all), parsed({}), 2)),
               (std::vector<std::string>{"0000:01:00.0", "0000:01:00.1"}));
     // must_include brings its group-mate along.
-    EXPECT_EQ(preferred_allocation(s, "gpu", all, {"0000:01:00.1"}, 3),
+    EXPECT_EQ(texts(preferred_allocation(s, "gpu", parsed(all), parsed({"0000:01:00.1"}), 3)),
               (std::vector<std::string>{"0000:01:00.1", "0000:01:00.0", "0000:03:00.0"}));
     // With 05:00.0 (NUMA 1) required, the other one is on node 0: still taken.
-    EXPECT_EQ(preferred_allocation(s, "gpu", {"0000:03:00.0", "0000:05:00.0"}, {"0000:05:00.0"}, 2),
+    EXPECT_EQ(texts(preferred_allocation(s, "gpu", parsed({"0000:03:00.0", "0000:05:00.0"}),
+                                         parsed({"0000:05:00.0"}), 2)),
               (std::vector<std::string>{"0000:05:00.0", "0000:03:00.0"}));
     // 03:00.0 required, one slot left: group 13 does not fit whole, group 17 does.
-    EXPECT_EQ(preferred_allocation(s, "gpu", all, {"0000:03:00.0"}, 2),
+    EXPECT_EQ(texts(preferred_allocation(s, "gpu", parsed(all), parsed({"0000:03:00.0"}), 2)),
               (std::vector<std::string>{"0000:03:00.0", "0000:05:00.0"}));
-    EXPECT_EQ(preferred_allocation(s, "gpu", all, {}, 1).size(), 1u);
+    EXPECT_EQ(preferred_allocation(s, "gpu", parsed(all), parsed({}), 1).size(), 1u);
 }
 
 std::string at(unsigned domain, unsigned bus, unsigned slot, unsigned fn) {
@@ -187,12 +234,12 @@ TEST(PluginModel, AllocateAndPreferenceExamineLinearlyManyRecords) {
         size_t before = examined_on_this_thread();
         std::vector<ContainerAllocation> out;
         AllocateError err;
-        ASSERT_TRUE(allocate(s, "gpu", {gpus}, {}, host, &out, &err)) << err.message;
+        ASSERT_TRUE(allocate(s, "gpu", request({gpus}), {}, host, &out, &err)) << err.message;
         EXPECT_EQ(out.at(0).devices.size(), n + 1);
-        ASSERT_TRUE(allocate(s, "gpu2", {pairs}, {}, host, &out, &err)) << err.message;
-        EXPECT_TRUE(group_mates_outside(s, {gpus, pairs}).empty());
+        ASSERT_TRUE(allocate(s, "gpu2", request({pairs}), {}, host, &out, &err)) << err.message;
+        EXPECT_TRUE(group_mates_outside(s, request({gpus, pairs})).empty());
         std::vector<std::string> unknown(2 * n, "0000:ff:1f.7");
-        EXPECT_TRUE(group_mates_outside(s, {unknown}).empty());
+        EXPECT_TRUE(group_mates_outside(s, request({unknown})).empty());
         // IDs handed in: each of gpus and pairs twice (Allocate, the group check), and unknown.
         size_t ids = 2 * (gpus.size() + pairs.size()) + unknown.size();
         size_t used = examined_on_this_thread() - before;
@@ -200,9 +247,10 @@ TEST(PluginModel, AllocateAndPreferenceExamineLinearlyManyRecords) {
 
         before = examined_on_this_thread();
         std::vector<std::string> must(gpus.begin(), gpus.begin() + n / 2);
-        auto chosen = preferred_allocation(s, "gpu", gpus, must, int(n));
+        auto chosen = preferred_allocation(s, "gpu", parsed(gpus), parsed(must), int(n));
         EXPECT_EQ(chosen.size(), n);
-        auto half = preferred_allocation(s, "gpu2", pairs, {}, int(pairs.size() / 2) + 1);
+        auto half =
+            preferred_allocation(s, "gpu2", parsed(pairs), parsed({}), int(pairs.size() / 2) + 1);
         EXPECT_EQ(half.size(), pairs.size() / 2 + 1);
         used = examined_on_this_thread() - before;
         EXPECT_LE(used, 3 * (gpus.size() + must.size() + pairs.size())) << n;
@@ -212,11 +260,13 @@ TEST(PluginModel, AllocateAndPreferenceExamineLinearlyManyRecords) {
 // Unknown IDs, in must_include or available, came back in the preferred allocation.
 TEST(PluginModel, PreferenceNeverReturnsUnknownIds) {
     Snapshot s = host();
-    auto chosen = preferred_allocation(s, "gpu", {"0000:03:00.0", "0000:aa:00.0", "junk"},
-                                       {"0000:bb:00.0", "0000:08:00.0"}, 3);
+    auto chosen = texts(preferred_allocation(s, "gpu",
+                                             parsed({"0000:03:00.0", "0000:aa:00.0", "junk"}),
+                                             parsed({"0000:bb:00.0", "0000:08:00.0"}), 3));
     EXPECT_EQ(chosen, (std::vector<std::string>{"0000:03:00.0"}));
-    EXPECT_TRUE(preferred_allocation(s, "gpu", {"x"}, {"y"}, 2).empty());
-    EXPECT_TRUE(preferred_allocation(s, "gpu", {"0000:03:00.0"}, {}, -5).empty());
+    EXPECT_TRUE(texts(preferred_allocation(s, "gpu", parsed({"x"}), parsed({"y"}), 2)).empty());
+    EXPECT_TRUE(
+        texts(preferred_allocation(s, "gpu", parsed({"0000:03:00.0"}), parsed({}), -5)).empty());
 }
 
 }  // namespace
