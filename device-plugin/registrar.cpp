@@ -14,7 +14,6 @@
 namespace vfiod::plugin {
 
 struct Registrar::Call {
-    std::string resource;
     std::unique_ptr<v1beta1::Registration::Stub> stub;
     grpc::ClientContext ctx;
     v1beta1::RegisterRequest req;
@@ -38,7 +37,6 @@ void Registrar::start(const std::string& resource, const std::string& endpoint,
     auto call = std::make_unique<Call>();
     Call* raw = call.get();
     const std::string kubelet = kubelet_dir_ + "/kubelet.sock";
-    call->resource = resource;
     // A subchannel of its own: gRPC shares them between channels to one address, and a shared
     // one that just failed to connect sits in reconnect backoff (1 s, growing), failing every
     // try at once without connecting.
@@ -69,8 +67,8 @@ void Registrar::start(const std::string& resource, const std::string& endpoint,
             out.ok = s.ok();
             out.unreachable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
             if (!s.ok())
-                out.error = "kubelet (" + kubelet + ") did not register " + raw->resource + ": " +
-                            printable(s.error_message(), 200);
+                out.error = "kubelet (" + kubelet + ") did not register " +
+                            raw->req.resource_name() + ": " + printable(s.error_message(), 200);
             {
                 std::lock_guard l(state->mu);
                 auto it = state->running.find(id);
@@ -94,7 +92,7 @@ void Registrar::finish() {
     {
         std::unique_lock l(state_->mu);
         for (auto& [id, call] : state_->running) {
-            spdlog::info("{}: registration cancelled: stopping", call->resource);
+            spdlog::info("{}: registration cancelled: stopping", call->req.resource_name());
             call->ctx.TryCancel();
         }
         if (!state_->cv.wait_for(l, kCancelGrace, [&] { return state_->running.empty(); })) {
@@ -108,11 +106,6 @@ void Registrar::finish() {
         }
     }
     reap();
-}
-
-size_t Registrar::in_flight() const {
-    std::lock_guard l(state_->mu);
-    return state_->running.size();
 }
 
 }  // namespace vfiod::plugin

@@ -41,8 +41,6 @@ public:
     void reap();
     // Cancels every call in flight, waits for gRPC to complete them and frees everything.
     void finish();
-    // Calls started and not completed yet.
-    size_t in_flight() const;
 
 private:
     struct Call;
