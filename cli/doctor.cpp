@@ -77,8 +77,16 @@ std::string advice(Reason r, const PciAddress& a) {
         return "stop or restart without the device the process named above (pid, command) that "
                "holds its device node open" + then;
     case Reason::SriovPf:
-        return "this is an SR-IOV PF with VFs enabled: allowlist the VFs instead, or set "
-               "sriov_numvfs to 0 first";
+        return "this is an SR-IOV PF with VFs enabled, or one an [[sriov]] entry names: vfiod "
+               "never binds it; allowlist its VFs instead (or, without an [[sriov]] entry, set "
+               "sriov_numvfs to 0 first)";
+    case Reason::InUseVf:
+        return "changing the VF count would destroy VFs the host or a VM uses: stop what uses "
+               "the VFs named above (or set num_vfs back); vfiod tries again on the next reload "
+               "or bind/release, or a udev event of the PF or its VFs";
+    case Reason::VfsExceedTotal:
+        return "num_vfs is above what the PF can have (sriov_totalvfs): lower it in the "
+               "[[sriov]] entry, then reload";
     case Reason::BootVga:
         return "it is the boot GPU; set allow_boot_vga = true only if the host console can live "
                "without it";

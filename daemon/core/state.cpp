@@ -36,6 +36,15 @@ const char* to_string(Action a) {
     return "?";
 }
 
+const char* to_string(PfAction a) {
+    switch (a) {
+    case PfAction::Create: return "create";
+    case PfAction::Ready: return "ready";
+    case PfAction::Refuse: return "refuse";
+    }
+    return "?";
+}
+
 const char* to_string(Reason r) {
     switch (r) {
     case Reason::None: return "";
@@ -47,6 +56,8 @@ const char* to_string(Reason r) {
     case Reason::SriovPf: return "sriov-pf";
     case Reason::BootVga: return "boot-vga";
     case Reason::Companion: return "companion";
+    case Reason::InUseVf: return "in-use-vf";
+    case Reason::VfsExceedTotal: return "vfs-exceed-total";
     case Reason::InUseVfio: return "in-use-vfio";
     case Reason::VfioUnavailable: return "vfio-unavailable";
     case Reason::WriteFailed: return "write-failed";

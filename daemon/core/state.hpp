@@ -37,11 +37,21 @@ enum class Reason {
     SriovPf,
     BootVga,
     Companion,
+    InUseVf,          // a PF's VF count change: a VF is in use (DESIGN §11)
+    VfsExceedTotal,   // a PF's num_vfs is above its sriov_totalvfs (DESIGN §11)
     InUseVfio,        // release only
     VfioUnavailable,  // execution: the target driver is not loaded; nothing was written
     WriteFailed,      // execution: a write or verification failed; the group was rolled back
     Stuck,            // execution: a write blocked past write_timeout
     Drift,            // a host driver came back a second time after one re-assertion
+};
+
+// What the planner decides for an SR-IOV PF an [[sriov]] entry names (DESIGN §11): its own
+// closed set, apart from the group actions, since a PF is never bound.
+enum class PfAction {
+    Create,  // writes pending: sriov_numvfs differs from num_vfs
+    Ready,   // sriov_numvfs is num_vfs; nothing to write
+    Refuse,  // nothing is written; the plan's Reason says why
 };
 
 // What executing a plan (or reconciling an interrupted one) came to.
@@ -63,6 +73,7 @@ GroupState planned_state(Action a);
 GroupState published_state(Outcome o);
 
 const char* to_string(Action a);      // "bind", "bound", "refuse", "release", "released"
+const char* to_string(PfAction a);    // "create", "ready", "refuse"
 const char* to_string(Reason r);      // "no-iommu", …, "drift"; "" for None
 const char* to_string(Outcome o);     // "bound", …, "stuck", "rolled-back"
 const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed", "released"

@@ -32,6 +32,8 @@ std::string step_name(Write::Kind k) {
     case Write::Kind::Override: return "driver_override";
     case Write::Kind::Unbind: return "unbind";
     case Write::Kind::Probe: return "drivers_probe";
+    case Write::Kind::SriovAutoprobe: return "sriov_drivers_autoprobe";
+    case Write::Kind::SriovNumVfs: return "sriov_numvfs";
     }
     return "write";
 }
