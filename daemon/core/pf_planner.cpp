@@ -75,26 +75,6 @@ PfPlan plan_pf(const PciFunction& pf, const SriovEntry& entry,
 
 }  // namespace
 
-const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
-                              std::vector<std::string>* warnings) {
-    if (!fn.sriov_totalvfs || fn.physfn)
-        return nullptr;
-    const SriovEntry* first = nullptr;
-    for (const auto& e : config.sriovs) {
-        if (!e.matches(fn.address, fn.vendor, fn.device))
-            continue;
-        if (!first)
-            first = &e;
-        else if (warnings)
-            warnings->push_back(fn.address.str() + " matches the [[sriov]] entries at " +
-                                first->origin.str() + " and " + e.origin.str() +
-                                "; the first one applies");
-        else
-            break;
-    }
-    return first;
-}
-
 std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse& use,
                                             const Config& config,
                                             std::vector<std::string>* warnings) {

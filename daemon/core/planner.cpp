@@ -199,21 +199,41 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
 
 }  // namespace
 
-const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
-                                   std::vector<std::string>* warnings) {
-    const DeviceEntry* first = nullptr;
-    for (const auto& e : config.devices) {
+namespace {
+
+// The first entry of `entries` that matches fn; each later match is a warning naming `what`
+// ("entries", "[[sriov]] entries"), or, without warnings wanted, not looked for.
+template <typename Entry>
+const Entry* first_match(const std::vector<Entry>& entries, const PciFunction& fn,
+                         const char* what, std::vector<std::string>* warnings) {
+    const Entry* first = nullptr;
+    for (const auto& e : entries) {
         if (!e.matches(fn.address, fn.vendor, fn.device))
             continue;
         if (!first)
             first = &e;
         else if (warnings)
-            warnings->push_back(fn.address.str() + " matches the entries at " + first->origin.str() +
-                                " and " + e.origin.str() + "; the first one applies");
+            warnings->push_back(fn.address.str() + " matches the " + what + " at " +
+                                first->origin.str() + " and " + e.origin.str() +
+                                "; the first one applies");
         else
             break;
     }
     return first;
+}
+
+}  // namespace
+
+const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
+                                   std::vector<std::string>* warnings) {
+    return first_match(config.devices, fn, "entries", warnings);
+}
+
+const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
+                              std::vector<std::string>* warnings) {
+    if (!fn.sriov_totalvfs || fn.physfn)
+        return nullptr;  // no PF: a selector naming a PF's ID matches its VFs too
+    return first_match(config.sriovs, fn, "[[sriov]] entries", warnings);
 }
 
 std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,

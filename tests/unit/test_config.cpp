@@ -1013,27 +1013,30 @@ TEST(ConfigSriov, UnknownKeysAndShapesAreRefused) {
                          "[[sriov]]"));
 }
 
-TEST(ConfigSriov, NumVfsIsARequiredSixteenBitCount) {
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\n"), "1:1", "[[sriov]] needs num_vfs"));
-    EXPECT_TRUE(OneError(sriov("num_vfs = 8\n"), "1:1",
-                         "[[sriov]] needs a selector or an address"));
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = -1\n"), "3:11",
-                         "sriov.num_vfs: -1 is out of range; expected 0..65535"));
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = 65536\n"), "3:11",
-                         "sriov.num_vfs: 65536 is out of range; expected 0..65535"));
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = \"8\"\n"), "3:11",
-                         "sriov.num_vfs: expected an integer, got a string"));
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = 8.0\n"), "3:11",
-                         "sriov.num_vfs: expected an integer, got a floating-point number"));
-}
-
-TEST(ConfigSriov, SelectorsAndAddressesAreCheckedAsEverywhere) {
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3\"\nnum_vfs = 8\n"), "2:12",
-                         "sriov.selector: invalid selector \"15b3\""));
-    EXPECT_TRUE(OneError(sriov("address = \"0000:3B:00.0\"\nnum_vfs = 8\n"), "2:11",
-                         "sriov.address: "));
-    EXPECT_TRUE(OneError(sriov("address = 3\nnum_vfs = 8\n"), "2:11",
-                         "sriov.address: expected a string, got an integer"));
+// num_vfs is required and a u16; selector and address are checked as in the other tables.
+TEST(ConfigSriov, BadEntriesNameTheirPlace) {
+    struct Case {
+        const char* lines;
+        const char* at;
+        const char* what;
+    };
+    const Case cases[] = {
+        {"selector = \"15b3:101d\"\n", "1:1", "[[sriov]] needs num_vfs"},
+        {"num_vfs = 8\n", "1:1", "[[sriov]] needs a selector or an address"},
+        {"selector = \"15b3:101d\"\nnum_vfs = -1\n", "3:11",
+         "sriov.num_vfs: -1 is out of range; expected 0..65535"},
+        {"selector = \"15b3:101d\"\nnum_vfs = 65536\n", "3:11",
+         "sriov.num_vfs: 65536 is out of range; expected 0..65535"},
+        {"selector = \"15b3:101d\"\nnum_vfs = \"8\"\n", "3:11",
+         "sriov.num_vfs: expected an integer, got a string"},
+        {"selector = \"15b3:101d\"\nnum_vfs = 8.0\n", "3:11",
+         "sriov.num_vfs: expected an integer, got a floating-point number"},
+        {"selector = \"15b3\"\nnum_vfs = 8\n", "2:12", "sriov.selector: invalid selector \"15b3\""},
+        {"address = \"0000:3B:00.0\"\nnum_vfs = 8\n", "2:11", "sriov.address: "},
+        {"address = 3\nnum_vfs = 8\n", "2:11", "sriov.address: expected a string, got an integer"},
+    };
+    for (const Case& c : cases)
+        EXPECT_TRUE(OneError(sriov(c.lines), c.at, c.what)) << c.lines;
 }
 
 // A reload that changes num_vfs is a change (the PF's count is planned again); moving the entry
