@@ -31,6 +31,16 @@ struct GroupOutcome {
     std::vector<PciAddress> blockers;  // the functions at fault
 };
 
+// What a PF's count change (DESIGN §11) came to.
+struct PfOutcome {
+    PfState state = PfState::Failed;   // Ready, Refused (the plan's), or Failed
+    // WriteFailed (ENOENT: the PF has no driver; also when the journal could not be written),
+    // Stuck (a write blocked past write_timeout), or the plan's refuse reason; None when Ready.
+    Reason reason = Reason::None;
+    std::string message;               // step, path and strerror(errno)
+    std::vector<PciAddress> blockers;  // the plan's, or the PF
+};
+
 // Who asks for a bind. DESIGN §6: a group an operator released stays released until an
 // explicit Bind; the executor enforces it, so no caller has to remember to check.
 enum class Trigger {
@@ -64,6 +74,19 @@ public:
     // entries (group -> the functions they name; unreadable ones in *errors), and one group's.
     std::map<unsigned, std::vector<PciAddress>> unfinished(std::vector<std::string>* errors) const;
     std::optional<GroupOutcome> reconcile(unsigned group, const Config& config);
+
+    // SR-IOV PFs (DESIGN §11; exec/executor_pf.cpp). A PfPlan's writes in order, journaled as
+    // the PF's own entry (recorded before the first write, removed once the count is reached),
+    // each with write_timeout like any write. Refuse writes nothing; Ready is a no-op.
+    PfOutcome apply_pf(const PfPlan& plan);
+    // PFs whose count change a crash or a blocked write left unfinished; unreadable entries
+    // are named in *errors.
+    std::vector<PciAddress> unfinished_pfs(std::vector<std::string>* errors) const;
+    // Settles one such entry on start: with `wanted` (an [[sriov]] entry still governs the PF)
+    // the entry is dropped and the daemon's decision, which follows, finishes the change;
+    // without, the PF goes back to the count it had before the change. nullopt when the PF has
+    // no entry.
+    std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
     bool released(unsigned group) const;

@@ -59,7 +59,7 @@ private:
     bool publish_all_ = true;     // everything may have (start-up, Reload)
     // What on_change_ has not been told yet: everything at first, and what a publication that
     // threw did not get across.
-    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}};
+    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
     std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
     Inventory inventory_;
     Service::OnChange on_change_;
