@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "core/strings.hpp"
@@ -99,6 +100,8 @@ int write_all(int fd, const std::string& data) {
     }
     return 0;
 }
+
+std::string group_name(unsigned group) { return "group-" + std::to_string(group); }
 
 // The entry names load_all() takes: exactly "group-" and a group number as store() writes it, so
 // "group-+13", "group-013" or a number past 32 bits name nothing (and never a second group 13).
@@ -276,9 +279,7 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
 
 Journal::Journal(const HostFs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
-std::string Journal::entry_path(unsigned group) const {
-    return dir_ + "/group-" + std::to_string(group);
-}
+std::string Journal::entry_path(unsigned group) const { return dir_ + "/" + group_name(group); }
 
 std::string Journal::why(int err) const {
     if (err == EXDEV)
@@ -300,31 +301,43 @@ bool no_journal_yet(int err) { return err == ENOENT || err == ENOTDIR; }
 
 }  // namespace
 
-std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+Fd Journal::open_for_load(std::string* err) const {
     int derr = 0;
     Fd dir = open_dir(false, &derr);
-    if (dir.get() < 0) {
-        if (!no_journal_yet(derr))
-            fail(err, dir_ + ": " + why(derr));
+    if (dir.get() < 0 && !no_journal_yet(derr))
+        fail(err, dir_ + ": " + why(derr));
+    return dir;
+}
+
+std::optional<std::string> Journal::read_entry(int dirfd, const std::string& name,
+                                               size_t max_bytes, std::string* err) const {
+    const std::string path = dir_ + "/" + name;
+    std::string refused;
+    // One byte over the bound tells a file that is too big from one that fits exactly.
+    auto text = HostFs::read_own(dirfd, name, max_bytes + 1, &refused);
+    if (!refused.empty())
+        fail(err, path + ": " + refused);
+    if (!text)
+        return std::nullopt;
+    if (text->size() > max_bytes) {
+        fail(err, path + ": larger than " + std::to_string(max_bytes) +
+                      " bytes: not an entry vfiod wrote");
         return std::nullopt;
     }
+    return text;
+}
+
+std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+    Fd dir = open_for_load(err);
+    if (dir.get() < 0)
+        return std::nullopt;
     return load_at(dir.get(), group, err);
 }
 
 std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
-    const std::string name = "group-" + std::to_string(group);
-    std::string refused;
-    // One byte over the bound tells a file that is too big from one that fits exactly.
-    auto text = HostFs::read_own(dirfd, name, kMaxEntryBytes + 1, &refused);
-    if (!refused.empty())
-        fail(err, entry_path(group) + ": " + refused);
+    auto text = read_entry(dirfd, group_name(group), kMaxEntryBytes, err);
     if (!text)
         return std::nullopt;
-    if (text->size() > kMaxEntryBytes) {
-        fail(err, entry_path(group) + ": larger than " + std::to_string(kMaxEntryBytes) +
-                      " bytes: not an entry vfiod wrote");
-        return std::nullopt;
-    }
     std::string reason;
     auto e = parse_journal(*text + "\n", &reason);
     if (!e) {
@@ -340,16 +353,17 @@ std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::str
 
 std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) const {
     std::vector<JournalEntry> out;
-    int derr = 0;
-    Fd dir = open_dir(false, &derr);
+    std::string derr;
+    Fd dir = open_for_load(&derr);
     if (dir.get() < 0) {
-        if (errors && !no_journal_yet(derr))
-            errors->push_back(dir_ + ": " + why(derr));
+        if (errors && !derr.empty())
+            errors->push_back(derr);
         return out;
     }
     for (const auto& name : names_in(dir.get())) {
         // Leftover temp files of an interrupted store() are not entries: the rename never
-        // happened, so the previous entry (if any) is still the truth.
+        // happened, so the previous entry (if any) is still the truth. PF entries are not
+        // groups' either.
         auto g = group_of_name(name);
         if (!g)
             continue;
@@ -364,11 +378,16 @@ std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) co
 }
 
 int Journal::store(const JournalEntry& entry) {
+    return store_text(group_name(entry.group), serialize(entry));
+}
+
+int Journal::remove(unsigned group) { return remove_name(group_name(group)); }
+
+int Journal::store_text(const std::string& name, const std::string& text) {
     int err = 0;
     Fd dir = open_dir(true, &err);
     if (dir.get() < 0)
         return err;
-    const std::string name = "group-" + std::to_string(entry.group);
     const std::string tmp = name + ".tmp";
     // Whatever is at the temp name goes first, and O_EXCL opens only the file created here: a
     // FIFO left there would block open(O_WRONLY) forever, on the operation's thread, holding the
@@ -379,7 +398,7 @@ int Journal::store(const JournalEntry& entry) {
                       0644);
     if (fd < 0)
         return errno;
-    err = write_all(fd, serialize(entry));
+    err = write_all(fd, text);
     if (!err && ::fsync(fd) != 0)
         err = errno;
     if (::close(fd) != 0 && !err)
@@ -395,12 +414,11 @@ int Journal::store(const JournalEntry& entry) {
     return ::fsync(dir.get()) == 0 ? 0 : errno;
 }
 
-int Journal::remove(unsigned group) {
+int Journal::remove_name(const std::string& name) {
     int err = 0;
     Fd dir = open_dir(false, &err);
     if (dir.get() < 0)
         return no_journal_yet(err) ? 0 : err;
-    const std::string name = "group-" + std::to_string(group);
     if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
         return errno;
     return 0;
@@ -423,5 +441,180 @@ int Journal::clear_released(unsigned group) {
     e->released = false;
     return store(*e);
 }
+
+}  // namespace vfiod
+
+// PF entries (DESIGN §11).
+
+namespace vfiod {
+
+namespace {
+
+constexpr const char* kPfMagic = "vfiod-pf-journal 1";
+constexpr const char* kPfPrefix = "pf-";
+
+constexpr std::pair<PfJournalEntry::Phase, const char*> kPfPhases[] = {
+    {PfJournalEntry::Phase::Started, "started"},
+    {PfJournalEntry::Phase::Stuck, "stuck"},
+};
+
+std::string pf_name(const PciAddress& pf) { return kPfPrefix + pf.str(); }
+
+// The names load_all_pfs() takes: "pf-" and an address exactly as str() spells it; anything
+// else there (temp files, another spelling of an address) names no PF.
+std::optional<PciAddress> pf_of_name(const std::string& name) {
+    if (name.rfind(kPfPrefix, 0) != 0)
+        return std::nullopt;
+    auto a = PciAddress::parse(std::string_view(name).substr(3));
+    if (!a || pf_name(*a) != name)
+        return std::nullopt;
+    return a;
+}
+
+// A VF count as the kernel's kstrtou16 would take it and serialize() writes it: plain decimal.
+std::optional<unsigned> count_of(const std::string& s) {
+    if (s.empty() || s.size() > 5 || (s.size() > 1 && s[0] == '0') ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return std::nullopt;
+    unsigned long v = std::strtoul(s.c_str(), nullptr, 10);
+    if (v > 0xffff)
+        return std::nullopt;
+    return static_cast<unsigned>(v);
+}
+
+// One line of a PF entry, applied to `e`; an error names why the line is bad.
+std::optional<std::string> parse_pf_line(const std::string& key, const std::string& value,
+                                         PfJournalEntry& e) {
+    if (key == "pf") {
+        auto a = PciAddress::parse(value);
+        if (!a || a->str() != value)
+            return "bad address '" + value + "'";
+        e.pf = *a;
+    } else if (key == "from" || key == "to") {
+        auto n = count_of(value);
+        if (!n)
+            return "bad count '" + value + "'";
+        (key == "from" ? e.from : e.to) = *n;
+    } else if (key == "phase") {
+        auto ph = from_string(value, kPfPhases);
+        if (!ph)
+            return "unknown phase '" + value + "'";
+        e.phase = *ph;
+    } else {
+        return "unknown key '" + key + "'";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+const char* to_string(PfJournalEntry::Phase phase) {
+    for (const auto& [value, name] : kPfPhases)
+        if (value == phase)
+            return name;
+    return "?";
+}
+
+std::string serialize(const PfJournalEntry& e) {
+    return std::string(kPfMagic) + "\n" + "pf " + e.pf.str() + "\n" + "from " +
+           std::to_string(e.from) + "\n" + "to " + std::to_string(e.to) + "\n" + "phase " +
+           to_string(e.phase) + "\n";
+}
+
+// Stricter than a group entry's parser can afford to be: four keys, each once, one value each.
+std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err) {
+    std::istringstream in(text);
+    std::string line;
+    if (!std::getline(in, line) || line != kPfMagic) {
+        fail(err, "not a vfiod PF journal (first line is not '" + std::string(kPfMagic) + "')");
+        return std::nullopt;
+    }
+    PfJournalEntry e;
+    std::set<std::string> seen;
+    unsigned lineno = 1;
+    while (std::getline(in, line)) {
+        ++lineno;
+        std::istringstream fields(line);
+        std::string key, value, extra;
+        fields >> key >> value;
+        if (key.empty())
+            continue;
+        std::optional<std::string> why;
+        if (fields >> extra)
+            why = "more than one value for '" + key + "'";
+        else if (!seen.insert(key).second)
+            why = "'" + key + "' given twice";
+        else
+            why = parse_pf_line(key, value, e);
+        if (why) {
+            fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
+            return std::nullopt;
+        }
+    }
+    if (seen.size() != 4) {
+        fail(err, "incomplete entry (pf, from, to and phase are required)");
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::string Journal::pf_entry_path(const PciAddress& pf) const { return dir_ + "/" + pf_name(pf); }
+
+std::string Journal::describe_pf_error(const PciAddress& pf, int err) const {
+    return "journal " + pf_entry_path(pf) + ": " + why(err);
+}
+
+std::optional<PfJournalEntry> Journal::load_pf(const PciAddress& pf, std::string* err) const {
+    Fd dir = open_for_load(err);
+    if (dir.get() < 0)
+        return std::nullopt;
+    return load_pf_at(dir.get(), pf, err);
+}
+
+std::optional<PfJournalEntry> Journal::load_pf_at(int dirfd, const PciAddress& pf,
+                                                  std::string* err) const {
+    auto text = read_entry(dirfd, pf_name(pf), kMaxPfEntryBytes, err);
+    if (!text)
+        return std::nullopt;
+    std::string reason;
+    auto e = parse_pf_journal(*text + "\n", &reason);
+    if (!e) {
+        fail(err, pf_entry_path(pf) + ": " + reason);
+        return std::nullopt;
+    }
+    if (e->pf != pf) {
+        fail(err, pf_entry_path(pf) + ": names PF " + e->pf.str());
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::vector<PfJournalEntry> Journal::load_all_pfs(std::vector<std::string>* errors) const {
+    std::vector<PfJournalEntry> out;
+    std::string derr;
+    Fd dir = open_for_load(&derr);
+    if (dir.get() < 0) {
+        if (errors && !derr.empty())
+            errors->push_back(derr);
+        return out;
+    }
+    for (const auto& name : names_in(dir.get())) {
+        auto pf = pf_of_name(name);
+        if (!pf)
+            continue;
+        std::string err;
+        if (auto e = load_pf_at(dir.get(), *pf, &err))
+            out.push_back(*e);
+        else if (errors && !err.empty())
+            errors->push_back(err);
+    }
+    return out;
+}
+
+int Journal::store_pf(const PfJournalEntry& entry) {
+    return store_text(pf_name(entry.pf), serialize(entry));
+}
+
+int Journal::remove_pf(const PciAddress& pf) { return remove_name(pf_name(pf)); }
 
 }  // namespace vfiod
