@@ -85,7 +85,7 @@ public:
     // Settles one such entry on start: with `wanted` (an [[sriov]] entry still governs the PF)
     // the entry is dropped and the daemon's decision, which follows, finishes the change;
     // without, the PF goes back to the count it had before the change. nullopt when the PF has
-    // no entry.
+    // no entry, or none that can be read (unfinished_pfs names those; they are left alone).
     std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).

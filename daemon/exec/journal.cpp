@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -248,28 +249,43 @@ std::optional<std::string> parse_journal_line(const std::string& key, const std:
 
 }  // namespace
 
-std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
+namespace {
+
+using LineParser = std::function<std::optional<std::string>(
+    const std::string& key, const std::string& value, std::istringstream& fields)>;
+
+// Both kinds of entry: the magic line, then "key value [fields]" lines, blank ones skipped. The
+// first error `line` returns stops it, named with its line number.
+bool parse_lines(const std::string& text, const std::string& magic, const std::string& kind,
+                 const LineParser& line, std::string* err) {
     std::istringstream in(text);
-    std::string line;
-    if (!std::getline(in, line) || line != kMagic) {
-        fail(err, "not a vfiod journal (first line is not '" + std::string(kMagic) + "')");
-        return std::nullopt;
-    }
-    JournalEntry e;
-    Required seen;
+    std::string l;
+    if (!std::getline(in, l) || l != magic)
+        return fail(err, "not a " + kind + " (first line is not '" + magic + "')");
     unsigned lineno = 1;
-    while (std::getline(in, line)) {
+    while (std::getline(in, l)) {
         ++lineno;
-        std::istringstream fields(line);
+        std::istringstream fields(l);
         std::string key, value;
         fields >> key >> value;
         if (key.empty())
             continue;
-        if (auto why = parse_journal_line(key, value, fields, e, seen)) {
-            fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
-            return std::nullopt;
-        }
+        if (auto why = line(key, value, fields))
+            return fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
     }
+    return true;
+}
+
+}  // namespace
+
+std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
+    JournalEntry e;
+    Required seen;
+    auto line = [&](const std::string& key, const std::string& value, std::istringstream& fields) {
+        return parse_journal_line(key, value, fields, e, seen);
+    };
+    if (!parse_lines(text, kMagic, "vfiod journal", line, err))
+        return std::nullopt;
     if (!seen.group || !seen.op || !seen.phase) {
         fail(err, "incomplete entry (group, op and phase are required)");
         return std::nullopt;
@@ -313,8 +329,10 @@ std::optional<std::string> Journal::read_entry(int dirfd, const std::string& nam
                                                size_t max_bytes, std::string* err) const {
     const std::string path = dir_ + "/" + name;
     std::string refused;
-    // One byte over the bound tells a file that is too big from one that fits exactly.
-    auto text = HostFs::read_own(dirfd, name, max_bytes + 1, &refused);
+    // Two bytes over the bound: read_own() drops one trailing newline, and one more byte tells a
+    // file that is too big from one that fits exactly. With only one, a file cut right after a
+    // newline read as a shorter one that fits, and was parsed in part.
+    auto text = HostFs::read_own(dirfd, name, max_bytes + 2, &refused);
     if (!refused.empty())
         fail(err, path + ": " + refused);
     if (!text)
@@ -334,16 +352,41 @@ std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) cons
     return load_at(dir.get(), group, err);
 }
 
-std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
-    auto text = read_entry(dirfd, group_name(group), kMaxEntryBytes, err);
+template <typename Entry>
+std::optional<Entry> Journal::parse_at(int dirfd, const std::string& name, size_t max_bytes,
+                                       std::optional<Entry> (*parse)(const std::string&,
+                                                                     std::string*),
+                                       std::string* err) const {
+    auto text = read_entry(dirfd, name, max_bytes, err);
     if (!text)
         return std::nullopt;
     std::string reason;
-    auto e = parse_journal(*text + "\n", &reason);
-    if (!e) {
-        fail(err, entry_path(group) + ": " + reason);
-        return std::nullopt;
+    auto e = parse(*text + "\n", &reason);
+    if (!e)
+        fail(err, dir_ + "/" + name + ": " + reason);
+    return e;
+}
+
+void Journal::each_name(std::vector<std::string>* errors, const NameVisitor& visit) const {
+    std::string derr;
+    Fd dir = open_for_load(&derr);
+    if (dir.get() < 0) {
+        if (errors && !derr.empty())
+            errors->push_back(derr);
+        return;
     }
+    for (const auto& name : names_in(dir.get())) {
+        std::string err;
+        visit(dir.get(), name, &err);
+        if (errors && !err.empty())
+            errors->push_back(err);
+    }
+}
+
+std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
+    auto e = parse_at(dirfd, group_name(group), kMaxEntryBytes, parse_journal, err);
+    if (!e)
+        return std::nullopt;
     if (e->group != group) {
         fail(err, entry_path(group) + ": names group " + std::to_string(e->group));
         return std::nullopt;
@@ -353,27 +396,14 @@ std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::str
 
 std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) const {
     std::vector<JournalEntry> out;
-    std::string derr;
-    Fd dir = open_for_load(&derr);
-    if (dir.get() < 0) {
-        if (errors && !derr.empty())
-            errors->push_back(derr);
-        return out;
-    }
-    for (const auto& name : names_in(dir.get())) {
+    each_name(errors, [&](int dirfd, const std::string& name, std::string* err) {
         // Leftover temp files of an interrupted store() are not entries: the rename never
         // happened, so the previous entry (if any) is still the truth. PF entries are not
         // groups' either.
-        auto g = group_of_name(name);
-        if (!g)
-            continue;
-        std::string err;
-        auto e = load_at(dir.get(), *g, &err);
-        if (e)
-            out.push_back(std::move(*e));
-        else if (errors && !err.empty())
-            errors->push_back(err);
-    }
+        if (auto g = group_of_name(name))
+            if (auto e = load_at(dirfd, *g, err))
+                out.push_back(std::move(*e));
+    });
     return out;
 }
 
@@ -523,34 +553,19 @@ std::string serialize(const PfJournalEntry& e) {
 
 // Stricter than a group entry's parser can afford to be: four keys, each once, one value each.
 std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err) {
-    std::istringstream in(text);
-    std::string line;
-    if (!std::getline(in, line) || line != kPfMagic) {
-        fail(err, "not a vfiod PF journal (first line is not '" + std::string(kPfMagic) + "')");
-        return std::nullopt;
-    }
     PfJournalEntry e;
     std::set<std::string> seen;
-    unsigned lineno = 1;
-    while (std::getline(in, line)) {
-        ++lineno;
-        std::istringstream fields(line);
-        std::string key, value, extra;
-        fields >> key >> value;
-        if (key.empty())
-            continue;
-        std::optional<std::string> why;
+    auto line = [&](const std::string& key, const std::string& value,
+                    std::istringstream& fields) -> std::optional<std::string> {
+        std::string extra;
         if (fields >> extra)
-            why = "more than one value for '" + key + "'";
-        else if (!seen.insert(key).second)
-            why = "'" + key + "' given twice";
-        else
-            why = parse_pf_line(key, value, e);
-        if (why) {
-            fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
-            return std::nullopt;
-        }
-    }
+            return "more than one value for '" + key + "'";
+        if (!seen.insert(key).second)
+            return "'" + key + "' given twice";
+        return parse_pf_line(key, value, e);
+    };
+    if (!parse_lines(text, kPfMagic, "vfiod PF journal", line, err))
+        return std::nullopt;
     if (seen.size() != 4) {
         fail(err, "incomplete entry (pf, from, to and phase are required)");
         return std::nullopt;
@@ -573,15 +588,9 @@ std::optional<PfJournalEntry> Journal::load_pf(const PciAddress& pf, std::string
 
 std::optional<PfJournalEntry> Journal::load_pf_at(int dirfd, const PciAddress& pf,
                                                   std::string* err) const {
-    auto text = read_entry(dirfd, pf_name(pf), kMaxPfEntryBytes, err);
-    if (!text)
+    auto e = parse_at(dirfd, pf_name(pf), kMaxPfEntryBytes, parse_pf_journal, err);
+    if (!e)
         return std::nullopt;
-    std::string reason;
-    auto e = parse_pf_journal(*text + "\n", &reason);
-    if (!e) {
-        fail(err, pf_entry_path(pf) + ": " + reason);
-        return std::nullopt;
-    }
     if (e->pf != pf) {
         fail(err, pf_entry_path(pf) + ": names PF " + e->pf.str());
         return std::nullopt;
@@ -591,23 +600,11 @@ std::optional<PfJournalEntry> Journal::load_pf_at(int dirfd, const PciAddress& p
 
 std::vector<PfJournalEntry> Journal::load_all_pfs(std::vector<std::string>* errors) const {
     std::vector<PfJournalEntry> out;
-    std::string derr;
-    Fd dir = open_for_load(&derr);
-    if (dir.get() < 0) {
-        if (errors && !derr.empty())
-            errors->push_back(derr);
-        return out;
-    }
-    for (const auto& name : names_in(dir.get())) {
-        auto pf = pf_of_name(name);
-        if (!pf)
-            continue;
-        std::string err;
-        if (auto e = load_pf_at(dir.get(), *pf, &err))
-            out.push_back(*e);
-        else if (errors && !err.empty())
-            errors->push_back(err);
-    }
+    each_name(errors, [&](int dirfd, const std::string& name, std::string* err) {
+        if (auto pf = pf_of_name(name))
+            if (auto e = load_pf_at(dirfd, *pf, err))
+                out.push_back(*e);
+    });
     return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -115,6 +116,15 @@ private:
     // when it is missing, not a regular file, or too big.
     std::optional<std::string> read_entry(int dirfd, const std::string& name, size_t max_bytes,
                                           std::string* err) const;
+    // read_entry() and parse, naming the entry in *err when either fails.
+    template <typename Entry>
+    std::optional<Entry> parse_at(int dirfd, const std::string& name, size_t max_bytes,
+                                  std::optional<Entry> (*parse)(const std::string&, std::string*),
+                                  std::string* err) const;
+    // visit(dirfd, name, &err) for every name in the directory, "." and ".." left out; each
+    // non-empty err, and the directory's own, is added to *errors.
+    using NameVisitor = std::function<void(int dirfd, const std::string& name, std::string* err)>;
+    void each_name(std::vector<std::string>* errors, const NameVisitor& visit) const;
     std::optional<JournalEntry> load_at(int dirfd, unsigned group, std::string* err) const;
     std::optional<PfJournalEntry> load_pf_at(int dirfd, const PciAddress& pf,
                                              std::string* err) const;

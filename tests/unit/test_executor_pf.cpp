@@ -9,6 +9,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -224,6 +227,10 @@ TEST(ExecutorPf, AHangingWriteIsStuckAndTheNextTryWritesNothing) {
     EXPECT_EQ(entry->phase, PfJournalEntry::Phase::Stuck);
     EXPECT_EQ(entry->from, 0u);
     EXPECT_EQ(entry->to, 2u);
+    // The groups' half of the journal, in the same directory, does not take it for a group's.
+    std::vector<std::string> group_errors;
+    EXPECT_THAT(h.exec->unfinished(&group_errors), IsEmpty());
+    EXPECT_THAT(group_errors, IsEmpty());
 
     size_t before = h.kernel->writes().size();
     PfOutcome again = h.exec->apply_pf(plan);
@@ -274,4 +281,156 @@ TEST(ExecutorPf, ARefusedPlanWritesNothing) {
     EXPECT_THAT(out.message, HasSubstr("sriov_totalvfs"));
     EXPECT_THAT(h.writes(), IsEmpty());
     EXPECT_TRUE(h.journal_empty());
+}
+
+namespace {
+
+// A whole tree as it is at one instant: what a crash would leave behind.
+void copy_tree(const std::string& from, const std::string& to) {
+    namespace fs = std::filesystem;
+    fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::copy_symlinks |
+                           fs::copy_options::overwrite_existing);
+}
+
+// A daemon started on a crash's tree settles the PF's entry: with its [[sriov]] entry still
+// there (wanted), the entry goes and a fresh plan reaches the count; without, the PF is back
+// at `from`. Either way no VF ever reaches a host driver, and a second start finds nothing.
+void expect_settled_after_restart(const std::string& snap, unsigned from, unsigned to,
+                                  std::optional<unsigned> wanted) {
+    PfHost r(true);
+    copy_tree(snap, r.tree.root());
+    r.start();
+    std::vector<std::string> errors;
+    EXPECT_EQ(r.exec->unfinished_pfs(&errors), std::vector<PciAddress>{kPf});
+    EXPECT_THAT(errors, IsEmpty());
+    auto settled = r.exec->reconcile_pf(kPf, wanted);
+    ASSERT_TRUE(settled);
+    EXPECT_EQ(settled->state, PfState::Ready) << settled->message;
+    EXPECT_EQ(settled->reason, Reason::None);
+    EXPECT_TRUE(r.journal_empty());
+    if (wanted) {
+        EXPECT_THAT(settled->message, HasSubstr("follows"));
+        PfOutcome out = r.exec->apply_pf(r.plan(*wanted));
+        EXPECT_EQ(out.state, PfState::Ready) << out.message;
+    }
+    EXPECT_EQ(r.read(kNumVfs), std::to_string(wanted ? to : from));
+    EXPECT_EQ(r.driver(kVf0), "");
+    EXPECT_EQ(r.driver(kVf1), "");
+    EXPECT_THAT(r.vf_binds(), IsEmpty());
+    EXPECT_EQ(r.driver(kSriovPf), "nvme");
+    r.start();
+    EXPECT_THAT(r.exec->unfinished_pfs(&errors), IsEmpty());
+    EXPECT_FALSE(r.exec->reconcile_pf(kPf, wanted));
+}
+
+}  // namespace
+
+// Every write is a possible crash: the tree is copied right before each, and once more after
+// the last with the entry still there (its removal is an unlink: the only other state).
+TEST(ExecutorPf, ACrashBeforeEveryWriteIsSettledOnRestart) {
+    for (auto [from, to] : {std::pair{0u, 2u}, {1u, 2u}, {2u, 1u}, {2u, 0u}}) {
+        SCOPED_TRACE(std::to_string(from) + " -> " + std::to_string(to));
+        PfHost h;
+        if (from)
+            h.make_vfs(from);
+        std::vector<std::unique_ptr<FakeTree>> snaps;
+        h.kernel->before_step([&](unsigned, const std::string&) {
+            snaps.push_back(std::make_unique<FakeTree>());
+            copy_tree(h.tree.root(), snaps.back()->root());
+        });
+        const size_t first = h.kernel->writes().size();
+        ASSERT_EQ(h.exec->apply_pf(h.plan(to)).state, PfState::Ready);
+        ASSERT_EQ(snaps.size(), h.kernel->writes().size() - first);
+        ASSERT_GE(snaps.size(), 1u);
+        snaps.push_back(std::make_unique<FakeTree>());
+        copy_tree(h.tree.root(), snaps.back()->root());
+        snaps.back()->write_file("run/vfiod/pf-" + std::string(kSriovPf),
+                                 serialize(PfJournalEntry{kPf, from, to}));
+        for (size_t i = 0; i < snaps.size(); ++i) {
+            SCOPED_TRACE("crash before write " + std::to_string(i + 1));
+            {
+                SCOPED_TRACE("its [[sriov]] entry kept");
+                expect_settled_after_restart(snaps[i]->root(), from, to, to);
+            }
+            {
+                SCOPED_TRACE("its [[sriov]] entry gone");
+                expect_settled_after_restart(snaps[i]->root(), from, to, std::nullopt);
+            }
+        }
+    }
+}
+
+// What vfiod did not write in run/vfiod is named and left alone: nothing is written for it, and
+// the group loader, which shares the directory, never takes a PF entry for a group's.
+TEST(ExecutorPf, UnreadablePfEntriesAreReportedAndNeverActedOn) {
+    PfHost h;
+    FakeTree outside;
+    const std::string good = serialize(PfJournalEntry{kPf, 0, 2});
+    const std::map<std::string, std::string> planted = {
+        {"pf-0000:02:00.0", good + "phase stuck\n"},                         // a key twice
+        {"pf-0000:03:00.0", good + std::string(kMaxPfEntryBytes, '\n')},     // too big
+        {"pf-0000:05:00.0", "vfiod-journal 1\ngroup 5\nop bind\nphase started\n"},
+        {"pf-0000:06:00.0", "vfiod-pf-journal 1\npf 0000:06:00.0\nfrom 00\nto 2\nphase started\n"},
+        {"pf-0000:02:00.0.tmp", good},  // an interrupted store's: not an entry
+        {"pf-2:00.0", good},            // not an address as vfiod spells it
+    };
+    for (const auto& [name, text] : planted)
+        h.tree.write_file("run/vfiod/" + name, text);
+    outside.write_file("entry", serialize(PfJournalEntry{*PciAddress::parse("0000:04:00.0"), 0, 2}));
+    h.tree.symlink("run/vfiod/pf-0000:04:00.0", outside.root() + "/entry");
+
+    std::vector<std::string> errors;
+    EXPECT_THAT(h.exec->unfinished_pfs(&errors), IsEmpty());
+    EXPECT_THAT(errors,
+                ElementsAre(HasSubstr("run/vfiod/pf-0000:02:00.0: line 6: 'phase' given twice"),
+                            "run/vfiod/pf-0000:03:00.0: larger than 4096 bytes: not an entry "
+                            "vfiod wrote",
+                            "run/vfiod/pf-0000:04:00.0: a symbolic link, not a regular file",
+                            HasSubstr("run/vfiod/pf-0000:05:00.0: not a vfiod PF journal"),
+                            HasSubstr("run/vfiod/pf-0000:06:00.0: line 3: bad count '00'")));
+    EXPECT_FALSE(h.exec->reconcile_pf(kPf, std::nullopt));
+    EXPECT_FALSE(h.exec->reconcile_pf(*PciAddress::parse("0000:04:00.0"), std::nullopt));
+    EXPECT_THAT(h.writes(), IsEmpty());
+    for (const auto& [name, text] : planted) {
+        std::ifstream in(h.tree.root() + "/run/vfiod/" + name, std::ios::binary);
+        EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), text) << name;
+    }
+    EXPECT_EQ(outside.root() + "/entry",
+              std::filesystem::read_symlink(h.tree.root() + "/run/vfiod/pf-0000:04:00.0"));
+
+    std::vector<std::string> group_errors;
+    EXPECT_THAT(h.exec->unfinished(&group_errors), IsEmpty());
+    EXPECT_THAT(group_errors, IsEmpty());
+}
+
+// The text form round-trips, and the parser takes only what serialize() writes.
+TEST(PfJournalText, RoundTripsAndRefusesWhatItDidNotWrite) {
+    PfJournalEntry e{kPf, 65535, 0, PfJournalEntry::Phase::Stuck};
+    std::string err;
+    auto back = parse_pf_journal(serialize(e), &err);
+    ASSERT_TRUE(back) << err;
+    EXPECT_EQ(back->pf, e.pf);
+    EXPECT_EQ(back->from, 65535u);
+    EXPECT_EQ(back->to, 0u);
+    EXPECT_EQ(back->phase, PfJournalEntry::Phase::Stuck);
+
+    const std::string head = "vfiod-pf-journal 1\n";
+    const std::string rest = "from 1\nto 2\nphase started\n";
+    for (const std::string& bad : {
+             std::string("vfiod-journal 1\npf 0000:02:00.0\n") + rest,  // a group entry's magic
+             head + rest,                                               // no pf
+             head + "pf 0000:02:00.0\nfrom 1\nto 2\n",                  // no phase
+             head + "pf 2:00.0\n" + rest,                               // not as str() spells it
+             head + "pf 0000:02:00.0 x\n" + rest,                       // a second value
+             head + "pf 0000:02:00.0\n" + rest + "to 3\n",              // a key twice
+             head + "pf 0000:02:00.0\n" + rest + "group 13\n",          // a group entry's key
+             head + "pf 0000:02:00.0\nfrom 65536\nto 2\nphase started\n",
+             head + "pf 0000:02:00.0\nfrom -1\nto 2\nphase started\n",
+             head + "pf 0000:02:00.0\nfrom 1\nto 2\nphase done\n",      // a group phase
+             head + "pf 0000:02:00.0\nfrom 1\nto 0x2\nphase started\n",
+         }) {
+        err.clear();
+        EXPECT_FALSE(parse_pf_journal(bad, &err)) << bad;
+        EXPECT_FALSE(err.empty()) << bad;
+    }
 }
