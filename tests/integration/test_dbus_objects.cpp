@@ -654,5 +654,54 @@ TEST_F(DbusObjectsTest, TheClientReadsBackThePublishedPfs) {
     EXPECT_FALSE(view.pfs);
 }
 
+
+// A consumer that follows the signals (client::Inventory::apply, as the device plugin does)
+// sees PFs come, change and go without a whole read, and none of their signals is refused.
+TEST_F(DbusObjectsTest, TheClientFollowsPfSignals) {
+    std::mutex mu;
+    client::Inventory followed;
+    int refused = 0;
+    auto watch = client::watch_inventory(
+        *client_,
+        [&](sdbus::Message& m) {
+            std::lock_guard l(mu);
+            refused += !followed.apply(m);
+        },
+        [](bool) {});
+    client_->enterEventLoopAsync();
+    // "ADDRESS NOW/WANTED STATE REASON" per followed PF, once it reads `want` (or after 5 s).
+    auto pfs_when = [&](const std::string& want) {
+        std::string got;
+        for (auto end = std::chrono::steady_clock::now() + 5s;
+             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(20ms)) {
+            std::lock_guard l(mu);
+            got.clear();
+            for (const auto& p : followed.view().pfs.value_or(std::vector<client::DaemonPf>{}))
+                got += (got.empty() ? "" : "|") + p.plan.address.str() + " " +
+                       std::to_string(p.plan.num_vfs) + "/" + std::to_string(p.plan.wanted_vfs) +
+                       " " + p.state + " " + to_string(p.plan.reason);
+            if (got == want)
+                break;
+        }
+        return got;
+    };
+    Inventory inv = pf_inventory();
+    InventoryChange both;
+    both.pfs = {kVmd, kLast};
+    objects_->publish(inv, both);
+    serve();
+    EXPECT_EQ(pfs_when("ffff:ff:1f.7 0/8 refused vfs-exceed-total|10000:00:00.0 0/2 pending "),
+              "ffff:ff:1f.7 0/8 refused vfs-exceed-total|10000:00:00.0 0/2 pending ");
+    stop_serving();
+    inv.pfs[kVmd].num_vfs = 2;
+    inv.pfs[kVmd].state = PfState::Ready;
+    inv.pfs.erase(kLast);
+    objects_->publish(inv, both);
+    serve();
+    EXPECT_EQ(pfs_when("10000:00:00.0 2/2 ready "), "10000:00:00.0 2/2 ready ");
+    client_->leaveEventLoop();
+    EXPECT_EQ(refused, 0);
+}
+
 }  // namespace
 }  // namespace vfiod::test
