@@ -23,7 +23,9 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
         for (const auto& g : view.groups)
             write_group_json(w, g.plan, g.state);
         w.end_array();
-        if (view.pfs) {  // DESIGN §11: only where [[sriov]] entries are, so other hosts' is as it was
+        // DESIGN §11: only where PFs are published (offline: [[sriov]] entries configured), so
+        // that other hosts' output stays byte for byte what it was.
+        if (view.pfs) {
             w.key("pfs").begin_array();
             for (const auto& pf : *view.pfs)
                 write_pf_json(w, pf.plan, pf.state);
@@ -61,8 +63,10 @@ int offline(const Args& args) {
         view.groups.push_back({g, to_string(planned_state(g.action)), {}, {}});  // what vfiod would publish
     if (plan.pfs) {
         view.pfs.emplace();
-        for (const auto& pf : *plan.pfs)
-            view.pfs->push_back({pf, to_string(planned_state(pf.action)), planned_state(pf.action)});
+        for (const auto& pf : *plan.pfs) {
+            PfState s = planned_state(pf.action);
+            view.pfs->push_back({pf, to_string(s), s});
+        }
     }
     return print(view, args.json, host_use_scope(fs));
 }
