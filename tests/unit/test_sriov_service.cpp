@@ -14,9 +14,12 @@
 #include <set>
 #include <string>
 
+#include <poll.h>
+
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "scenarios.hpp"
+#include "infra/workers.hpp"
 #include "service/service.hpp"
 
 namespace vfiod::test {
@@ -300,6 +303,43 @@ TEST_F(SriovService, ANumVfsWriteThatHangsIsContained) {
     EXPECT_EQ(pf(s).reason, Reason::Stuck);
     EXPECT_EQ(kernel->writes().size(), before);
     kernel->unblock();
+}
+
+// As the daemon runs it: the writes on worker threads, the uevents they raise heard on the loop
+// while other operations run. The PF's change, the VF binds and the probe all land.
+TEST_F(SriovService, WithWorkersAsTheDaemonRunsIt) {
+    write_config(config(2, kFirstVf));
+    Service s(*kernel, {});
+    Workers w;  // after the service: it goes first, waiting for the jobs that use the service
+    s.set_workers(&w);
+    ASSERT_TRUE(s.start());
+    auto settled = [&] {
+        return driver(kVf0) == "vfio-pci" && driver(kVf1) == "nvme" &&
+               s.inventory().pfs.count(addr(kSriovPf)) &&
+               s.inventory().pfs.at(addr(kSriovPf)).state == PfState::Ready &&
+               s.inventory().pfs.at(addr(kSriovPf)).num_vfs == 2 &&
+               s.inventory().groups.count(8) &&
+               s.inventory().groups.at(8).state == GroupState::Bound && !s.busy(9);
+    };
+    for (int i = 0; i < 1000 && !settled(); ++i) {
+        pollfd p{w.fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) > 0)
+            w.dispatch();
+        std::set<std::string> burst;
+        {
+            std::lock_guard lock(m);
+            burst.swap(events);
+        }
+        std::set<PciAddress> touched;
+        for (const auto& b : burst)
+            touched.insert(addr(b.c_str()));
+        if (!touched.empty())
+            s.handle_events(touched);
+        s.publish();
+    }
+    EXPECT_TRUE(settled());
+    EXPECT_THAT(seen(kVf0), ElementsAre("vfio-pci"));
+    EXPECT_THAT(seen(kVf1), ElementsAre("nvme"));
 }
 
 // Observe mode writes nothing: the PF is pending with the change it would make.
