@@ -41,8 +41,10 @@ Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
     Prepared p;
     p.group = group;
     p.pf = *plan;
-    // Fenced while the writes run: the PF, and the VFs the change destroys.
-    p.functions.assign(now.begin(), now.end());
+    // Fenced while the writes run: the PF only. A blocked sriov_numvfs store holds the PF's
+    // device lock, which its attributes' reads take; the VFs come and go meanwhile, and their
+    // events must be heard as they come.
+    p.functions = {pf};
     return p;
 }
 
@@ -52,9 +54,7 @@ Prepared PfDecider::settle_entry(const PciAddress& pf, unsigned group) const {
     p.pf_reconcile = pf;
     if (const PfPlan* plan = host_.pf_plan(pf))
         p.pf_wanted = plan->wanted_vfs;
-    std::set<PciAddress> fns = host_.vfs_of(pf);
-    fns.insert(pf);
-    p.functions.assign(fns.begin(), fns.end());
+    p.functions = {pf};  // as decide() does
     return p;
 }
 

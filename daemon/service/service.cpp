@@ -196,12 +196,19 @@ void Service::pf_events(const std::set<PciAddress>& touched, std::set<PciAddress
     probe_left(touched);
 }
 
-void Service::probe_left(const std::set<PciAddress>& vfs) {
+void Service::probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing) {
     if (mode() != Mode::Enforce)
         return;
-    for (const auto& vf : pf_decider_->to_probe(vfs))
+    for (const auto& vf : pf_decider_->to_probe(vfs)) {
+        // While its PF's change runs, autoprobe may still be 0 and the kernel would attach
+        // nothing: the change's end probes the VFs then.
+        const PciFunction* fn = host_->snapshot().topology.find(vf);
+        auto pf_group = host_->group_of(*fn->physfn);
+        if (pf_group && busy(*pf_group) && !(finishing && *finishing == *fn->physfn))
+            continue;
         if (auto g = host_->group_of(vf))
             enqueue(*g, {Request::Kind::Probe, vf.str(), {}, true});
+    }
 }
 
 void Service::decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind) {
@@ -383,7 +390,11 @@ Written Service::run_writes(const Prepared& p) {
 
 OpResult Service::complete_pf(const Prepared& p, const Written& w) {
     if (p.pf) {
-        pf_decider_->finish(p.pf->address, w.pf);
+        const PciAddress& pf = p.pf->address;
+        pf_decider_->finish(pf, w.pf);
+        // The VFs whose add events came while the change ran, and were not probed then.
+        host_->refresh(host_->vfs_of(pf));
+        probe_left(host_->vfs_of(pf), &pf);
     } else if (p.pf_reconcile) {
         if (!w.pf.message.empty())
             spdlog::warn("PF {}: unfinished VF count change from the last run: {}",
@@ -392,13 +403,18 @@ OpResult Service::complete_pf(const Prepared& p, const Written& w) {
         std::set<PciAddress> fns = host_->vfs_of(*p.pf_reconcile);
         fns.insert(*p.pf_reconcile);
         host_->refresh(fns);
-        probe_left(host_->vfs_of(*p.pf_reconcile));
+        probe_left(host_->vfs_of(*p.pf_reconcile), &*p.pf_reconcile);
     } else {
-        if (w.pf.state == PfState::Ready)
-            spdlog::info("{}: a VF no entry allowlists, sent to its host driver", p.probe->str());
-        else
-            spdlog::warn("{}: probing its host driver: {}", p.probe->str(), w.pf.message);
         host_->refresh({*p.probe});
+        const PciFunction* vf = host_->snapshot().topology.find(*p.probe);
+        if (w.pf.state != PfState::Ready)
+            spdlog::warn("{}: probing its host driver: {}", p.probe->str(), w.pf.message);
+        else if (vf && !vf->driver.empty())
+            spdlog::info("{}: a VF no entry allowlists, sent to its host driver {}",
+                         p.probe->str(), vf->driver);
+        else
+            spdlog::info("{}: a VF no entry allowlists, probed; no host driver took it",
+                         p.probe->str());
     }
     return {};
 }
