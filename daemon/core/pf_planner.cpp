@@ -100,8 +100,14 @@ std::vector<Write> sriov_writes(const PciAddress& pf, unsigned from, unsigned to
         w.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "0"});
     if (from != 0)
         w.push_back({Write::Kind::SriovNumVfs, numvfs, "0"});
-    if (to != 0)
+    if (to != 0) {
         w.push_back({Write::Kind::SriovNumVfs, numvfs, std::to_string(to)});
+        // Back on, once the VFs exist: the kernel probes a VF (drivers_probe, a driver loading)
+        // only while its PF's autoprobe is 1 or the VF has a driver_override
+        // (pci_device_can_probe), so the VFs no entry allowlists could never reach their host
+        // driver otherwise.
+        w.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "1"});
+    }
     return w;
 }
 

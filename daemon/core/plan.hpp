@@ -112,7 +112,9 @@ std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse&
 // The writes that take a PF's sriov_numvfs from `from` to `to` (DESIGN §11): none when they are
 // equal; else sriov_drivers_autoprobe <- 0 (so new VFs reach no host driver; left out when `to`
 // is 0: no VF is created), sriov_numvfs <- 0 when `from` is not 0 (the kernel refuses a change
-// between two non-zero counts with EBUSY), then sriov_numvfs <- `to` when it is not 0.
+// between two non-zero counts with EBUSY), then sriov_numvfs <- `to` and
+// sriov_drivers_autoprobe <- 1 when `to` is not 0 (the VFs exist, driverless; with autoprobe
+// 0 the kernel would refuse to probe the ones no entry allowlists).
 std::vector<Write> sriov_writes(const PciAddress& pf, unsigned from, unsigned to);
 
 // The driver vfiod binds a non-bridge function to: its governing [[device]] entry's driver, or

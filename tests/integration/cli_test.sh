@@ -45,8 +45,8 @@ printf '[[device]]\nselector = "1b36:0010"\n\n[[sriov]]\nselector = "1b36:0010"\
 run "plan --json with [[sriov]]" 0 plan --root "$WORK/sriov" --json
 check "plan --json pfs" "0000:02:00.0 2 0 2 create None" \
     "$(json 'print(" ".join(str(p[k]) for p in d["pfs"] for k in ("address", "total_vfs", "num_vfs", "wanted_vfs", "action", "reason")))')"
-check "plan --json pfs writes, autoprobe first" \
-    "sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe=0 sys/bus/pci/devices/0000:02:00.0/sriov_numvfs=2" \
+check "plan --json pfs writes, autoprobe off around the creation" \
+    "sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe=0 sys/bus/pci/devices/0000:02:00.0/sriov_numvfs=2 sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe=1" \
     "$(json 'print(" ".join(w["path"] + "=" + w["value"] for w in d["pfs"][0]["writes"]))')"
 check "plan --json pf keys" "action address blockers num_vfs reason total_vfs wanted_vfs writes" \
     "$(json 'print(" ".join(sorted(d["pfs"][0])))')"

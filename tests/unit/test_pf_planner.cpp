@@ -90,7 +90,8 @@ TEST_F(SriovPlan, CreatesFromZeroWithAutoprobeOffFirst) {
     EXPECT_EQ(pf.reason, Reason::None);
     EXPECT_TRUE(pf.blockers.empty());
     EXPECT_THAT(shown(pf.writes), ElementsAre(kPfDir + "sriov_drivers_autoprobe <- 0",
-                                              kPfDir + "sriov_numvfs <- 2"));
+                                              kPfDir + "sriov_numvfs <- 2",
+                                              kPfDir + "sriov_drivers_autoprobe <- 1"));
 }
 
 TEST_F(SriovPlan, AlreadyThereIsReadyWithNothingToWrite) {
@@ -109,7 +110,7 @@ TEST_F(SriovPlan, GrowingGoesThroughZero) {
     EXPECT_EQ(pf.action, PfAction::Create);
     EXPECT_THAT(shown(pf.writes),
                 ElementsAre(kPfDir + "sriov_drivers_autoprobe <- 0", kPfDir + "sriov_numvfs <- 0",
-                            kPfDir + "sriov_numvfs <- 2"));
+                            kPfDir + "sriov_numvfs <- 2", kPfDir + "sriov_drivers_autoprobe <- 1"));
     // Writing the plan's writes to the kernel brings the PF to the count, with no EBUSY.
     for (const auto& w : pf.writes)
         EXPECT_EQ(kernel->write(w.path, w.value), 0) << w.path << " <- " << w.value;
@@ -266,7 +267,8 @@ TEST_F(SriovPlan, JsonHasPfsOnlyWithSriovEntries) {
               R"("writes":[{"path":"sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe",)"
               R"("value":"0"},{"path":"sys/bus/pci/devices/0000:02:00.0/sriov_numvfs",)"
               R"("value":"0"},{"path":"sys/bus/pci/devices/0000:02:00.0/sriov_numvfs",)"
-              R"("value":"2"}]}]})");
+              R"("value":"2"},{"path":"sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe",)"
+              R"("value":"1"}]}]})");
     JsonWriter w(false);
     PfPlan refused = only_pf(plan(sriov(3)));
     write_pf_json(w, refused, std::string("refused"));
