@@ -85,7 +85,7 @@ public:
     // Settles one such entry on start: with `wanted` (an [[sriov]] entry still governs the PF)
     // the entry is dropped and the daemon's decision, which follows, finishes the change;
     // without, the PF goes back to the count it had before the change. nullopt when the PF has
-    // no entry.
+    // no entry, or none that can be read (unfinished_pfs names those; they are left alone).
     std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
@@ -129,9 +129,20 @@ private:
     GroupOutcome reconcile_entry(JournalEntry& e);
     GroupOutcome discard(const JournalEntry& e, const std::vector<EntryProblem>& problems);
     bool converge(const PciAddress& fn, const Home& home, std::string* note);
+    // 0, an errno, or kStuck: the write did not return within the timeout.
     int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
+    static constexpr int kStuck = -1;
+    // Those of fns with a write still blocked (forgetting the writes that have returned).
+    std::vector<PciAddress> stuck_among(const std::vector<PciAddress>& fns);
     // Stores the entry; "" or "journal <path>: <error>" for the message.
     std::string store(const JournalEntry& entry);
+
+    // The PF half (executor_pf.cpp): a PF held by its own blocked write; the writes that take
+    // it to `to`, verified, with the entry settled; the entry kept (stuck) or dropped.
+    std::optional<PfOutcome> pf_held(const PciAddress& pf);
+    PfOutcome write_pf(const std::vector<Write>& writes, unsigned to, PfJournalEntry& entry);
+    std::string store_pf(const PfJournalEntry& entry);
+    PfOutcome drop_pf(const PciAddress& pf, PfOutcome out);
 
     HostFs& fs_;
     Journal* journal_;
