@@ -131,12 +131,19 @@ std::optional<PfOutcome> Executor::reconcile_pf(const PciAddress& pf,
         return std::nullopt;
     if (auto held = pf_held(pf))
         return *held;
-    if (wanted)
+    if (wanted) {
+        // The change may have stopped between its writes with autoprobe still 0, and a plan
+        // that finds the count right writes nothing: autoprobe goes back here.
+        if (int err = timed_write(pf, pci_paths::sriov_autoprobe_file(pf), "1"); err == kStuck)
+            return failed(pf, Reason::Stuck, change_text(*e) + ": " +
+                                                 pci_paths::sriov_autoprobe_file(pf) +
+                                                 " <- 1: no answer; the entry stays");
         return drop_pf(pf, {PfState::Ready, Reason::None,
                             change_text(*e) + ": its entry was dropped; the decision for its "
                                               "[[sriov]] entry (num_vfs = " +
                                 std::to_string(*wanted) + ") follows",
                             {}});
+    }
     auto now = read_numvfs(fs_, pf);
     if (!now)
         return drop_pf(pf, {PfState::Refused, Reason::None,
@@ -144,7 +151,10 @@ std::optional<PfOutcome> Executor::reconcile_pf(const PciAddress& pf,
                                 " cannot be read (the PF is gone or is no PF now); nothing was "
                                 "written and the entry was discarded",
                             {pf}});
-    PfOutcome out = write_pf(sriov_writes(pf, *now, e->from), e->from, *e);
+    std::vector<Write> back = sriov_writes(pf, *now, e->from);
+    if (e->from == 0 || *now == e->from)  // sriov_writes leaves autoprobe as it is then
+        back.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "1"});
+    PfOutcome out = write_pf(back, e->from, *e);
     if (out.state == PfState::Ready)
         out.message = change_text(*e) + ": back at " + std::to_string(e->from) +
                       " (no [[sriov]] entry governs it now)";

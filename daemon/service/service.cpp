@@ -193,9 +193,13 @@ void Service::pf_events(const std::set<PciAddress>& touched, std::set<PciAddress
     std::set<PciAddress> pfs = host_->pfs_concerned(touched);
     pfs.merge(before);
     decide_pfs(pfs);
+    probe_left(touched);
+}
+
+void Service::probe_left(const std::set<PciAddress>& vfs) {
     if (mode() != Mode::Enforce)
         return;
-    for (const auto& vf : pf_decider_->to_probe(touched))
+    for (const auto& vf : pf_decider_->to_probe(vfs))
         if (auto g = host_->group_of(vf))
             enqueue(*g, {Request::Kind::Probe, vf.str(), {}, true});
 }
@@ -384,7 +388,11 @@ OpResult Service::complete_pf(const Prepared& p, const Written& w) {
         if (!w.pf.message.empty())
             spdlog::warn("PF {}: unfinished VF count change from the last run: {}",
                          p.pf_reconcile->str(), w.pf.message);
-        host_->refresh({*p.pf_reconcile});
+        // The VFs a crash cut off from their add events: those left to the host are probed.
+        std::set<PciAddress> fns = host_->vfs_of(*p.pf_reconcile);
+        fns.insert(*p.pf_reconcile);
+        host_->refresh(fns);
+        probe_left(host_->vfs_of(*p.pf_reconcile));
     } else {
         if (w.pf.state == PfState::Ready)
             spdlog::info("{}: a VF no entry allowlists, sent to its host driver", p.probe->str());

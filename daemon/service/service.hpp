@@ -146,6 +146,8 @@ private:
     // The SR-IOV side of a burst: the PFs it concerns (`before`: as the last read had them)
     // and the new VFs left to the host.
     void pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before);
+    // The VFs among `vfs` left to the host, each probed in its group's queue (enforce mode).
+    void probe_left(const std::set<PciAddress>& vfs);
     void submit(Request r);
     // Sends a request that waited for a reload on its way, answering it Failed if that throws.
     void resubmit(Request r, Reply reply);

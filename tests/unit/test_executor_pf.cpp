@@ -118,8 +118,9 @@ struct PfHost {
 
 }  // namespace
 
-// 0 -> 2: autoprobe off first, then the count; the journal entry exists from before the first
-// write until the count is reached; the VFs arrive driverless, and the PF keeps nvme.
+// 0 -> 2: autoprobe off first, then the count, then autoprobe back on; the journal entry exists
+// from before the first write until the count is reached; the VFs arrive driverless (autoprobe
+// was 0 when they were made), and the PF keeps nvme.
 TEST(ExecutorPf, CreatesDriverlessVfsJournaledFromBeforeTheFirstWrite) {
     PfHost h;
     PfPlan plan = h.plan(2);
@@ -134,10 +135,11 @@ TEST(ExecutorPf, CreatesDriverlessVfsJournaledFromBeforeTheFirstWrite) {
     PfOutcome out = h.exec->apply_pf(plan);
     EXPECT_EQ(out.state, PfState::Ready) << out.message;
     EXPECT_EQ(out.reason, Reason::None);
-    EXPECT_THAT(h.writes(), ElementsAre(kAutoprobe + " <- 0 = 0", kNumVfs + " <- 2 = 0"));
-    EXPECT_THAT(seen, ElementsAre("0->2 started", "0->2 started"));
+    EXPECT_THAT(h.writes(), ElementsAre(kAutoprobe + " <- 0 = 0", kNumVfs + " <- 2 = 0",
+                                        kAutoprobe + " <- 1 = 0"));
+    EXPECT_THAT(seen, ElementsAre("0->2 started", "0->2 started", "0->2 started"));
     EXPECT_EQ(h.read(kNumVfs), "2");
-    EXPECT_EQ(h.read(kAutoprobe), "0");
+    EXPECT_EQ(h.read(kAutoprobe), "1");
     for (const char* vf : {kVf0, kVf1}) {
         EXPECT_TRUE(h.exists(vf)) << vf;
         EXPECT_EQ(h.driver(vf), "") << vf;
@@ -151,7 +153,7 @@ TEST(ExecutorPf, CreatesDriverlessVfsJournaledFromBeforeTheFirstWrite) {
     PfPlan again = h.plan(2);
     ASSERT_EQ(again.action, PfAction::Ready);
     EXPECT_EQ(h.exec->apply_pf(again).state, PfState::Ready);
-    EXPECT_EQ(h.kernel->writes().size(), 2u);
+    EXPECT_EQ(h.kernel->writes().size(), 3u);
 }
 
 // 1 -> 2 goes through 0: the kernel refuses a change between two non-zero counts (EBUSY), which
@@ -179,7 +181,7 @@ TEST(ExecutorPf, GrowsThroughZeroBecauseTheKernelRefusesAnythingElse) {
     auto writes = h.writes();
     EXPECT_THAT(std::vector<std::string>(writes.begin() + before, writes.end()),
                 ElementsAre(kAutoprobe + " <- 0 = 0", kNumVfs + " <- 0 = 0",
-                            kNumVfs + " <- 2 = 0"));
+                            kNumVfs + " <- 2 = 0", kAutoprobe + " <- 1 = 0"));
     EXPECT_EQ(h.read(kNumVfs), "2");
     EXPECT_EQ(h.driver(kVf0), "");
     EXPECT_EQ(h.driver(kVf1), "");
@@ -314,6 +316,8 @@ void expect_settled_after_restart(const std::string& snap, unsigned from, unsign
         EXPECT_EQ(out.state, PfState::Ready) << out.message;
     }
     EXPECT_EQ(r.read(kNumVfs), std::to_string(wanted ? to : from));
+    // Back on whatever write the crash came before, so VFs left to the host can be probed.
+    EXPECT_EQ(r.read(kAutoprobe), "1");
     EXPECT_EQ(r.driver(kVf0), "");
     EXPECT_EQ(r.driver(kVf1), "");
     EXPECT_THAT(r.vf_binds(), IsEmpty());
