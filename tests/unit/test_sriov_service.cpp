@@ -106,10 +106,12 @@ protected:
     void vm_closes() { tree.remove("proc/4242"); }
 
     FakeTree tree;
-    std::unique_ptr<FakeKernel> kernel;
+    // What the uevent sink fills: before the kernel, so they outlive it (a write the executor
+    // left blocked returns, and raises its uevents, while the kernel goes).
     std::mutex m;
     std::set<std::string> events;
     std::map<std::string, std::set<std::string>> drivers_seen;
+    std::unique_ptr<FakeKernel> kernel;
 };
 
 // Coldplug: both VFs made with autoprobe off, the allowlisted one bound to vfio-pci, the other
