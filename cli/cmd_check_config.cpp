@@ -1,5 +1,6 @@
 // vfioctl check-config FILE: validate a configuration without touching the host.
 #include <cstdio>
+#include <string>
 
 #include "commands.hpp"
 #include "core/json.hpp"
@@ -40,11 +41,17 @@ int run_check_config(const Args& args) {
         return kExitUsage;
     }
     const Config& c = *cr.config;
-    std::printf("%s: valid: mode %s, companions %s, %zu device entr%s, %zu protect entr%s "
+    // [[sriov]] entries are named only when there are some: the summary of every other config
+    // reads as it always has.
+    std::string sriov;
+    if (!c.sriovs.empty())
+        sriov = ", " + std::to_string(c.sriovs.size()) + " sriov entr" +
+                (c.sriovs.size() == 1 ? "y" : "ies");
+    std::printf("%s: valid: mode %s, companions %s, %zu device entr%s, %zu protect entr%s%s "
                 "(%zu file%s read)\n",
                 args.operand.c_str(), to_string(c.mode), to_string(c.companions),
                 c.devices.size(), c.devices.size() == 1 ? "y" : "ies", c.protects.size(),
-                c.protects.size() == 1 ? "y" : "ies", c.files.size(),
+                c.protects.size() == 1 ? "y" : "ies", sriov.c_str(), c.files.size(),
                 c.files.size() == 1 ? "" : "s");
     return kExitOk;
 }

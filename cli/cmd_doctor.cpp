@@ -22,6 +22,24 @@ void optional_value(JsonWriter& w, bool present, const std::string& v) {
         w.null();
 }
 
+void write_pfs_json(JsonWriter& w, const std::vector<PfFinding>& pfs) {
+    w.key("pfs").begin_array();
+    for (const auto& p : pfs) {
+        w.begin_object();
+        w.key("address").value(p.pf->address.str());
+        w.key("driver");
+        optional_value(w, p.fn && !p.fn->driver.empty(), p.fn ? p.fn->driver : "");
+        w.key("num_vfs").value(static_cast<int64_t>(p.pf->num_vfs));
+        w.key("wanted_vfs").value(static_cast<int64_t>(p.pf->wanted_vfs));
+        w.key("action").value(to_string(p.pf->action));
+        write_reason_key(w, p.pf->reason);
+        w.key("fix");
+        optional_value(w, !p.fix.empty(), p.fix);
+        w.end_object();
+    }
+    w.end_array();
+}
+
 void print_json(const Diagnosis& dx) {
     JsonWriter w;
     w.begin_object();
@@ -46,6 +64,8 @@ void print_json(const Diagnosis& dx) {
         w.end_object();
     }
     w.end_array();
+    if (dx.pfs)  // only with [[sriov]] entries: other hosts' output is as it was
+        write_pfs_json(w, *dx.pfs);
     w.end_object();
     std::fputs(w.str().c_str(), stdout);
 }
@@ -98,6 +118,35 @@ void print_finding(const Finding& f) {
                     "it\n");
 }
 
+// One PF: its counts, what vfiod does about them, and what stands in the way.
+void print_pf(const PfFinding& p) {
+    const PfPlan& pf = *p.pf;
+    std::printf("\nSR-IOV PF %s  driver: %s\n", pf.address.str().c_str(),
+                p.fn && !p.fn->driver.empty() ? printable(p.fn->driver).c_str() : "(none)");
+    std::printf("  VFs: %u now, %u wanted, %u at most (sriov_totalvfs)\n", pf.num_vfs,
+                pf.wanted_vfs, pf.total_vfs);
+    switch (pf.action) {
+    case PfAction::Ready:
+        std::printf("  ready: it has the VFs its [[sriov]] entry wants\n");
+        break;
+    case PfAction::Create:
+        if (p.driverless)
+            std::printf("  vfiod cannot make its VFs yet: the PF has no driver, so "
+                        "sriov_numvfs answers ENOENT (the daemon shows it failed)\n");
+        else
+            std::printf("  vfiod will set its VF count (%zu writes; vfioctl plan shows them)\n",
+                        pf.writes.size());
+        break;
+    case PfAction::Refuse:
+        std::printf("  vfiod refuses to change its VF count: %s\n", to_string(pf.reason));
+        for (const auto& why : pf.details)
+            std::printf("    %s\n", printable(why).c_str());
+        break;
+    }
+    if (!p.fix.empty())
+        std::printf("  fix: %s\n", p.fix.c_str());
+}
+
 void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
     for (const auto& c : dx.checks)
         std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
@@ -106,6 +155,8 @@ void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
         std::printf("\nNo PCI function on this host matches the allowlist.\n");
     for (const auto& f : dx.findings)
         print_finding(f);
+    for (const auto& p : dx.pfs.value_or(std::vector<PfFinding>{}))
+        print_pf(p);
     if (!dx.per_resource.empty()) {
         std::printf("\nWhat KubeVirt will count (node allocatable):\n");
         for (const auto& [res, c] : dx.per_resource)

@@ -1,5 +1,6 @@
 // vfioctl plan: the dry run. Same config loader, reader and planner as the daemon.
 #include <cstdio>
+#include <string>
 
 #include "commands.hpp"
 #include "core/plan_json.hpp"
@@ -7,6 +8,23 @@
 #include "text.hpp"
 
 namespace vfiod::cli {
+
+namespace {
+
+// The PFs of [[sriov]] entries after the groups; nothing at all without such entries.
+void print_pfs(const Plan& plan) {
+    if (!plan.pfs)
+        return;
+    size_t counts[3] = {0, 0, 0};
+    for (const auto& pf : *plan.pfs) {
+        std::printf("\n%s", render_pf(pf, true).c_str());
+        ++counts[static_cast<int>(pf.action)];
+    }
+    std::printf("\nSR-IOV: %zu PF%s to change, %zu ready, %zu refused\n", counts[0],
+                counts[0] == 1 ? "" : "s", counts[1], counts[2]);
+}
+
+}  // namespace
 
 int run_plan(const Args& args) {
     std::optional<Config> config = checked_config(args, "no plan was made");
@@ -25,12 +43,16 @@ int run_plan(const Args& args) {
     std::printf("IOMMU: %s, %zu groups; vfio-pci driver: %s\n",
                 t.iommu_enabled ? "enabled" : "DISABLED", t.groups.size(),
                 t.drivers.count("vfio-pci") ? "loaded" : "not loaded");
-    std::printf("config: %s; %zu [[device]], %zu [[protect]]\n",
+    // [[sriov]] entries are counted only when there are some: other hosts' text is unchanged.
+    const std::string sriovs =
+        config->sriovs.empty() ? "" : ", " + std::to_string(config->sriovs.size()) + " [[sriov]]";
+    std::printf("config: %s; %zu [[device]], %zu [[protect]]%s\n",
                 config->files.empty() ? "(none)" : config->files.front().c_str(),
-                config->devices.size(), config->protects.size());
+                config->devices.size(), config->protects.size(), sriovs.c_str());
     std::printf("%s\n", host_use_scope(fs));
-    if (plan.groups.empty()) {
-        std::printf("\nNothing to do: no PCI function on this host matches the allowlist.\n");
+    if (plan.groups.empty() && (!plan.pfs || plan.pfs->empty())) {
+        std::printf("\nNothing to do: no PCI function on this host matches the allowlist%s.\n",
+                    plan.pfs ? " or an [[sriov]] entry" : "");
         return kExitOk;
     }
     size_t counts[3] = {0, 0, 0};
@@ -40,6 +62,7 @@ int run_plan(const Args& args) {
     }
     std::printf("\n%zu to bind, %zu already bound, %zu refused\n", counts[0], counts[1],
                 counts[2]);
+    print_pfs(plan);
     if (!t.iommu_enabled)
         std::printf("The IOMMU is off: enable it on the kernel command line (intel_iommu=on or "
                     "amd_iommu=on, and VT-d/AMD-Vi in the firmware); see vfioctl doctor.\n");

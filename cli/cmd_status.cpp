@@ -23,6 +23,14 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
         for (const auto& g : view.groups)
             write_group_json(w, g.plan, g.state);
         w.end_array();
+        // DESIGN §11: only where PFs are published (offline: [[sriov]] entries configured), so
+        // that other hosts' output stays byte for byte what it was.
+        if (view.pfs) {
+            w.key("pfs").begin_array();
+            for (const auto& pf : *view.pfs)
+                write_pf_json(w, pf.plan, pf.state);
+            w.end_array();
+        }
         w.end_object();
         std::fputs(w.str().c_str(), stdout);
         return kExitOk;
@@ -37,6 +45,9 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
         std::printf("\nNo IOMMU group holds an allowlisted device.\n");
     for (const auto& g : view.groups)
         std::printf("\n%s", render_group(g.plan, false, g.state).c_str());
+    if (view.pfs)  // the counts now and wanted, under the PF's state
+        for (const auto& pf : *view.pfs)
+            std::printf("\n%s", render_pf(pf.plan, false, pf.state).c_str());
     return kExitOk;
 }
 
@@ -50,6 +61,13 @@ int offline(const Args& args) {
     view.iommu = plan.iommu;
     for (const auto& g : plan.groups)
         view.groups.push_back({g, to_string(planned_state(g.action)), {}, {}});  // what vfiod would publish
+    if (plan.pfs) {
+        view.pfs.emplace();
+        for (const auto& pf : *plan.pfs) {
+            PfState s = planned_state(pf.action);
+            view.pfs->push_back({pf, to_string(s), s});
+        }
+    }
     return print(view, args.json, host_use_scope(fs));
 }
 

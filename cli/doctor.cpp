@@ -28,6 +28,18 @@ std::vector<Check> host_checks(const HostFs& fs, const Topology& t, const Config
     return checks;
 }
 
+std::optional<std::vector<PfFinding>> pf_findings(const Topology& t, const Plan& plan) {
+    if (!plan.pfs)
+        return std::nullopt;
+    std::vector<PfFinding> out;
+    for (const auto& pf : *plan.pfs) {
+        const PciFunction* fn = t.find(pf.address);
+        bool driverless = pf.action == PfAction::Create && fn && fn->driver.empty();
+        out.push_back({&pf, fn, driverless, pf_advice(pf, driverless)});
+    }
+    return out;
+}
+
 }  // namespace
 
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
@@ -45,8 +57,12 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
             counts.first += fn && kubevirt_counts(*fn);
             counts.second += g.action != Action::Refuse && d.target == "vfio-pci";
         }
+    dx.pfs = pf_findings(t, plan);
     for (const auto& c : dx.checks)
         dx.healthy = dx.healthy && c.ok;
+    // Until a PF has its VFs, the VFs to pass through are not there.
+    for (const auto& p : dx.pfs.value_or(std::vector<PfFinding>{}))
+        dx.healthy = dx.healthy && p.pf->action == PfAction::Ready;
     for (const auto& f : dx.findings)
         dx.healthy = dx.healthy && f.g->action == Action::Bound && f.fn && kubevirt_counts(*f.fn);
     return dx;
@@ -77,8 +93,16 @@ std::string advice(Reason r, const PciAddress& a) {
         return "stop or restart without the device the process named above (pid, command) that "
                "holds its device node open" + then;
     case Reason::SriovPf:
-        return "this is an SR-IOV PF with VFs enabled: allowlist the VFs instead, or set "
-               "sriov_numvfs to 0 first";
+        return "this is an SR-IOV PF with VFs enabled, or one an [[sriov]] entry names: vfiod "
+               "never binds it; allowlist its VFs instead (or, without an [[sriov]] entry, set "
+               "sriov_numvfs to 0 first)";
+    case Reason::InUseVf:
+        return "changing the VF count would destroy VFs the host or a VM uses: stop what uses "
+               "the VFs named above (or set num_vfs back); vfiod tries again on the next reload "
+               "or bind/release, or a udev event of the PF or its VFs";
+    case Reason::VfsExceedTotal:
+        return "num_vfs is above what the PF can have (sriov_totalvfs): lower it in the "
+               "[[sriov]] entry, then reload";
     case Reason::BootVga:
         return "it is the boot GPU; set allow_boot_vga = true only if the host console can live "
                "without it";
@@ -93,6 +117,37 @@ std::string advice(Reason r, const PciAddress& a) {
     case Reason::Drift:
         return "";  // not planning reasons: make_plan() never gives them
     }
+    return "";
+}
+
+// A count change is retried on a Reload, Bind/Release or a udev event of the PF or its VFs,
+// never on a timer (DESIGN §11): after the fix, a reload has vfiod try again at once. A driver
+// binding to the PF is such an event, so that fix needs no reload.
+std::string pf_advice(const PfPlan& pf, bool driverless) {
+    const std::string reload = "; then `systemctl reload vfiod`";
+    switch (pf.reason) {
+    case Reason::InUseVf: {
+        std::string vfs;
+        for (const auto& b : pf.blockers)
+            vfs += (vfs.empty() ? "" : ", ") + b.str();
+        return "changing the count destroys every VF, and " + vfs +
+               (pf.blockers.size() == 1 ? " is" : " are") +
+               " in use: stop what holds " + (pf.blockers.size() == 1 ? "it" : "them") +
+               " (named above: the VM, the mount, the interface or the process), or set num_vfs "
+               "back to " + std::to_string(pf.num_vfs) + reload;
+    }
+    case Reason::VfsExceedTotal:
+        return "lower num_vfs in the [[sriov]] entry to at most " + std::to_string(pf.total_vfs) +
+               " (the PF's sriov_totalvfs)" + reload;
+    case Reason::Protected:
+        return "a [[protect]] entry covers the PF, so vfiod never writes its VF count: remove "
+               "that entry or the [[sriov]] entry" + reload;
+    default:
+        break;
+    }
+    if (driverless)
+        return "load the PF's driver (its vendor's, e.g. modprobe nvme, mlx5_core, ice): the "
+               "kernel makes VFs only through it; vfiod tries again when the driver binds";
     return "";
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,9 +26,19 @@ struct Finding {
     const PlannedDevice* d;
 };
 
+// An SR-IOV PF of an [[sriov]] entry (DESIGN §11), and what stands in the way of its VF count.
+struct PfFinding {
+    const PfPlan* pf;
+    const PciFunction* fn;  // null when the function could not be read
+    bool driverless;        // planned, but sriov_numvfs answers ENOENT until a driver binds
+    std::string fix;        // "" when nothing stands in the way
+};
+
 struct Diagnosis {
     std::vector<Check> checks;
     std::vector<Finding> findings;  // the allowlisted functions, in plan order
+    // The plan's PFs, by address; nullopt as the plan's without [[sriov]] entries.
+    std::optional<std::vector<PfFinding>> pfs;
     // Per resource name: functions KubeVirt counts now, and once vfiod has bound what it can.
     std::map<std::string, std::pair<int, int>> per_resource;
     bool healthy = true;
@@ -43,5 +54,10 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
 // What the operator can do about a planning reason, "" when there is nothing to say (and for
 // the reasons make_plan() never gives).
 std::string advice(Reason r, const PciAddress& a);
+
+// What the operator can do about a PF whose count vfiod will not or cannot change: the VFs in
+// use (the plan's details say who holds them), the count to stay under, the [[protect]] entry,
+// or the driver to load; "" for a PF that is ready or about to change.
+std::string pf_advice(const PfPlan& pf, bool driverless);
 
 }  // namespace vfiod::cli

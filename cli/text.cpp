@@ -33,6 +33,28 @@ std::string class_name(uint32_t c) {
     return "class " + hex6(c);
 }
 
+namespace {
+
+// The "why:" lines, then the writes aligned on their arrows.
+std::string details_and_writes(const std::vector<std::string>& details,
+                               const std::vector<Write>& writes) {
+    std::string out;
+    for (const auto& why : details)
+        out += "  why: " + why + "\n";
+    size_t w = 0;
+    for (const auto& wr : writes)
+        w = std::max(w, wr.path.size());
+    if (!writes.empty())
+        out += "  writes:\n";
+    for (const auto& wr : writes) {
+        std::string v = wr.value == "\n" ? "\"\\n\"" : wr.value;
+        out += "    " + wr.path + std::string(w - wr.path.size() + 2, ' ') + "<- " + v + "\n";
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string render_group(const GroupPlan& g, bool with_writes,
                          const std::optional<std::string>& state) {
     std::string out = g.group ? "group " + std::to_string(*g.group) : std::string("no group");
@@ -74,20 +96,18 @@ std::string render_group(const GroupPlan& g, bool with_writes,
             line.pop_back();
         out += line + "\n";
     }
-    for (const auto& why : g.details)
-        out += "  why: " + why + "\n";
-    if (with_writes) {
-        auto writes = g.writes();
-        size_t w = 0;
-        for (const auto& wr : writes)
-            w = std::max(w, wr.path.size());
-        if (!writes.empty())
-            out += "  writes:\n";
-        for (const auto& wr : writes) {
-            std::string v = wr.value == "\n" ? "\"\\n\"" : wr.value;
-            out += "    " + wr.path + std::string(w - wr.path.size() + 2, ' ') + "<- " + v + "\n";
-        }
-    }
+    out += details_and_writes(g.details, with_writes ? g.writes() : std::vector<Write>{});
+    return out;
+}
+
+std::string render_pf(const PfPlan& pf, bool with_writes, const std::optional<std::string>& state) {
+    std::string out = "pf " + pf.address.str() + ": " +
+                      (state ? printable(*state) : std::string(to_string(pf.action)));
+    if (pf.reason != Reason::None)
+        out += std::string(" (") + to_string(pf.reason) + ")";
+    out += "\n  VFs: " + std::to_string(pf.num_vfs) + " now, " + std::to_string(pf.wanted_vfs) +
+           " wanted, " + std::to_string(pf.total_vfs) + " at most (sriov_totalvfs)\n";
+    out += details_and_writes(pf.details, with_writes ? pf.writes : std::vector<Write>{});
     return out;
 }
 

@@ -91,6 +91,26 @@ bool take(const Properties& p, const char* key, T* out) {
 // Decodes vfiod's objects into an Inventory: a whole read's, or the properties one signal
 // carries (only those change).
 struct InventoryEditor {
+    // Reason and Blockers, which groups and PFs publish alike.
+    static void reason_and_blockers(const Properties& p, Reason* reason,
+                                    std::vector<std::string>* details,
+                                    std::vector<PciAddress>* blockers) {
+        std::string text;
+        if (take(p, "Reason", &text)) {
+            *reason = parse_reason(text).value_or(Reason::None);
+            details->clear();
+            if (!parse_reason(text))  // a newer daemon's reason: show it as it came
+                details->push_back(text);
+        }
+        std::vector<std::string> list;
+        if (take(p, "Blockers", &list)) {
+            blockers->clear();
+            for (const auto& b : list)
+                if (auto a = PciAddress::parse(b))
+                    blockers->push_back(*a);
+        }
+    }
+
     static void device(DeviceRecord* d, const Properties& p) {
         std::string s;
         if (take(p, "Address", &s))
@@ -121,23 +141,22 @@ struct InventoryEditor {
         if (take(p, "Id", &id))
             g.plan.group = id;
         take(p, "VfioPath", &g.vfio_path);
-        std::string reason;
-        if (take(p, "Reason", &reason)) {
-            g.plan.reason = parse_reason(reason).value_or(Reason::None);
-            g.plan.details.clear();
-            if (!parse_reason(reason))  // a newer daemon's reason: show it as it came
-                g.plan.details.push_back(reason);
-        }
-        std::vector<std::string> blockers;
-        if (take(p, "Blockers", &blockers)) {
-            g.plan.blockers.clear();
-            for (const auto& b : blockers)
-                if (auto a = PciAddress::parse(b))
-                    g.plan.blockers.push_back(*a);
-        }
+        reason_and_blockers(p, &g.plan.reason, &g.plan.details, &g.plan.blockers);
         std::vector<sdbus::ObjectPath> devices;
         if (take(p, "Devices", &devices))
             r->devices.assign(devices.begin(), devices.end());
+    }
+
+    static void pf(DaemonPf* r, const Properties& p) {
+        std::string s;
+        if (take(p, "Address", &s))
+            r->plan.address = PciAddress::parse(s).value_or(PciAddress{});
+        take(p, "TotalVfs", &r->plan.total_vfs);
+        take(p, "NumVfs", &r->plan.num_vfs);
+        take(p, "WantedVfs", &r->plan.wanted_vfs);
+        if (take(p, "State", &r->state))
+            r->state_value = parse_pf_state(r->state);
+        reason_and_blockers(p, &r->plan.reason, &r->plan.details, &r->plan.blockers);
     }
 
     static void manager(Inventory* inv, const Properties& p) {
@@ -160,6 +179,12 @@ struct InventoryEditor {
             r.target = std::string();  // a function published without Target moves to ""
             device(&r, it->second);
             inv->devices_[path] = std::move(r);
+            ++inv->decoded_;
+        }
+        if (auto it = ifaces.find("org.vfiod1.PhysicalFunction"); it != ifaces.end()) {
+            DaemonPf r;
+            pf(&r, it->second);
+            inv->pfs_[path] = std::move(r);
             ++inv->decoded_;
         }
     }
@@ -191,6 +216,11 @@ struct InventoryEditor {
             if (it == inv->devices_.end())
                 return false;
             device(&it->second, values);
+        } else if (iface == "org.vfiod1.PhysicalFunction") {
+            auto it = inv->pfs_.find(path);
+            if (it == inv->pfs_.end())
+                return false;
+            pf(&it->second, values);
         }
         ++inv->decoded_;
         return true;
@@ -204,6 +234,8 @@ struct InventoryEditor {
                 inv->decoded_ += inv->groups_.erase(path);
             else if (i == "org.vfiod1.Device")
                 inv->decoded_ += inv->devices_.erase(path);
+            else if (i == "org.vfiod1.PhysicalFunction")
+                inv->decoded_ += inv->pfs_.erase(path);
     }
 };
 
@@ -257,6 +289,14 @@ DaemonView Inventory::view() const {
             g.plan.devices.push_back(std::move(pd));
         }
         view.groups.push_back(std::move(g));
+    }
+    if (!pfs_.empty()) {
+        std::map<PciAddress, const DaemonPf*> by_address;
+        for (const auto& [path, r] : pfs_)
+            by_address[r.plan.address] = &r;
+        view.pfs.emplace();
+        for (const auto& [a, r] : by_address)
+            view.pfs->push_back(*r);
     }
     return view;
 }

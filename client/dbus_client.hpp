@@ -35,11 +35,23 @@ struct DaemonGroup {
     std::optional<GroupState> state_value = std::nullopt;
 };
 
+struct DaemonPf {
+    // Address, counts, reason and blockers as the daemon publishes them (DESIGN §11); the
+    // action and writes are a plan's, never published.
+    PfPlan plan;
+    std::string state;  // the D-Bus State as published, for display (a newer daemon's too)
+    // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
+    std::optional<PfState> state_value = std::nullopt;
+};
+
 struct DaemonView {
     std::string version;
     std::string mode;
     bool iommu = false;
     std::vector<DaemonGroup> groups;  // by group number
+    // By address; nullopt when the daemon publishes no PhysicalFunction object (no [[sriov]]
+    // entry names a PF), so that status reads as it did before SR-IOV there.
+    std::optional<std::vector<DaemonPf>> pfs = std::nullopt;
 };
 
 struct ClientResult {
@@ -85,6 +97,7 @@ private:
     // By object path, as published: a bridge's Target is kept here and dropped by view(), so
     // the order in which Role and Target arrive does not matter.
     std::map<std::string, DeviceRecord> devices_;
+    std::map<std::string, DaemonPf> pfs_;  // by object path
     size_t decoded_ = 0;
 };
 

@@ -36,6 +36,10 @@ bool same_entry_values(const ProtectEntry& a, const ProtectEntry& b) {
     return a.selector == b.selector && a.address == b.address;
 }
 
+bool same_entry_values(const SriovEntry& a, const SriovEntry& b) {
+    return a.selector == b.selector && a.address == b.address && a.num_vfs == b.num_vfs;
+}
+
 template <typename T>
 bool same_entries(const std::vector<T>& a, const std::vector<T>& b) {
     if (a.size() != b.size())
@@ -90,7 +94,7 @@ std::string Origin::str() const {
 bool Config::operator==(const Config& o) const {
     return mode == o.mode && write_timeout == o.write_timeout && companions == o.companions &&
            allow_boot_vga == o.allow_boot_vga && same_entries(devices, o.devices) &&
-           same_entries(protects, o.protects);
+           same_entries(protects, o.protects) && same_entries(sriovs, o.sriovs);
 }
 
 const char* to_string(Mode m) {

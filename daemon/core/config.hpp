@@ -56,6 +56,19 @@ struct ProtectEntry {
     }
 };
 
+// One [[sriov]] entry (DESIGN §11): the SR-IOV PFs it matches should have num_vfs VFs, and are
+// never bound themselves. Which VFs are then bound is the [[device]] entries' business.
+struct SriovEntry {
+    std::optional<Selector> selector;    // at least one of selector/address is set
+    std::optional<PciAddress> address;
+    uint16_t num_vfs = 0;                // the kernel's sriov_numvfs takes a u16
+    Origin origin;
+
+    bool matches(const PciAddress& a, uint16_t vendor, uint16_t device) const {
+        return (!selector || selector->matches(vendor, device)) && (!address || *address == a);
+    }
+};
+
 struct Config {
     Mode mode = Mode::Enforce;
     unsigned write_timeout = 10;  // seconds
@@ -63,6 +76,7 @@ struct Config {
     bool allow_boot_vga = false;
     std::vector<DeviceEntry> devices;   // in precedence order: first match wins
     std::vector<ProtectEntry> protects;
+    std::vector<SriovEntry> sriovs;     // in precedence order: first match wins
     std::vector<std::string> files;     // the files this config was read from, in order
 
     bool operator==(const Config&) const;

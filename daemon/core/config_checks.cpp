@@ -12,15 +12,20 @@ namespace vfiod {
 
 std::string config_quote(std::string_view s) { return '"' + printable(s) + '"'; }
 
-void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
+namespace {
+
+// The index of warn_overlaps (config_checks.hpp) over one kind of entry: [[device]] or [[sriov]].
+template <typename Entry>
+void overlaps_of(const std::vector<Entry>& entries, const std::string& table,
+                 std::vector<std::string>& warnings) {
     struct Seen {
         size_t first;
         size_t count;
     };
     std::map<std::string, Seen> index;
-    BoundedWarnings out(&warnings, "overlapping [[device]] entries");
-    for (size_t j = 0; j < c.devices.size(); ++j) {
-        const DeviceEntry& e = c.devices[j];
+    BoundedWarnings out(&warnings, "overlapping " + table + " entries");
+    for (size_t j = 0; j < entries.size(); ++j) {
+        const Entry& e = entries[j];
         const std::string addr = e.address ? "a" + e.address->str() : "a-";
         const std::string sel = e.selector ? "s" + e.selector->str() : "s-";
         const std::string vendor = e.selector ? "v" + std::to_string(e.selector->vendor) : "";
@@ -40,9 +45,9 @@ void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
                                      hit->count + it->second.count}
                               : it->second;
         if (hit && out.room()) {
-            const std::string first = c.devices[hit->first].origin.str();
+            const std::string first = entries[hit->first].origin.str();
             const size_t others = hit->count - 1;
-            out.add(e.origin.str() + ": [[device]] can match the same functions as the entry at " +
+            out.add(e.origin.str() + ": " + table + " can match the same functions as the entry at " +
                     first +
                     (others ? " (and " + std::to_string(others) + " more earlier " +
                                   (others == 1 ? "entry)" : "entries)")
@@ -59,6 +64,13 @@ void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
                 ++index.try_emplace(a + '|' + s, Seen{j, 0}).first->second.count;
             }
     }
+}
+
+}  // namespace
+
+void warn_overlaps(const Config& c, std::vector<std::string>& warnings) {
+    overlaps_of(c.devices, "[[device]]", warnings);
+    overlaps_of(c.sriovs, "[[sriov]]", warnings);
 }
 
 void check_resource_names(const Config& c, std::vector<std::string>& errors) {

@@ -15,7 +15,8 @@ namespace vfiod {
 std::string config_quote(std::string_view s);
 
 // Overlaps among [[device]] entries matter because the first one's resource_name and driver
-// win. A [[protect]] entry always wins over a device entry, so that overlap is not news.
+// win; among [[sriov]] entries, because the first one's num_vfs does. A [[protect]] entry always
+// wins over the others, so that overlap is not news.
 //
 // Two entries can match one function unless their addresses differ or their selectors do (another
 // vendor, or two different devices). Comparing every pair is quadratic: 4,000 copies of one

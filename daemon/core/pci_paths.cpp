@@ -16,6 +16,10 @@ std::string driver_link(const PciAddress& a) { return device(a, "driver"); }
 
 std::string unbind_file(const PciAddress& a) { return device(a, "driver/unbind"); }
 
+std::string sriov_numvfs_file(const PciAddress& a) { return device(a, kSriovNumVfs); }
+
+std::string sriov_autoprobe_file(const PciAddress& a) { return device(a, kSriovAutoprobe); }
+
 std::string override_value(std::string_view shown) {
     return shown == "(null)" ? std::string() : std::string(shown);
 }

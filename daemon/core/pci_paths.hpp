@@ -28,6 +28,14 @@ std::string override_file(const PciAddress& a);
 std::string driver_link(const PciAddress& a);
 std::string unbind_file(const PciAddress& a);
 
+// An SR-IOV PF's attributes (DESIGN §11): the leaves under device(a), and the files vfiod
+// writes. sriov_totalvfs is present only on a PF.
+inline constexpr const char* kSriovTotalVfs = "sriov_totalvfs";
+inline constexpr const char* kSriovNumVfs = "sriov_numvfs";
+inline constexpr const char* kSriovAutoprobe = "sriov_drivers_autoprobe";
+std::string sriov_numvfs_file(const PciAddress& a);
+std::string sriov_autoprobe_file(const PciAddress& a);
+
 // The VFIO device nodes, relative to the root like the rest ("dev/vfio/12"); a consumer that
 // hands a node to a container or names it on D-Bus prefixes "/" (host_path), whatever the root.
 inline constexpr const char* kVfioDir = "dev/vfio";

@@ -21,7 +21,7 @@ enum class Role { Allowlisted, Companion, Bridge };
 
 // One sysfs write, path relative to the root, value without trailing newline.
 struct Write {
-    enum class Kind { Override, Unbind, Probe };
+    enum class Kind { Override, Unbind, Probe, SriovAutoprobe, SriovNumVfs };
     Kind kind;
     std::string path;
     std::string value;
@@ -53,9 +53,26 @@ struct GroupPlan {
     std::vector<Write> writes() const;  // all devices' writes, in execution order
 };
 
+// The VF count of one SR-IOV PF an [[sriov]] entry names (DESIGN §11). The PF itself is never
+// bound: a group holding it is refused with sriov-pf.
+struct PfPlan {
+    PciAddress address;
+    unsigned total_vfs = 0;             // sriov_totalvfs
+    unsigned num_vfs = 0;               // sriov_numvfs now
+    unsigned wanted_vfs = 0;            // the governing entry's num_vfs
+    PfAction action = PfAction::Refuse;
+    Reason reason = Reason::None;       // Protected, VfsExceedTotal or InUseVf when refused
+    std::vector<PciAddress> blockers;   // the VFs in use, or the PF itself
+    std::vector<std::string> details;   // why, for humans, as in GroupPlan
+    std::vector<Write> writes;          // in execution order (sriov_writes)
+};
+
 struct Plan {
     bool iommu = false;
     std::vector<GroupPlan> groups;      // by group number, entries without a group last
+    // By address; nullopt when the config has no [[sriov]] entry, so that the plan JSON of such
+    // a host has no "pfs" and reads as it did before SR-IOV.
+    std::optional<std::vector<PfPlan>> pfs;
     std::vector<std::string> warnings;  // e.g. two entries matching one function
 };
 
@@ -77,6 +94,28 @@ struct FunctionRefusal {
 };
 std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,
                                          const Config& config);
+
+// The [[sriov]] entry that governs an SR-IOV PF: the first that matches it; a later match only
+// earns a line in *warnings. Null for a function that is no PF (a VF, or one without
+// sriov_totalvfs: a selector naming the PF's ID matches its VFs too) or that no entry names.
+const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
+                              std::vector<std::string>* warnings = nullptr);
+
+// Every PF an [[sriov]] entry governs, planned (DESIGN §11), by address; nullopt when the config
+// has no [[sriov]] entry. Refused with protected (a [[protect]] entry matches the PF), then
+// vfs-exceed-total, then — only when the count must change — in-use-vf: a VF of the PF trips
+// a host-use rule of DESIGN §4 (in-use-storage, -network, -device) or is open through vfio.
+std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse& use,
+                                            const Config& config,
+                                            std::vector<std::string>* warnings = nullptr);
+
+// The writes that take a PF's sriov_numvfs from `from` to `to` (DESIGN §11): none when they are
+// equal; else sriov_drivers_autoprobe <- 0 (so new VFs reach no host driver; left out when `to`
+// is 0: no VF is created), sriov_numvfs <- 0 when `from` is not 0 (the kernel refuses a change
+// between two non-zero counts with EBUSY), then sriov_numvfs <- `to` and
+// sriov_drivers_autoprobe <- 1 when `to` is not 0 (the VFs exist, driverless; with autoprobe
+// 0 the kernel would refuse to probe the ones no entry allowlists).
+std::vector<Write> sriov_writes(const PciAddress& pf, unsigned from, unsigned to);
 
 // The driver vfiod binds a non-bridge function to: its governing [[device]] entry's driver, or
 // vfio-pci for a companion.

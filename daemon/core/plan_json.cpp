@@ -25,6 +25,17 @@ void optional_string(JsonWriter& w, const std::optional<std::string>& s) {
         w.null();
 }
 
+void write_writes(JsonWriter& w, const std::vector<Write>& writes) {
+    w.key("writes").begin_array();
+    for (const auto& wr : writes) {
+        w.begin_object();
+        w.key("path").value(wr.path);
+        w.key("value").value(wr.value);
+        w.end_object();
+    }
+    w.end_array();
+}
+
 }  // namespace
 
 void write_group_key(JsonWriter& w, const std::optional<unsigned>& group) {
@@ -78,16 +89,25 @@ void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std
         w.end_object();
     }
     w.end_array();
-    if (!state) {
-        w.key("writes").begin_array();
-        for (const auto& wr : g.writes()) {
-            w.begin_object();
-            w.key("path").value(wr.path);
-            w.key("value").value(wr.value);
-            w.end_object();
-        }
-        w.end_array();
-    }
+    if (!state)
+        write_writes(w, g.writes());
+    w.end_object();
+}
+
+void write_pf_json(JsonWriter& w, const PfPlan& pf, const std::optional<std::string>& state) {
+    w.begin_object();
+    w.key("address").value(pf.address.str());
+    w.key("total_vfs").value(static_cast<int64_t>(pf.total_vfs));
+    w.key("num_vfs").value(static_cast<int64_t>(pf.num_vfs));
+    w.key("wanted_vfs").value(static_cast<int64_t>(pf.wanted_vfs));
+    w.key(state ? "state" : "action").value(state ? std::string_view(*state) : to_string(pf.action));
+    write_reason_key(w, pf.reason);
+    w.key("blockers").begin_array();
+    for (const auto& b : pf.blockers)
+        w.value(b.str());
+    w.end_array();
+    if (!state)
+        write_writes(w, pf.writes);
     w.end_object();
 }
 
@@ -99,6 +119,12 @@ std::string plan_to_json(const Plan& plan, bool pretty) {
     for (const auto& g : plan.groups)
         write_group_json(w, g);
     w.end_array();
+    if (plan.pfs) {
+        w.key("pfs").begin_array();
+        for (const auto& pf : *plan.pfs)
+            write_pf_json(w, pf);
+        w.end_array();
+    }
     w.end_object();
     return w.str();
 }

@@ -31,6 +31,11 @@ void write_group_head(JsonWriter& w, const std::optional<unsigned>& group,
 void write_group_key(JsonWriter& w, const std::optional<unsigned>& group);
 void write_reason_key(JsonWriter& w, Reason r);
 
+// One PF object of DESIGN §11's "pfs". With `state`, it is written as "state" in place of
+// "action" and "writes" is left out (the status shape), as for groups.
+void write_pf_json(JsonWriter& w, const PfPlan& pf,
+                   const std::optional<std::string>& state = std::nullopt);
+
 std::string hex4(uint16_t v);    // "10de"
 std::string hex6(uint32_t v);    // "030200"
 

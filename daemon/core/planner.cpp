@@ -105,6 +105,20 @@ std::vector<std::string> lines_of(const std::map<PciAddress, std::vector<std::st
     return v ? *v : std::vector<std::string>{};
 }
 
+// A PF with VFs enabled, or one an [[sriov]] entry names (DESIGN §11): its count passes through
+// 0 and its VFs often carry its own ID, so an allowlist entry for the VFs would name it too.
+std::vector<std::string> sriov_pf_lines(const PciFunction& fn, const HostUse&,
+                                        const Config& config) {
+    std::vector<std::string> why;
+    if (fn.sriov_numvfs > 0)
+        why.push_back("SR-IOV PF with " + std::to_string(fn.sriov_numvfs) +
+                      " VFs enabled; unbinding it would destroy them");
+    if (const SriovEntry* e = sriov_entry(config, fn))
+        why.push_back("SR-IOV PF named by the [[sriov]] entry at " + e->origin.str() +
+                      "; vfiod makes its VFs and never binds it");
+    return why;
+}
+
 constexpr FunctionRule kFunctionRules[] = {
     {Reason::Protected, true,
      [](const PciFunction& fn, const HostUse&, const Config& config) {
@@ -123,13 +137,7 @@ constexpr FunctionRule kFunctionRules[] = {
      [](const PciFunction& fn, const HostUse& use, const Config&) {
          return lines_of(use.device, fn.address);
      }},
-    {Reason::SriovPf, false,
-     [](const PciFunction& fn, const HostUse&, const Config&) {
-         return fn.sriov_numvfs > 0
-                    ? std::vector<std::string>{"SR-IOV PF with " + std::to_string(fn.sriov_numvfs) +
-                                               " VFs enabled; unbinding it would destroy them"}
-                    : std::vector<std::string>{};
-     }},
+    {Reason::SriovPf, false, sriov_pf_lines},
     {Reason::BootVga, false,
      [](const PciFunction& fn, const HostUse&, const Config& config) {
          return fn.boot_vga && !config.allow_boot_vga
@@ -191,21 +199,41 @@ GroupPlan plan_group(const Topology& topo, const HostUse& use, const Config& con
 
 }  // namespace
 
-const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
-                                   std::vector<std::string>* warnings) {
-    const DeviceEntry* first = nullptr;
-    for (const auto& e : config.devices) {
+namespace {
+
+// The first entry of `entries` that matches fn; each later match is a warning naming `what`
+// ("entries", "[[sriov]] entries"), or, without warnings wanted, not looked for.
+template <typename Entry>
+const Entry* first_match(const std::vector<Entry>& entries, const PciFunction& fn,
+                         const char* what, std::vector<std::string>* warnings) {
+    const Entry* first = nullptr;
+    for (const auto& e : entries) {
         if (!e.matches(fn.address, fn.vendor, fn.device))
             continue;
         if (!first)
             first = &e;
         else if (warnings)
-            warnings->push_back(fn.address.str() + " matches the entries at " + first->origin.str() +
-                                " and " + e.origin.str() + "; the first one applies");
+            warnings->push_back(fn.address.str() + " matches the " + what + " at " +
+                                first->origin.str() + " and " + e.origin.str() +
+                                "; the first one applies");
         else
             break;
     }
     return first;
+}
+
+}  // namespace
+
+const DeviceEntry* governing_entry(const Config& config, const PciFunction& fn,
+                                   std::vector<std::string>* warnings) {
+    return first_match(config.devices, fn, "entries", warnings);
+}
+
+const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
+                              std::vector<std::string>* warnings) {
+    if (!fn.sriov_totalvfs || fn.physfn)
+        return nullptr;  // no PF: a selector naming a PF's ID matches its VFs too
+    return first_match(config.sriovs, fn, "[[sriov]] entries", warnings);
 }
 
 std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,
@@ -287,6 +315,7 @@ Plan make_plan(const Topology& topo, const HostUse& use, const Config& config) {
         plan.groups.push_back(plan_group(topo, use, config, n, allowlisted));
     for (auto& g : ungrouped)
         plan.groups.push_back(std::move(g));
+    plan.pfs = plan_pfs(topo, use, config, &plan.warnings);
     return plan;
 }
 

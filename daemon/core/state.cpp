@@ -25,6 +25,15 @@ GroupState published_state(Outcome o) {
     return GroupState::Failed;
 }
 
+PfState planned_state(PfAction a) {
+    switch (a) {
+    case PfAction::Create: return PfState::Pending;
+    case PfAction::Ready: return PfState::Ready;
+    case PfAction::Refuse: return PfState::Refused;
+    }
+    return PfState::Failed;  // not reached: every PfAction is listed above
+}
+
 const char* to_string(Action a) {
     switch (a) {
     case Action::Bind: return "bind";
@@ -32,6 +41,15 @@ const char* to_string(Action a) {
     case Action::Refuse: return "refuse";
     case Action::Release: return "release";
     case Action::Released: return "released";
+    }
+    return "?";
+}
+
+const char* to_string(PfAction a) {
+    switch (a) {
+    case PfAction::Create: return "create";
+    case PfAction::Ready: return "ready";
+    case PfAction::Refuse: return "refuse";
     }
     return "?";
 }
@@ -47,6 +65,8 @@ const char* to_string(Reason r) {
     case Reason::SriovPf: return "sriov-pf";
     case Reason::BootVga: return "boot-vga";
     case Reason::Companion: return "companion";
+    case Reason::InUseVf: return "in-use-vf";
+    case Reason::VfsExceedTotal: return "vfs-exceed-total";
     case Reason::InUseVfio: return "in-use-vfio";
     case Reason::VfioUnavailable: return "vfio-unavailable";
     case Reason::WriteFailed: return "write-failed";
@@ -79,6 +99,16 @@ const char* to_string(GroupState s) {
     return "?";
 }
 
+const char* to_string(PfState s) {
+    switch (s) {
+    case PfState::Ready: return "ready";
+    case PfState::Pending: return "pending";
+    case PfState::Refused: return "refused";
+    case PfState::Failed: return "failed";
+    }
+    return "?";
+}
+
 std::optional<Reason> parse_reason(std::string_view text) {
     // Reason::Drift is the last enumerator: walking up to it covers the closed set.
     for (int i = 0; i <= static_cast<int>(Reason::Drift); ++i)
@@ -90,6 +120,13 @@ std::optional<Reason> parse_reason(std::string_view text) {
 std::optional<GroupState> parse_group_state(std::string_view text) {
     for (GroupState s : {GroupState::Bound, GroupState::Pending, GroupState::Refused,
                          GroupState::Failed, GroupState::Released})
+        if (text == to_string(s))
+            return s;
+    return std::nullopt;
+}
+
+std::optional<PfState> parse_pf_state(std::string_view text) {
+    for (PfState s : {PfState::Ready, PfState::Pending, PfState::Refused, PfState::Failed})
         if (text == to_string(s))
             return s;
     return std::nullopt;

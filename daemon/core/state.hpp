@@ -37,11 +37,30 @@ enum class Reason {
     SriovPf,
     BootVga,
     Companion,
+    InUseVf,          // a PF's VF count change: a VF is in use (DESIGN §11)
+    VfsExceedTotal,   // a PF's num_vfs is above its sriov_totalvfs (DESIGN §11)
     InUseVfio,        // release only
     VfioUnavailable,  // execution: the target driver is not loaded; nothing was written
     WriteFailed,      // execution: a write or verification failed; the group was rolled back
     Stuck,            // execution: a write blocked past write_timeout
     Drift,            // a host driver came back a second time after one re-assertion
+};
+
+// What the planner decides for an SR-IOV PF an [[sriov]] entry names (DESIGN §11): its own
+// closed set, apart from the group actions, since a PF is never bound.
+enum class PfAction {
+    Create,  // writes pending: sriov_numvfs differs from num_vfs
+    Ready,   // sriov_numvfs is num_vfs; nothing to write
+    Refuse,  // nothing is written; the plan's Reason says why
+};
+
+// The published State of an SR-IOV PF (D-Bus org.vfiod1.PhysicalFunction.State, `vfioctl
+// status`, DESIGN §11).
+enum class PfState {
+    Ready,    // sriov_numvfs is the entry's num_vfs
+    Pending,  // a count change is planned or running
+    Refused,  // the plan refused (protected, vfs-exceed-total, in-use-vf); nothing was written
+    Failed,   // a write failed (write-failed, with ENOENT for a driverless PF) or blocked (stuck)
 };
 
 // What executing a plan (or reconciling an interrupted one) came to.
@@ -61,11 +80,15 @@ enum class GroupState { Bound, Pending, Refused, Failed, Released };
 GroupState planned_state(Action a);
 // What is published after execution.
 GroupState published_state(Outcome o);
+// What is published for a PF's plan before (or instead of) executing it.
+PfState planned_state(PfAction a);
 
 const char* to_string(Action a);      // "bind", "bound", "refuse", "release", "released"
+const char* to_string(PfAction a);    // "create", "ready", "refuse"
 const char* to_string(Reason r);      // "no-iommu", …, "drift"; "" for None
 const char* to_string(Outcome o);     // "bound", …, "stuck", "rolled-back"
 const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed", "released"
+const char* to_string(PfState s);     // "ready", "pending", "refused", "failed"
 
 // The inverse of to_string(Reason), for clients reading a published Reason; nullopt when the
 // text names no reason this build knows ("" is Reason::None).
@@ -73,5 +96,7 @@ std::optional<Reason> parse_reason(std::string_view text);
 // The inverse of to_string(GroupState), for clients reading a published State; nullopt when the
 // text names no state this build knows (a newer daemon's).
 std::optional<GroupState> parse_group_state(std::string_view text);
+// The same for a published PhysicalFunction State.
+std::optional<PfState> parse_pf_state(std::string_view text);
 
 }  // namespace vfiod

@@ -36,6 +36,7 @@ struct PciFunction : FunctionFacts {
     std::optional<unsigned> iommu_group;
     bool boot_vga = false;
     unsigned sriov_numvfs = 0;        // VFs currently enabled on this PF
+    std::optional<unsigned> sriov_totalvfs;  // set on an SR-IOV PF only: the VFs it can have
     std::optional<PciAddress> physfn; // set on a VF
     std::string devpath;              // canonical sysfs dir relative to the root, e.g.
                                       // "sys/devices/pci0000:00/0000:00:03.0/0000:01:00.0"

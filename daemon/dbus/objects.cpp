@@ -29,6 +29,7 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
     sd_bus* bus = sd_bus_of(manager_->object());
     groups_ = std::make_unique<ExportedSet<unsigned, GroupInfo>>(bus, group_objects());
     devices_ = std::make_unique<ExportedSet<PciAddress, DeviceInfo>>(bus, device_objects());
+    pfs_ = std::make_unique<ExportedSet<PciAddress, PfInfo>>(bus, pf_objects());
 }
 
 DbusObjects::~DbusObjects() = default;
@@ -59,6 +60,13 @@ void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
     for (const auto& a : change.devices)
         if (auto d = inv.devices.find(a); d != inv.devices.end())
             devices_->put(a, publishable(d->second));
+    // A PF object names no group or function object: its order is its own. A PfInfo holds no
+    // host text (dbus/pf.cpp), so it goes as it is.
+    for (const auto& a : change.pfs)
+        if (auto p = inv.pfs.find(a); p != inv.pfs.end())
+            pfs_->put(a, p->second);
+        else
+            pfs_->erase(a);
 }
 
 }  // namespace vfiod

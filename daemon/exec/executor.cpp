@@ -3,6 +3,7 @@
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 #include "exec/journal_check.hpp"
+#include "exec/write_text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,24 +18,9 @@ namespace vfiod {
 
 namespace {
 
-constexpr int kStuck = -1;  // timed_write(): the write did not return within the timeout
-
 using pci_paths::device;
-
-std::string error_text(int err) {
-    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
-}
-
-std::string shown(const std::string& value) { return value == "\n" ? "\\n" : printable(value); }
-
-std::string step_name(Write::Kind k) {
-    switch (k) {
-    case Write::Kind::Override: return "driver_override";
-    case Write::Kind::Unbind: return "unbind";
-    case Write::Kind::Probe: return "drivers_probe";
-    }
-    return "write";
-}
+using write_text::error_text;
+using write_text::shown;
 
 }  // namespace
 
@@ -119,16 +105,25 @@ std::vector<PciAddress> Executor::stuck() const {
     return out;
 }
 
-std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan) {
+std::vector<PciAddress> Executor::stuck_among(const std::vector<PciAddress>& fns) {
     std::lock_guard stuck_lock(stuck_m_);
     std::erase_if(stuck_, [](const auto& kv) {
         std::lock_guard lock(kv.second->m);
         return kv.second->done;
     });
-    GroupOutcome out;
+    std::vector<PciAddress> out;
+    for (const auto& fn : fns)
+        if (stuck_.count(fn))
+            out.push_back(fn);
+    return out;
+}
+
+std::optional<GroupOutcome> Executor::held_by_stuck_write(const GroupPlan& plan) {
+    std::vector<PciAddress> fns;
     for (const auto& d : plan.devices)
-        if (stuck_.count(d.address))
-            out.blockers.push_back(d.address);
+        fns.push_back(d.address);
+    GroupOutcome out;
+    out.blockers = stuck_among(fns);
     if (out.blockers.empty())
         return std::nullopt;
     out.group = plan.group;
@@ -327,8 +322,7 @@ GroupOutcome Executor::write_all(const GroupPlan& plan, JournalEntry& entry) {
             int err = timed_write(d.address, w.path, w.value);
             if (err == 0)
                 continue;
-            std::string what = d.address.str() + ": " + step_name(w.kind) + ": writing '" +
-                               shown(w.value) + "' to " + w.path + ": ";
+            std::string what = write_text::writing(d.address.str(), w);
             if (err != kStuck)
                 return abandon(entry, moved, d.address, what + error_text(err), false);
             moved.pop_back();  // its device lock is held: rolling it back would block too

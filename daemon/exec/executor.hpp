@@ -31,6 +31,16 @@ struct GroupOutcome {
     std::vector<PciAddress> blockers;  // the functions at fault
 };
 
+// What a PF's count change (DESIGN §11) came to.
+struct PfOutcome {
+    PfState state = PfState::Failed;   // Ready, Refused (the plan's), or Failed
+    // WriteFailed (ENOENT: the PF has no driver; also when the journal could not be written),
+    // Stuck (a write blocked past write_timeout), or the plan's refuse reason; None when Ready.
+    Reason reason = Reason::None;
+    std::string message;               // step, path and strerror(errno)
+    std::vector<PciAddress> blockers;  // the plan's, or the PF
+};
+
 // Who asks for a bind. DESIGN §6: a group an operator released stays released until an
 // explicit Bind; the executor enforces it, so no caller has to remember to check.
 enum class Trigger {
@@ -64,6 +74,19 @@ public:
     // entries (group -> the functions they name; unreadable ones in *errors), and one group's.
     std::map<unsigned, std::vector<PciAddress>> unfinished(std::vector<std::string>* errors) const;
     std::optional<GroupOutcome> reconcile(unsigned group, const Config& config);
+
+    // SR-IOV PFs (DESIGN §11; exec/executor_pf.cpp). A PfPlan's writes in order, journaled as
+    // the PF's own entry (recorded before the first write, removed once the count is reached),
+    // each with write_timeout like any write. Refuse writes nothing; Ready is a no-op.
+    PfOutcome apply_pf(const PfPlan& plan);
+    // PFs whose count change a crash or a blocked write left unfinished; unreadable entries
+    // are named in *errors.
+    std::vector<PciAddress> unfinished_pfs(std::vector<std::string>* errors) const;
+    // Settles one such entry on start: with `wanted` (an [[sriov]] entry still governs the PF)
+    // the entry is dropped and the daemon's decision, which follows, finishes the change;
+    // without, the PF goes back to the count it had before the change. nullopt when the PF has
+    // no entry, or none that can be read (unfinished_pfs names those; they are left alone).
+    std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
     bool released(unsigned group) const;
@@ -106,9 +129,20 @@ private:
     GroupOutcome reconcile_entry(JournalEntry& e);
     GroupOutcome discard(const JournalEntry& e, const std::vector<EntryProblem>& problems);
     bool converge(const PciAddress& fn, const Home& home, std::string* note);
+    // 0, an errno, or kStuck: the write did not return within the timeout.
     int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
+    static constexpr int kStuck = -1;
+    // Those of fns with a write still blocked (forgetting the writes that have returned).
+    std::vector<PciAddress> stuck_among(const std::vector<PciAddress>& fns);
     // Stores the entry; "" or "journal <path>: <error>" for the message.
     std::string store(const JournalEntry& entry);
+
+    // The PF half (executor_pf.cpp): a PF held by its own blocked write; the writes that take
+    // it to `to`, verified, with the entry settled; the entry kept (stuck) or dropped.
+    std::optional<PfOutcome> pf_held(const PciAddress& pf);
+    PfOutcome write_pf(const std::vector<Write>& writes, unsigned to, PfJournalEntry& entry);
+    std::string store_pf(const PfJournalEntry& entry);
+    PfOutcome drop_pf(const PciAddress& pf, PfOutcome out);
 
     HostFs& fs_;
     Journal* journal_;

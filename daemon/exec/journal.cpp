@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include "core/strings.hpp"
@@ -99,6 +101,8 @@ int write_all(int fd, const std::string& data) {
     }
     return 0;
 }
+
+std::string group_name(unsigned group) { return "group-" + std::to_string(group); }
 
 // The entry names load_all() takes: exactly "group-" and a group number as store() writes it, so
 // "group-+13", "group-013" or a number past 32 bits name nothing (and never a second group 13).
@@ -245,28 +249,43 @@ std::optional<std::string> parse_journal_line(const std::string& key, const std:
 
 }  // namespace
 
-std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
+namespace {
+
+using LineParser = std::function<std::optional<std::string>(
+    const std::string& key, const std::string& value, std::istringstream& fields)>;
+
+// Both kinds of entry: the magic line, then "key value [fields]" lines, blank ones skipped. The
+// first error `line` returns stops it, named with its line number.
+bool parse_lines(const std::string& text, const std::string& magic, const std::string& kind,
+                 const LineParser& line, std::string* err) {
     std::istringstream in(text);
-    std::string line;
-    if (!std::getline(in, line) || line != kMagic) {
-        fail(err, "not a vfiod journal (first line is not '" + std::string(kMagic) + "')");
-        return std::nullopt;
-    }
-    JournalEntry e;
-    Required seen;
+    std::string l;
+    if (!std::getline(in, l) || l != magic)
+        return fail(err, "not a " + kind + " (first line is not '" + magic + "')");
     unsigned lineno = 1;
-    while (std::getline(in, line)) {
+    while (std::getline(in, l)) {
         ++lineno;
-        std::istringstream fields(line);
+        std::istringstream fields(l);
         std::string key, value;
         fields >> key >> value;
         if (key.empty())
             continue;
-        if (auto why = parse_journal_line(key, value, fields, e, seen)) {
-            fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
-            return std::nullopt;
-        }
+        if (auto why = line(key, value, fields))
+            return fail(err, "line " + std::to_string(lineno) + ": " + printable(*why, 256));
     }
+    return true;
+}
+
+}  // namespace
+
+std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err) {
+    JournalEntry e;
+    Required seen;
+    auto line = [&](const std::string& key, const std::string& value, std::istringstream& fields) {
+        return parse_journal_line(key, value, fields, e, seen);
+    };
+    if (!parse_lines(text, kMagic, "vfiod journal", line, err))
+        return std::nullopt;
     if (!seen.group || !seen.op || !seen.phase) {
         fail(err, "incomplete entry (group, op and phase are required)");
         return std::nullopt;
@@ -276,9 +295,7 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
 
 Journal::Journal(const HostFs& fs, std::string dir) : fs_(fs), dir_(std::move(dir)) {}
 
-std::string Journal::entry_path(unsigned group) const {
-    return dir_ + "/group-" + std::to_string(group);
-}
+std::string Journal::entry_path(unsigned group) const { return dir_ + "/" + group_name(group); }
 
 std::string Journal::why(int err) const {
     if (err == EXDEV)
@@ -300,37 +317,76 @@ bool no_journal_yet(int err) { return err == ENOENT || err == ENOTDIR; }
 
 }  // namespace
 
-std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+Fd Journal::open_for_load(std::string* err) const {
     int derr = 0;
     Fd dir = open_dir(false, &derr);
-    if (dir.get() < 0) {
-        if (!no_journal_yet(derr))
-            fail(err, dir_ + ": " + why(derr));
-        return std::nullopt;
-    }
-    return load_at(dir.get(), group, err);
+    if (dir.get() < 0 && !no_journal_yet(derr))
+        fail(err, dir_ + ": " + why(derr));
+    return dir;
 }
 
-std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
-    const std::string name = "group-" + std::to_string(group);
+std::optional<std::string> Journal::read_entry(int dirfd, const std::string& name,
+                                               size_t max_bytes, std::string* err) const {
+    const std::string path = dir_ + "/" + name;
     std::string refused;
-    // One byte over the bound tells a file that is too big from one that fits exactly.
-    auto text = HostFs::read_own(dirfd, name, kMaxEntryBytes + 1, &refused);
+    // Two bytes over the bound: read_own() drops one trailing newline, and one more byte tells a
+    // file that is too big from one that fits exactly. With only one, a file cut right after a
+    // newline read as a shorter one that fits, and was parsed in part.
+    auto text = HostFs::read_own(dirfd, name, max_bytes + 2, &refused);
     if (!refused.empty())
-        fail(err, entry_path(group) + ": " + refused);
+        fail(err, path + ": " + refused);
     if (!text)
         return std::nullopt;
-    if (text->size() > kMaxEntryBytes) {
-        fail(err, entry_path(group) + ": larger than " + std::to_string(kMaxEntryBytes) +
+    if (text->size() > max_bytes) {
+        fail(err, path + ": larger than " + std::to_string(max_bytes) +
                       " bytes: not an entry vfiod wrote");
         return std::nullopt;
     }
-    std::string reason;
-    auto e = parse_journal(*text + "\n", &reason);
-    if (!e) {
-        fail(err, entry_path(group) + ": " + reason);
+    return text;
+}
+
+std::optional<JournalEntry> Journal::load(unsigned group, std::string* err) const {
+    Fd dir = open_for_load(err);
+    if (dir.get() < 0)
         return std::nullopt;
+    return load_at(dir.get(), group, err);
+}
+
+template <typename Entry>
+std::optional<Entry> Journal::parse_at(int dirfd, const std::string& name, size_t max_bytes,
+                                       std::optional<Entry> (*parse)(const std::string&,
+                                                                     std::string*),
+                                       std::string* err) const {
+    auto text = read_entry(dirfd, name, max_bytes, err);
+    if (!text)
+        return std::nullopt;
+    std::string reason;
+    auto e = parse(*text + "\n", &reason);
+    if (!e)
+        fail(err, dir_ + "/" + name + ": " + reason);
+    return e;
+}
+
+void Journal::each_name(std::vector<std::string>* errors, const NameVisitor& visit) const {
+    std::string derr;
+    Fd dir = open_for_load(&derr);
+    if (dir.get() < 0) {
+        if (errors && !derr.empty())
+            errors->push_back(derr);
+        return;
     }
+    for (const auto& name : names_in(dir.get())) {
+        std::string err;
+        visit(dir.get(), name, &err);
+        if (errors && !err.empty())
+            errors->push_back(err);
+    }
+}
+
+std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::string* err) const {
+    auto e = parse_at(dirfd, group_name(group), kMaxEntryBytes, parse_journal, err);
+    if (!e)
+        return std::nullopt;
     if (e->group != group) {
         fail(err, entry_path(group) + ": names group " + std::to_string(e->group));
         return std::nullopt;
@@ -340,35 +396,28 @@ std::optional<JournalEntry> Journal::load_at(int dirfd, unsigned group, std::str
 
 std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) const {
     std::vector<JournalEntry> out;
-    int derr = 0;
-    Fd dir = open_dir(false, &derr);
-    if (dir.get() < 0) {
-        if (errors && !no_journal_yet(derr))
-            errors->push_back(dir_ + ": " + why(derr));
-        return out;
-    }
-    for (const auto& name : names_in(dir.get())) {
+    each_name(errors, [&](int dirfd, const std::string& name, std::string* err) {
         // Leftover temp files of an interrupted store() are not entries: the rename never
-        // happened, so the previous entry (if any) is still the truth.
-        auto g = group_of_name(name);
-        if (!g)
-            continue;
-        std::string err;
-        auto e = load_at(dir.get(), *g, &err);
-        if (e)
-            out.push_back(std::move(*e));
-        else if (errors && !err.empty())
-            errors->push_back(err);
-    }
+        // happened, so the previous entry (if any) is still the truth. PF entries are not
+        // groups' either.
+        if (auto g = group_of_name(name))
+            if (auto e = load_at(dirfd, *g, err))
+                out.push_back(std::move(*e));
+    });
     return out;
 }
 
 int Journal::store(const JournalEntry& entry) {
+    return store_text(group_name(entry.group), serialize(entry));
+}
+
+int Journal::remove(unsigned group) { return remove_name(group_name(group)); }
+
+int Journal::store_text(const std::string& name, const std::string& text) {
     int err = 0;
     Fd dir = open_dir(true, &err);
     if (dir.get() < 0)
         return err;
-    const std::string name = "group-" + std::to_string(entry.group);
     const std::string tmp = name + ".tmp";
     // Whatever is at the temp name goes first, and O_EXCL opens only the file created here: a
     // FIFO left there would block open(O_WRONLY) forever, on the operation's thread, holding the
@@ -379,7 +428,7 @@ int Journal::store(const JournalEntry& entry) {
                       0644);
     if (fd < 0)
         return errno;
-    err = write_all(fd, serialize(entry));
+    err = write_all(fd, text);
     if (!err && ::fsync(fd) != 0)
         err = errno;
     if (::close(fd) != 0 && !err)
@@ -395,12 +444,11 @@ int Journal::store(const JournalEntry& entry) {
     return ::fsync(dir.get()) == 0 ? 0 : errno;
 }
 
-int Journal::remove(unsigned group) {
+int Journal::remove_name(const std::string& name) {
     int err = 0;
     Fd dir = open_dir(false, &err);
     if (dir.get() < 0)
         return no_journal_yet(err) ? 0 : err;
-    const std::string name = "group-" + std::to_string(group);
     if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
         return errno;
     return 0;
@@ -423,5 +471,147 @@ int Journal::clear_released(unsigned group) {
     e->released = false;
     return store(*e);
 }
+
+}  // namespace vfiod
+
+// PF entries (DESIGN §11).
+
+namespace vfiod {
+
+namespace {
+
+constexpr const char* kPfMagic = "vfiod-pf-journal 1";
+constexpr const char* kPfPrefix = "pf-";
+
+constexpr std::pair<PfJournalEntry::Phase, const char*> kPfPhases[] = {
+    {PfJournalEntry::Phase::Started, "started"},
+    {PfJournalEntry::Phase::Stuck, "stuck"},
+};
+
+std::string pf_name(const PciAddress& pf) { return kPfPrefix + pf.str(); }
+
+// The names load_all_pfs() takes: "pf-" and an address exactly as str() spells it; anything
+// else there (temp files, another spelling of an address) names no PF.
+std::optional<PciAddress> pf_of_name(const std::string& name) {
+    if (name.rfind(kPfPrefix, 0) != 0)
+        return std::nullopt;
+    auto a = PciAddress::parse(std::string_view(name).substr(3));
+    if (!a || pf_name(*a) != name)
+        return std::nullopt;
+    return a;
+}
+
+// A VF count as the kernel's kstrtou16 would take it and serialize() writes it: plain decimal.
+std::optional<unsigned> count_of(const std::string& s) {
+    if (s.empty() || s.size() > 5 || (s.size() > 1 && s[0] == '0') ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return std::nullopt;
+    unsigned long v = std::strtoul(s.c_str(), nullptr, 10);
+    if (v > 0xffff)
+        return std::nullopt;
+    return static_cast<unsigned>(v);
+}
+
+// One line of a PF entry, applied to `e`; an error names why the line is bad.
+std::optional<std::string> parse_pf_line(const std::string& key, const std::string& value,
+                                         PfJournalEntry& e) {
+    if (key == "pf") {
+        auto a = PciAddress::parse(value);
+        if (!a || a->str() != value)
+            return "bad address '" + value + "'";
+        e.pf = *a;
+    } else if (key == "from" || key == "to") {
+        auto n = count_of(value);
+        if (!n)
+            return "bad count '" + value + "'";
+        (key == "from" ? e.from : e.to) = *n;
+    } else if (key == "phase") {
+        auto ph = from_string(value, kPfPhases);
+        if (!ph)
+            return "unknown phase '" + value + "'";
+        e.phase = *ph;
+    } else {
+        return "unknown key '" + key + "'";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+const char* to_string(PfJournalEntry::Phase phase) {
+    for (const auto& [value, name] : kPfPhases)
+        if (value == phase)
+            return name;
+    return "?";
+}
+
+std::string serialize(const PfJournalEntry& e) {
+    return std::string(kPfMagic) + "\n" + "pf " + e.pf.str() + "\n" + "from " +
+           std::to_string(e.from) + "\n" + "to " + std::to_string(e.to) + "\n" + "phase " +
+           to_string(e.phase) + "\n";
+}
+
+// Stricter than a group entry's parser can afford to be: four keys, each once, one value each.
+std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err) {
+    PfJournalEntry e;
+    std::set<std::string> seen;
+    auto line = [&](const std::string& key, const std::string& value,
+                    std::istringstream& fields) -> std::optional<std::string> {
+        std::string extra;
+        if (fields >> extra)
+            return "more than one value for '" + key + "'";
+        if (!seen.insert(key).second)
+            return "'" + key + "' given twice";
+        return parse_pf_line(key, value, e);
+    };
+    if (!parse_lines(text, kPfMagic, "vfiod PF journal", line, err))
+        return std::nullopt;
+    if (seen.size() != 4) {
+        fail(err, "incomplete entry (pf, from, to and phase are required)");
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::string Journal::pf_entry_path(const PciAddress& pf) const { return dir_ + "/" + pf_name(pf); }
+
+std::string Journal::describe_pf_error(const PciAddress& pf, int err) const {
+    return "journal " + pf_entry_path(pf) + ": " + why(err);
+}
+
+std::optional<PfJournalEntry> Journal::load_pf(const PciAddress& pf, std::string* err) const {
+    Fd dir = open_for_load(err);
+    if (dir.get() < 0)
+        return std::nullopt;
+    return load_pf_at(dir.get(), pf, err);
+}
+
+std::optional<PfJournalEntry> Journal::load_pf_at(int dirfd, const PciAddress& pf,
+                                                  std::string* err) const {
+    auto e = parse_at(dirfd, pf_name(pf), kMaxPfEntryBytes, parse_pf_journal, err);
+    if (!e)
+        return std::nullopt;
+    if (e->pf != pf) {
+        fail(err, pf_entry_path(pf) + ": names PF " + e->pf.str());
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::vector<PfJournalEntry> Journal::load_all_pfs(std::vector<std::string>* errors) const {
+    std::vector<PfJournalEntry> out;
+    each_name(errors, [&](int dirfd, const std::string& name, std::string* err) {
+        if (auto pf = pf_of_name(name))
+            if (auto e = load_pf_at(dirfd, *pf, err))
+                out.push_back(*e);
+    });
+    return out;
+}
+
+int Journal::store_pf(const PfJournalEntry& entry) {
+    return store_text(pf_name(entry.pf), serialize(entry));
+}
+
+int Journal::remove_pf(const PciAddress& pf) { return remove_name(pf_name(pf)); }
 
 }  // namespace vfiod

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,6 +50,24 @@ const char* to_string(JournalEntry::Phase phase);
 inline constexpr size_t kMaxEntryFunctions = 256;
 inline constexpr size_t kMaxEntryBytes = 1 << 20;
 
+// A PF's VF count change in flight (DESIGN §11): recorded before the first write, removed once
+// the count is reached. Kept apart from JournalEntry: a PF is never bound, so it has none of a
+// group's functions or drivers; its entry is named for its address, not a group.
+struct PfJournalEntry {
+    // Started: writes may have begun. Stuck: one blocked past write_timeout.
+    enum class Phase { Started, Stuck };
+
+    PciAddress pf;
+    unsigned from = 0;  // sriov_numvfs before the change: where reconcile without an entry goes
+    unsigned to = 0;    // the count the change was making
+    Phase phase = Phase::Started;
+};
+
+const char* to_string(PfJournalEntry::Phase phase);
+
+// A PF entry is a handful of short lines; anything bigger was not written by vfiod.
+inline constexpr size_t kMaxPfEntryBytes = 4096;
+
 class Journal {
 public:
     // Every access, reads, writes, renames, removals and fsyncs, goes through one directory fd
@@ -79,9 +98,39 @@ public:
     // directory leads out of the root.
     std::string describe_error(unsigned group, int err) const;
 
+    // PF entries: the same directory, store and checks, named "pf-<address>" so that load_all()
+    // never takes one for a group's. The same contracts as their group counterparts.
+    std::optional<PfJournalEntry> load_pf(const PciAddress& pf, std::string* err = nullptr) const;
+    std::vector<PfJournalEntry> load_all_pfs(std::vector<std::string>* errors = nullptr) const;
+    int store_pf(const PfJournalEntry& entry);
+    int remove_pf(const PciAddress& pf);
+    std::string pf_entry_path(const PciAddress& pf) const;
+    std::string describe_pf_error(const PciAddress& pf, int err) const;
+
 private:
     Fd open_dir(bool create, int* err) const;
+    // The directory for loading: -1 when there is none yet (no entries, no error) or it cannot
+    // be used (then *err says why).
+    Fd open_for_load(std::string* err) const;
+    // An entry's text, read with the bound max_bytes; nullopt (and *err, unless simply absent)
+    // when it is missing, not a regular file, or too big.
+    std::optional<std::string> read_entry(int dirfd, const std::string& name, size_t max_bytes,
+                                          std::string* err) const;
+    // read_entry() and parse, naming the entry in *err when either fails.
+    template <typename Entry>
+    std::optional<Entry> parse_at(int dirfd, const std::string& name, size_t max_bytes,
+                                  std::optional<Entry> (*parse)(const std::string&, std::string*),
+                                  std::string* err) const;
+    // visit(dirfd, name, &err) for every name in the directory, "." and ".." left out; each
+    // non-empty err, and the directory's own, is added to *errors.
+    using NameVisitor = std::function<void(int dirfd, const std::string& name, std::string* err)>;
+    void each_name(std::vector<std::string>* errors, const NameVisitor& visit) const;
     std::optional<JournalEntry> load_at(int dirfd, unsigned group, std::string* err) const;
+    std::optional<PfJournalEntry> load_pf_at(int dirfd, const PciAddress& pf,
+                                             std::string* err) const;
+    // Atomically replaces (or removes) the entry `name`. 0 or errno.
+    int store_text(const std::string& name, const std::string& text);
+    int remove_name(const std::string& name);
     std::string why(int err) const;
 
     const HostFs& fs_;
@@ -91,5 +140,8 @@ private:
 // The text form, exposed for tests: one "key value" line each, one "function" line per function.
 std::string serialize(const JournalEntry& entry);
 std::optional<JournalEntry> parse_journal(const std::string& text, std::string* err);
+// The same for a PF entry: "pf", "from", "to" and "phase" lines, each exactly once.
+std::string serialize(const PfJournalEntry& entry);
+std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err);
 
 }  // namespace vfiod

@@ -1,6 +1,7 @@
 #include "io/config_schema.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 #include <toml++/toml.h>
@@ -39,6 +40,9 @@ bool valid_driver(std::string_view s) {
            });
 }
 
+// The top-level tables a file may hold, as every "unknown" message lists them.
+constexpr const char* kTables = "[daemon], [[device]], [[protect]] or [[sriov]]";
+
 // Validates one parsed document. Errors are collected with their positions and reported in
 // document order (toml++ tables iterate by key name, not by position).
 class Checker {
@@ -54,15 +58,14 @@ public:
                 entries(key, node, f.devices, &Checker::device);
             else if (key == "protect")
                 entries(key, node, f.protects, &Checker::protect);
+            else if (key == "sriov")
+                entries(key, node, f.sriovs, &Checker::sriov);
             else if (node.is_table())
-                error(node, "unknown table [" + printable(key.str()) +
-                                "]; expected [daemon], [[device]] or [[protect]]");
+                error(node, "unknown table [" + printable(key.str()) + "]; expected " + kTables);
             else if (node.is_array_of_tables())
-                error(node, "unknown table [[" + printable(key.str()) +
-                                "]]; expected [daemon], [[device]] or [[protect]]");
+                error(node, "unknown table [[" + printable(key.str()) + "]]; expected " + kTables);
             else
-                error(key, "unknown key " + config_quote(key.str()) +
-                               "; expected [daemon], [[device]] or [[protect]]");
+                error(key, "unknown key " + config_quote(key.str()) + "; expected " + kTables);
         }
         return f;
     }
@@ -273,6 +276,44 @@ private:
         return e;
     }
 
+    // num_vfs is required: an entry that only named PFs would be read as "never bind them",
+    // which [[protect]] says better.
+    std::optional<SriovEntry> sriov(const toml::table& t) {
+        const size_t before = errors_.size();
+        SriovEntry e;
+        e.origin = origin(t);
+        bool named = false, counted = false;
+        for (auto&& [k, v] : t) {
+            if (match_key("sriov", k, v, e.selector, e.address)) {
+                named = true;
+            } else if (k == "num_vfs") {
+                counted = true;
+                if (expect("sriov", k, v, toml::node_type::integer))
+                    num_vfs(*v.as_integer(), e);
+            } else {
+                unknown("[[sriov]]", k, "selector, address or num_vfs");
+            }
+        }
+        if (!named)
+            error(t, "[[sriov]] needs a selector or an address");
+        if (!counted)
+            error(t, "[[sriov]] needs num_vfs");
+        if (errors_.size() != before)
+            return std::nullopt;
+        return e;
+    }
+
+    // The kernel parses sriov_numvfs with kstrtou16: anything wider would fail every write.
+    void num_vfs(const toml::value<int64_t>& v, SriovEntry& e) {
+        const int64_t n = v.get();
+        if (n < 0 || n > UINT16_MAX)
+            error(v, "sriov.num_vfs: " + std::to_string(n) +
+                         " is out of range; expected 0..65535 (the kernel's sriov_numvfs is 16 "
+                         "bits)");
+        else
+            e.num_vfs = static_cast<uint16_t>(n);
+    }
+
     const std::string& file_;
     std::vector<Located> errors_;
 };
@@ -290,6 +331,7 @@ void merge_fragment(Fragment&& f, Config& c) {
         c.allow_boot_vga = *f.allow_boot_vga;
     std::move(f.devices.begin(), f.devices.end(), std::back_inserter(c.devices));
     std::move(f.protects.begin(), f.protects.end(), std::back_inserter(c.protects));
+    std::move(f.sriovs.begin(), f.sriovs.end(), std::back_inserter(c.sriovs));
 }
 
 std::optional<Fragment> parse_fragment(std::string_view text, const std::string& name,

@@ -22,6 +22,7 @@ struct Fragment {
     std::optional<bool> allow_boot_vga;
     std::vector<DeviceEntry> devices;
     std::vector<ProtectEntry> protects;
+    std::vector<SriovEntry> sriovs;
 };
 
 // Adds one file's settings to the merged Config: its [daemon] keys override, its entries append.

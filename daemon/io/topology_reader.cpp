@@ -86,11 +86,18 @@ private:
             fn_.numa_node = static_cast<int>(std::clamp(*n, -1L, static_cast<long>(INT_MAX)));
         if (auto v = integer("boot_vga"))
             fn_.boot_vga = *v != 0;
-        if (auto v = integer("sriov_numvfs")) {
+        if (auto v = integer(pci_paths::kSriovNumVfs)) {
             if (*v < 0)
                 bad("sriov_numvfs holds " + std::to_string(*v));
             else
                 fn_.sriov_numvfs = static_cast<unsigned>(std::min(*v, static_cast<long>(UINT_MAX)));
+        }
+        if (auto v = integer(pci_paths::kSriovTotalVfs)) {
+            if (*v < 0)
+                bad("sriov_totalvfs holds " + std::to_string(*v));
+            else
+                fn_.sriov_totalvfs =
+                    static_cast<unsigned>(std::min(*v, static_cast<long>(UINT_MAX)));
         }
     }
 

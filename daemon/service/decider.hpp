@@ -38,6 +38,19 @@ struct Prepared {
     std::vector<PciAddress> functions;
     // A group to decide again after this operation, in its own turn (a refused Bind).
     std::optional<unsigned> redecide;
+    // SR-IOV (DESIGN §11; service/pf_decider), `group` being the PF's or the VF's: a PF's count
+    // change; a VF no entry allowlists sent to its host driver; or settling a PF's journal
+    // entry from the last run, with the count an entry wants now (nullopt: none governs it).
+    std::optional<PfPlan> pf;
+    std::optional<PciAddress> probe;
+    std::optional<PciAddress> pf_reconcile;
+    std::optional<unsigned> pf_wanted;
+};
+
+// What an operation's writes came to: a group's, or a PF's count change.
+struct Written {
+    GroupOutcome group;
+    PfOutcome pf;
 };
 
 class Decider {

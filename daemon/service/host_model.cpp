@@ -50,7 +50,40 @@ void HostModel::reread() {
     for (auto& gp : make_plan(snapshot_.topology, snapshot_.use, config_).groups)
         if (gp.group)
             plans_.emplace(*gp.group, std::move(gp));
+    replan_pfs();
     replanned(std::nullopt);
+}
+
+void HostModel::replan_pfs() {
+    pf_plans_.clear();
+    if (auto pfs = plan_pfs(snapshot_.topology, snapshot_.use, config_))
+        for (auto& pf : *pfs)
+            pf_plans_.emplace(pf.address, std::move(pf));
+}
+
+const PfPlan* HostModel::pf_plan(const PciAddress& pf) const {
+    auto it = pf_plans_.find(pf);
+    return it == pf_plans_.end() ? nullptr : &it->second;
+}
+
+std::set<PciAddress> HostModel::pfs_concerned(const std::set<PciAddress>& touched) const {
+    std::set<PciAddress> out;
+    for (const auto& a : touched) {
+        if (pf_plans_.count(a))
+            out.insert(a);
+        const PciFunction* fn = snapshot_.topology.find(a);
+        if (fn && fn->physfn && pf_plans_.count(*fn->physfn))
+            out.insert(*fn->physfn);
+    }
+    return out;
+}
+
+std::set<PciAddress> HostModel::vfs_of(const PciAddress& pf) const {
+    std::set<PciAddress> out;
+    for (const auto& [a, fn] : snapshot_.topology.functions)
+        if (fn.physfn == pf)
+            out.insert(a);
+    return out;
 }
 
 void HostModel::log_host_warnings(const std::vector<std::string>& warnings, bool whole_host) {
@@ -109,6 +142,7 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
             plans_.erase(g);
         replanned(g);
     }
+    replan_pfs();
     return groups;
 }
 

@@ -47,6 +47,16 @@ public:
     const GroupPlan* group_plan(unsigned group) const;
     std::optional<unsigned> group_of(const PciAddress& a) const;
     std::set<PciAddress> members(const std::set<unsigned>& groups) const;
+    // The plan of every PF an [[sriov]] entry governs (DESIGN §11), made again with the groups'
+    // plans on every read. Made from the whole topology each time: cheap next to a read, and a
+    // PF's plan hangs on all of its VFs.
+    const std::map<PciAddress, PfPlan>& pf_plans() const { return pf_plans_; }
+    const PfPlan* pf_plan(const PciAddress& pf) const;
+    // The governed PFs `touched` concerns as the snapshot has them: a PF among them, or the PF
+    // of a VF among them.
+    std::set<PciAddress> pfs_concerned(const std::set<PciAddress>& touched) const;
+    // The VFs of a PF as the snapshot has them.
+    std::set<PciAddress> vfs_of(const PciAddress& pf) const;
     // Every group's plan, no-iommu functions included, made from the snapshot now.
     Plan whole_plan() const;
     // Groups holding a function whose governing entries differ between `before` and the
@@ -69,6 +79,7 @@ private:
     // warning the first time it is seen, not again while it stays: a re-read does not repeat it.
     void log_host_warnings(const std::vector<std::string>& warnings, bool whole_host);
     void replanned(std::optional<unsigned> group) const;
+    void replan_pfs();
 
     std::unique_ptr<FencedHostFs> view_;  // the loop's reads
     Config config_;
@@ -78,6 +89,7 @@ private:
     Snapshot snapshot_;
     HostTables tables_;
     std::map<unsigned, GroupPlan> plans_;
+    std::map<PciAddress, PfPlan> pf_plans_;
     std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
     std::set<std::string> host_warned_;                   // host warnings logged and still seen
     std::map<unsigned, std::set<PciAddress>> writing_;   // functions being written, per group

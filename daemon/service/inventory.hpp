@@ -34,11 +34,25 @@ struct GroupInfo {
     bool operator==(const GroupInfo&) const = default;
 };
 
+// A PF an [[sriov]] entry names (DESIGN §11): /org/vfiod1/pf/…, org.vfiod1.PhysicalFunction.
+struct PfInfo {
+    PciAddress address;
+    unsigned total_vfs = 0;   // sriov_totalvfs
+    unsigned num_vfs = 0;     // sriov_numvfs as last read
+    unsigned wanted_vfs = 0;  // the governing entry's num_vfs
+    PfState state = PfState::Pending;
+    Reason reason = Reason::None;
+    std::vector<PciAddress> blockers;
+
+    bool operator==(const PfInfo&) const = default;
+};
+
 struct Inventory {
     std::string mode = "observe";
     bool iommu = false;
     std::map<unsigned, GroupInfo> groups;
     std::map<PciAddress, DeviceInfo> devices;
+    std::map<PciAddress, PfInfo> pfs;  // empty without [[sriov]] entries
 
     bool operator==(const Inventory&) const = default;
 };
@@ -49,12 +63,14 @@ struct InventoryChange {
     bool manager = false;          // Mode or IommuEnabled may differ
     std::set<unsigned> groups;     // groups added, changed or gone
     std::set<PciAddress> devices;  // functions added, changed or gone
+    std::set<PciAddress> pfs;      // PFs added, changed or gone
 
-    bool empty() const { return !manager && groups.empty() && devices.empty(); }
+    bool empty() const { return !manager && groups.empty() && devices.empty() && pfs.empty(); }
     void merge(InventoryChange&& other) {
         manager = manager || other.manager;
         groups.merge(other.groups);
         devices.merge(other.devices);
+        pfs.merge(other.pfs);
     }
 };
 

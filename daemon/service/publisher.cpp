@@ -50,6 +50,58 @@ void Publisher::set_status(unsigned group, Status s) {
     status_[group] = std::move(s);
 }
 
+const Publisher::PfStatus* Publisher::pf_status(const PciAddress& pf) const {
+    auto it = pf_status_.find(pf);
+    return it == pf_status_.end() ? nullptr : &it->second;
+}
+
+void Publisher::set_pf_status(const PciAddress& pf, PfStatus s) {
+    auto it = pf_status_.find(pf);
+    if (it != pf_status_.end() && it->second == s)
+        return;
+    const std::string a = pf.str();
+    switch (s.state) {
+    case PfState::Ready: spdlog::info("PF {}: ready", a); break;
+    case PfState::Pending: spdlog::info("PF {}: pending: {}", a, s.message); break;
+    case PfState::Refused:
+        spdlog::warn("PF {}: refused {} (blockers {}): {}", a, to_string(s.reason),
+                     addresses(s.blockers), s.message);
+        break;
+    case PfState::Failed:
+        spdlog::error("PF {}: failed {}: {}", a, to_string(s.reason), s.message);
+        break;
+    }
+    pf_status_[pf] = std::move(s);
+}
+
+void Publisher::update_pfs(InventoryChange* change) {
+    std::map<PciAddress, PfInfo> now;
+    for (const auto& [a, plan] : host_.pf_plans()) {
+        auto st = pf_status_.find(a);
+        if (st == pf_status_.end())
+            continue;  // not decided yet
+        PfInfo& info = now[a];
+        info.address = a;
+        info.total_vfs = plan.total_vfs;
+        info.num_vfs = plan.num_vfs;
+        info.wanted_vfs = plan.wanted_vfs;
+        info.state = st->second.state;
+        info.reason = st->second.reason;
+        info.blockers = st->second.blockers;
+    }
+    // A PF no entry governs any more (or gone) has its object and status dropped.
+    std::erase_if(pf_status_, [&](const auto& kv) { return !host_.pf_plan(kv.first); });
+    for (const auto& [a, info] : inventory_.pfs)
+        if (!now.count(a))
+            change->pfs.insert(a);
+    for (const auto& [a, info] : now) {
+        auto old = inventory_.pfs.find(a);
+        if (old == inventory_.pfs.end() || !(old->second == info))
+            change->pfs.insert(a);
+    }
+    inventory_.pfs = std::move(now);
+}
+
 void Publisher::forget_group(unsigned group) {
     dirty_.insert(group);
     if (status_.erase(group))
@@ -175,6 +227,7 @@ void Publisher::publish_changes() {
     }
     for (unsigned g : groups)
         update_group(g, &change);
+    update_pfs(&change);
     dirty_.clear();
     publish_all_ = false;
     // Until on_change_ returns, consumers may hold a partial view: kept, and sent again.

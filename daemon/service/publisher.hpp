@@ -38,6 +38,17 @@ public:
     // The group's view may have changed (nullopt: any group's may have).
     void mark(std::optional<unsigned> group);
 
+    // SR-IOV PFs (DESIGN §11), the same way: a status per governed PF, its change logged.
+    struct PfStatus {
+        PfState state = PfState::Pending;
+        Reason reason = Reason::None;
+        std::string message;
+        std::vector<PciAddress> blockers;
+        bool operator==(const PfStatus&) const = default;
+    };
+    const PfStatus* pf_status(const PciAddress& pf) const;
+    void set_pf_status(const PciAddress& pf, PfStatus s);
+
     // Sends `reply` once what this dispatch changed is published (publish()).
     void answer(Reply reply, OpResult r);
     // Service::publish(): never throws.
@@ -50,16 +61,20 @@ private:
     // Brings one group's part of inventory_ up to date, noting in *change what differed.
     void update_group(unsigned g, InventoryChange* change);
     void send_replies();
+    // Brings every PF's part of inventory_ up to date: a host has few PFs, and their counts
+    // change with any read of the host.
+    void update_pfs(InventoryChange* change);
 
     const HostModel& host_;
     const Journal& journal_;
     std::function<Mode()> mode_;
     std::map<unsigned, Status> status_;
+    std::map<PciAddress, PfStatus> pf_status_;
     std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
     bool publish_all_ = true;     // everything may have (start-up, Reload)
     // What on_change_ has not been told yet: everything at first, and what a publication that
     // threw did not get across.
-    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}};
+    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
     std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
     Inventory inventory_;
     Service::OnChange on_change_;

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/pci_paths.hpp"
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
 #include "exec/executor.hpp"
@@ -13,6 +14,7 @@
 #include "io/config_loader.hpp"
 #include "service/decider.hpp"
 #include "service/host_model.hpp"
+#include "service/pf_decider.hpp"
 #include "service/publisher.hpp"
 
 namespace vfiod {
@@ -38,6 +40,7 @@ Service::Service(HostFs& fs, ServiceOptions options)
       publisher_(std::make_unique<Publisher>(*host_, *journal_, [this] { return mode(); })),
       decider_(std::make_unique<Decider>(*host_, *publisher_, *executor_, *journal_,
                                          [this] { return mode(); })),
+      pf_decider_(std::make_unique<PfDecider>(*host_, *publisher_, [this] { return mode(); })),
       queue_(std::make_unique<GroupQueue>(GroupQueue::Hooks{
           .answer = [this](Reply reply, OpResult r) {
               publisher_->answer(std::move(reply), std::move(r));
@@ -102,6 +105,17 @@ bool Service::start() {
         enqueue(g, {Request::Kind::Reconcile, "", {}, false});
     }
     decide(all, false);
+    if (mode() == Mode::Enforce) {
+        std::vector<std::string> errors;
+        auto unfinished = executor_->unfinished_pfs(&errors);
+        for (const auto& err : errors)
+            spdlog::error("unreadable journal entry left alone: {}", err);
+        decide_pfs({unfinished.begin(), unfinished.end()}, Request::Kind::PfReconcile);
+    }
+    std::set<PciAddress> pfs;
+    for (const auto& [a, pf] : host_->pf_plans())
+        pfs.insert(a);
+    decide_pfs(pfs);
     if (!host_->snapshot().topology.iommu_enabled) {
         Plan plan = host_->whole_plan();
         if (!plan.groups.empty())
@@ -154,6 +168,7 @@ void Service::apply_events(const std::set<PciAddress>& touched) {
     for (const auto& a : touched)
         if (auto g = host_->group_of(a))
             events_of[*g].insert(a);
+    std::set<PciAddress> pfs_before = host_->pfs_concerned(touched);
     for (unsigned g : host_->refresh(touched))
         events_of[g];
     for (const auto& a : touched)
@@ -171,6 +186,48 @@ void Service::apply_events(const std::set<PciAddress>& touched) {
             deferred_events_[g].merge(host_->members({g}));
     }
     decide(groups, true);
+    pf_events(touched, std::move(pfs_before));
+}
+
+void Service::pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before) {
+    std::set<PciAddress> pfs = host_->pfs_concerned(touched);
+    pfs.merge(before);
+    decide_pfs(pfs);
+    probe_left(touched);
+}
+
+void Service::probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing) {
+    if (mode() != Mode::Enforce)
+        return;
+    for (const auto& vf : pf_decider_->to_probe(vfs)) {
+        // While its PF's change runs, autoprobe may still be 0 and the kernel would attach
+        // nothing: the change's end probes the VFs then.
+        const PciFunction* fn = host_->snapshot().topology.find(vf);
+        auto pf_group = host_->group_of(*fn->physfn);
+        if (pf_group && busy(*pf_group) && !(finishing && *finishing == *fn->physfn))
+            continue;
+        if (auto g = host_->group_of(vf))
+            enqueue(*g, {Request::Kind::Probe, vf.str(), {}, true});
+    }
+}
+
+void Service::decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind) {
+    for (const auto& pf : pfs) {
+        if (auto g = host_->group_of(pf))
+            enqueue(*g, {kind, pf.str(), {}, false});
+        else if (host_->pf_plan(pf))
+            publisher_->set_pf_status(pf, {PfState::Refused, Reason::NoIommu,
+                                           "the PF is in no IOMMU group: vfiod changes VF "
+                                           "counts only on a host with IOMMU groups", {}});
+    }
+}
+
+void Service::retry_pfs() {
+    std::set<PciAddress> waiting;
+    for (const auto& [a, pf] : host_->pf_plans())
+        if (const auto* st = publisher_->pf_status(a); !st || st->state != PfState::Ready)
+            waiting.insert(a);
+    decide_pfs(waiting);
 }
 
 void Service::refresh_fences() { host_->refresh_fences(executor_->stuck()); }
@@ -239,6 +296,10 @@ OpResult Service::apply_reload() {
     spdlog::info("configuration reloaded: {} device entries, {} protect entries, mode {}",
                  config.devices.size(), config.protects.size(), to_string(mode()));
     decide(groups, false);
+    std::set<PciAddress> pfs;
+    for (const auto& [a, pf] : host_->pf_plans())
+        pfs.insert(a);
+    decide_pfs(pfs);
     return {};
 }
 
@@ -259,6 +320,21 @@ Prepared Service::prepare(const Request& r, unsigned g) {
     case Request::Kind::Decide:
         deciding_.insert(g);
         return decider_->decide(g, r.from_events);
+    case Request::Kind::Pf:
+    case Request::Kind::PfReconcile:
+    case Request::Kind::Probe: {
+        // Addresses the daemon wrote itself, from its own snapshot.
+        PciAddress a = *PciAddress::parse(r.address);
+        if (r.kind == Request::Kind::Pf)
+            return pf_decider_->decide(a, g);
+        if (r.kind == Request::Kind::PfReconcile)
+            return pf_decider_->settle_entry(a, g);
+        Prepared p;
+        p.group = g;
+        p.probe = a;
+        p.functions = {a};
+        return p;
+    }
     }
     Prepared p;
     p.group = g;
@@ -269,11 +345,29 @@ Prepared Service::prepare(const Request& r, unsigned g) {
     return p;
 }
 
-GroupOutcome Service::run_writes(const Prepared& p) {
+Written Service::run_pf_writes(const Prepared& p) {
+    Written w;
+    if (p.pf) {
+        w.pf = executor_->apply_pf(*p.pf);
+    } else if (p.pf_reconcile) {
+        auto o = executor_->reconcile_pf(*p.pf_reconcile, p.pf_wanted);
+        w.pf = o ? *o : PfOutcome{PfState::Ready, Reason::None, "", {}};
+    } else if (int err = executor_->write(*p.probe, pci_paths::kDriversProbe, p.probe->str())) {
+        w.pf = {PfState::Failed, Reason::WriteFailed,
+                std::string(pci_paths::kDriversProbe) + ": " + std::strerror(err), {*p.probe}};
+    } else {
+        w.pf = {PfState::Ready, Reason::None, "", {}};
+    }
+    return w;
+}
+
+Written Service::run_writes(const Prepared& p) {
+    if (p.pf || p.pf_reconcile || p.probe)
+        return run_pf_writes(p);
     if (p.reconciling) {
         // The config is stable here: a Reload waits for the operations in flight (DESIGN §6).
         auto o = executor_->reconcile(p.group, host_->config());
-        return o ? *o : GroupOutcome{p.group, Outcome::RolledBack, Reason::None, "", {}};
+        return {o ? *o : GroupOutcome{p.group, Outcome::RolledBack, Reason::None, "", {}}, {}};
     }
     for (const auto& [fn, writes] : p.cleanup) {
         for (const auto& w : writes)
@@ -285,16 +379,50 @@ GroupOutcome Service::run_writes(const Prepared& p) {
     if (!p.cleanup.empty())
         return {};  // `after` says what to publish
     if (p.releasing)
-        return executor_->release(p.plan);
+        return {executor_->release(p.plan), {}};
     // Exclusive claims are probed here, off the loop and just before the first write, since the
     // probe is itself a claim for an instant (DESIGN §4). A claimed disk makes the plan a
     // refusal, which the executor reports without writing.
     GroupPlan checked = p.plan;
     refuse_if_claimed(fs_, &checked);
-    return executor_->apply(checked, p.trigger);
+    return {executor_->apply(checked, p.trigger), {}};
 }
 
-OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
+OpResult Service::complete_pf(const Prepared& p, const Written& w) {
+    if (p.pf) {
+        const PciAddress& pf = p.pf->address;
+        pf_decider_->finish(pf, w.pf);
+        // The VFs whose add events came while the change ran, and were not probed then.
+        host_->refresh(host_->vfs_of(pf));
+        probe_left(host_->vfs_of(pf), &pf);
+    } else if (p.pf_reconcile) {
+        if (!w.pf.message.empty())
+            spdlog::warn("PF {}: unfinished VF count change from the last run: {}",
+                         p.pf_reconcile->str(), w.pf.message);
+        // The VFs a crash cut off from their add events: those left to the host are probed.
+        std::set<PciAddress> fns = host_->vfs_of(*p.pf_reconcile);
+        fns.insert(*p.pf_reconcile);
+        host_->refresh(fns);
+        probe_left(host_->vfs_of(*p.pf_reconcile), &*p.pf_reconcile);
+    } else {
+        host_->refresh({*p.probe});
+        const PciFunction* vf = host_->snapshot().topology.find(*p.probe);
+        if (w.pf.state != PfState::Ready)
+            spdlog::warn("{}: probing its host driver: {}", p.probe->str(), w.pf.message);
+        else if (vf && !vf->driver.empty())
+            spdlog::info("{}: a VF no entry allowlists, sent to its host driver {}",
+                         p.probe->str(), vf->driver);
+        else
+            spdlog::info("{}: a VF no entry allowlists, probed; no host driver took it",
+                         p.probe->str());
+    }
+    return {};
+}
+
+OpResult Service::complete(const Prepared& p, const Written& w) {
+    if (p.pf || p.pf_reconcile || p.probe)
+        return complete_pf(p, w);
+    const GroupOutcome& o = w.group;
     if (p.reconciling) {
         if (!o.message.empty())  // empty: the entry was finished already
             log_interrupted(o);
@@ -308,6 +436,8 @@ OpResult Service::complete(const Prepared& p, const GroupOutcome& o) {
         written.insert(d.address);
     host_->refresh(std::move(written));
     publisher_->set_status(p.group, st);
+    if (p.releasing || p.trigger == Trigger::Operator)
+        retry_pfs();
     GroupState want = p.releasing ? GroupState::Released : GroupState::Bound;
     if (st.state == want)
         return {};
@@ -396,7 +526,8 @@ GroupQueue::Started Service::start_operation(const Request& r, unsigned g) {
     const char* what = r.kind == Request::Kind::Bind        ? "Bind"
                        : r.kind == Request::Kind::Release   ? "Release"
                        : r.kind == Request::Kind::Reconcile ? "finishing the last run's operation"
-                                                             : "deciding a group";
+                       : r.kind == Request::Kind::Decide    ? "deciding a group"
+                                                             : "an SR-IOV operation";
     Prepared p;
     OpResult failed = guarded(what, [&] {
         p = prepare(r, g);
@@ -413,12 +544,12 @@ GroupQueue::Started Service::start_operation(const Request& r, unsigned g) {
     host_->fence_group(g, fenced);
     refresh_fences();
     auto prepared = std::make_shared<Prepared>(std::move(p));
-    auto outcome = std::make_shared<GroupOutcome>();
+    auto outcome = std::make_shared<Written>();
     return {std::nullopt, [this, prepared, outcome] { *outcome = run_writes(*prepared); },
             [this, g, prepared, outcome] { return finish(g, *prepared, *outcome); }};
 }
 
-OpResult Service::finish(unsigned g, const Prepared& p, const GroupOutcome& o) {
+OpResult Service::finish(unsigned g, const Prepared& p, const Written& o) {
     host_->unfence_group(g);
     refresh_fences();  // a function whose write is stuck stays fenced
     const char* what = p.releasing                      ? "Release"

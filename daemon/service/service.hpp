@@ -31,9 +31,11 @@ class Decider;
 class Executor;
 class HostModel;
 class Journal;
+class PfDecider;
 class Publisher;
 class Workers;
 struct Prepared;
+struct Written;
 
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
@@ -120,9 +122,11 @@ public:
 
 private:
     struct Request {
-        enum class Kind { Bind, Release, Decide, Reconcile };
+        // Pf: an SR-IOV PF's decision; PfReconcile: its journal entry from the last run;
+        // Probe: a VF left to its host driver (DESIGN §11).
+        enum class Kind { Bind, Release, Decide, Reconcile, Pf, PfReconcile, Probe };
         Kind kind = Kind::Bind;
-        std::string address;       // Bind, Release
+        std::string address;       // Bind, Release; the PF or VF of the SR-IOV kinds
         Reply reply;               // Bind, Release
         bool from_events = false;  // Decide: a udev event, not coldplug or a reload
     };
@@ -135,6 +139,16 @@ private:
     void log_interrupted(const GroupOutcome& o);
     void refresh_fences();
     void decide(const std::set<unsigned>& groups, bool from_events);
+    // Each PF, in its group's queue (a PF outside any group is not acted on).
+    void decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind = Request::Kind::Pf);
+    // The PFs not ready yet, tried again: nothing says when a VM let a VF go (DESIGN §11).
+    void retry_pfs();
+    // The SR-IOV side of a burst: the PFs it concerns (`before`: as the last read had them)
+    // and the new VFs left to the host.
+    void pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before);
+    // The VFs among `vfs` left to the host, each probed in its group's queue (enforce mode),
+    // except those whose PF's group is busy, unless that PF is `finishing` its operation.
+    void probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing = nullptr);
     void submit(Request r);
     // Sends a request that waited for a reload on its way, answering it Failed if that throws.
     void resubmit(Request r, Reply reply);
@@ -144,9 +158,11 @@ private:
     GroupQueue::Started start_operation(const Request& r, unsigned group);
     Prepared prepare(const Request& r, unsigned group);
     Prepared prepare_bind(std::string_view address);
-    GroupOutcome run_writes(const Prepared& p);  // any thread: executor only
-    OpResult complete(const Prepared& p, const GroupOutcome& o);
-    OpResult finish(unsigned group, const Prepared& p, const GroupOutcome& o);
+    Written run_writes(const Prepared& p);  // any thread: executor only
+    Written run_pf_writes(const Prepared& p);
+    OpResult complete(const Prepared& p, const Written& w);
+    OpResult complete_pf(const Prepared& p, const Written& w);
+    OpResult finish(unsigned group, const Prepared& p, const Written& w);
     // A group's queue emptied: the events it held back are heard now.
     void group_idle(unsigned group);
 
@@ -159,6 +175,7 @@ private:
     const std::unique_ptr<HostModel> host_;
     const std::unique_ptr<Publisher> publisher_;
     const std::unique_ptr<Decider> decider_;
+    const std::unique_ptr<PfDecider> pf_decider_;
     const std::unique_ptr<GroupQueue> queue_;
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;

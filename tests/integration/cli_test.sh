@@ -34,6 +34,49 @@ check "plan --json writes exactly the bindable groups' functions" "0000:01:00.0 
     "$(json 'print(" ".join(sorted({w["value"] for g in d["groups"] for w in g["writes"] if w["path"].endswith("drivers_probe")})))')"
 check "plan --json keys" "action blockers devices group reason writes" \
     "$(json 'print(" ".join(sorted(d["groups"][0])))')"
+check "plan --json without [[sriov]] entries has no pfs" "groups iommu" \
+    "$(json 'print(" ".join(sorted(d)))')"
+
+# SR-IOV (DESIGN §11) on issue 24's host: the PF is planned for its VF count and never bound.
+"$MKFIXTURE" sriov-host "$WORK/sriov" || { fail "sriov fixture"; exit 1; }
+mkdir -p "$WORK/sriov/etc/vfiod"
+printf '[[device]]\nselector = "1b36:0010"\n\n[[sriov]]\nselector = "1b36:0010"\nnum_vfs = 2\n' \
+    >"$WORK/sriov/etc/vfiod/vfiod.toml"
+run "plan --json with [[sriov]]" 0 plan --root "$WORK/sriov" --json
+check "plan --json pfs" "0000:02:00.0 2 0 2 create None" \
+    "$(json 'print(" ".join(str(p[k]) for p in d["pfs"] for k in ("address", "total_vfs", "num_vfs", "wanted_vfs", "action", "reason")))')"
+check "plan --json pfs writes, autoprobe off around the creation" \
+    "sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe=0 sys/bus/pci/devices/0000:02:00.0/sriov_numvfs=2 sys/bus/pci/devices/0000:02:00.0/sriov_drivers_autoprobe=1" \
+    "$(json 'print(" ".join(w["path"] + "=" + w["value"] for w in d["pfs"][0]["writes"]))')"
+check "plan --json pf keys" "action address blockers num_vfs reason total_vfs wanted_vfs writes" \
+    "$(json 'print(" ".join(sorted(d["pfs"][0])))')"
+check "plan --json never binds the PF" "7 refuse sriov-pf" \
+    "$(json 'print(" ".join(str(g["group"]) + " " + g["action"] + " " + str(g["reason"]) for g in d["groups"]))')"
+run "plan with [[sriov]]" 0 plan --root "$WORK/sriov"
+check_contains "plan text shows the PF" "pf 0000:02:00.0: create" "$out"
+check_contains "plan text shows the PF's write" "sys/bus/pci/devices/0000:02:00.0/sriov_numvfs             <- 2" "$out"
+run "status --offline --json with [[sriov]]" 0 status --offline --root "$WORK/sriov" --json
+check "status --offline --json pfs: the plan's counts, the state vfiod would publish" \
+    "0000:02:00.0 2 0 2 pending None" \
+    "$(json 'print(" ".join(str(p[k]) for p in d["pfs"] for k in ("address", "total_vfs", "num_vfs", "wanted_vfs", "state", "reason")))')"
+check "status --offline --json pf keys: a state, no writes" \
+    "address blockers num_vfs reason state total_vfs wanted_vfs" \
+    "$(json 'print(" ".join(sorted(d["pfs"][0])))')"
+run "status --offline with [[sriov]]" 0 status --offline --root "$WORK/sriov"
+check_contains "status text shows the PF's state" "pf 0000:02:00.0: pending" "$out"
+check_contains "status text shows wanted and actual counts" "VFs: 0 now, 2 wanted, 2 at most" "$out"
+sed -i 's/num_vfs = 2/num_vfs = 3/' "$WORK/sriov/etc/vfiod/vfiod.toml"
+run "plan --json above the total" 0 plan --root "$WORK/sriov" --json
+check "plan --json refuses above the total" "refuse vfs-exceed-total 0" \
+    "$(json 'p = d["pfs"][0]; print(p["action"], p["reason"], len(p["writes"]))')"
+run "doctor above the total" 1 doctor --root "$WORK/sriov"
+check_contains "doctor says how far to lower num_vfs" \
+    "fix: lower num_vfs in the [[sriov]] entry to at most 2" "$out"
+run "doctor --json above the total" 1 doctor --root "$WORK/sriov" --json
+check "doctor --json pfs" "0000:02:00.0 refuse vfs-exceed-total True" \
+    "$(json 'p = d["pfs"][0]; print(p["address"], p["action"], p["reason"], "at most 2" in p["fix"])')"
+run "check-config with [[sriov]]" 0 check-config "$WORK/sriov/etc/vfiod/vfiod.toml"
+check_contains "check-config counts sriov entries" "1 sriov entry" "$out"
 
 printf '[[device]]\nselector = "10de:2331"\nresource_nmae = "x.com/y"\n' >"$WORK/typo.toml"
 run "plan with a bad config" 2 plan --root "$ROOT" --config "$WORK/typo.toml"
@@ -68,6 +111,11 @@ check_contains "status --offline says in one line what a tree cannot show" \
 run "status --offline --json" 0 status --offline --root "$ROOT" --json
 check "status --offline states" "pending refused pending refused" \
     "$(json 'print(" ".join(g["state"] for g in d["groups"]))')"
+check "status --offline --json without [[sriov]] entries has no pfs" "groups iommu" \
+    "$(json 'print(" ".join(sorted(d)))')"
+run "doctor --json without [[sriov]] entries" 1 doctor --root "$ROOT" --json
+check "doctor --json without [[sriov]] entries has no pfs" "checks devices healthy" \
+    "$(json 'print(" ".join(sorted(d)))')"
 
 run "no command" 2
 run "unknown command" 2 frobnicate

@@ -283,5 +283,37 @@ check "no log line while idle (3 s)" "$before" "$after"
 if kill -0 "$VFIOD_PID" 2>/dev/null; then pass "vfiod alive"; else fail "vfiod alive"; fi
 check "vfiod still answers" 'b true' "$(prop /org/vfiod1 $MANAGER IommuEnabled)"
 
+# --- SR-IOV (DESIGN §11): a PF an [[sriov]] entry governs, as the bus and vfioctl show it ---
+kill "$VFIOD_PID"; wait "$VFIOD_PID" 2>/dev/null
+"$MKFIXTURE" sriov-host "$WORK/sriov" || { fail "sriov fixture"; exit 1; }
+PF_CONFIG=$WORK/sriov.toml
+printf '[[sriov]]\naddress = "0000:02:00.0"\nnum_vfs = 2\n' >"$PF_CONFIG"
+"$VFIOD" --root "$WORK/sriov" --config "$PF_CONFIG" --observe >"$WORK/vfiod-sriov.log" 2>&1 &
+VFIOD_PID=$!
+PF=/org/vfiod1/pf/0000_02_00_0
+PFI=org.vfiod1.PhysicalFunction
+for _ in $(seq 100); do
+    [ "$(prop $PF $PFI State 2>/dev/null)" = 's "pending"' ] && break
+    sleep 0.1
+done
+check "PF pending in observe mode" 's "pending"' "$(prop $PF $PFI State)"
+check "PF counts: total, now, wanted" 'u 2 u 0 u 2' \
+    "$(prop $PF $PFI TotalVfs) $(prop $PF $PFI NumVfs) $(prop $PF $PFI WantedVfs)"
+check "PF Address" 's "0000:02:00.0"' "$(prop $PF $PFI Address)"
+check "PF served as org.vfiod1.PhysicalFunction.xml declares" "" "$(xml_differences $PF $PFI)"
+check "vfioctl status --json pfs from the daemon" "0000:02:00.0 pending 0 2 2" \
+    "$("$VFIOCTL" status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(" ".join(str(p[k]) for k in ("address", "state", "num_vfs", "wanted_vfs", "total_vfs")) for p in d["pfs"]))')"
+check_contains "vfioctl status shows the PF" "0000:02:00.0" "$("$VFIOCTL" status 2>&1)"
+printf '[[sriov]]\naddress = "0000:02:00.0"\nnum_vfs = 3\n' >"$PF_CONFIG"
+"${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Reload >/dev/null 2>&1
+check "num_vfs above total: refused after Reload" 's "refused" s "vfs-exceed-total"' \
+    "$(prop $PF $PFI State) $(prop $PF $PFI Reason)"
+printf '[[device]]\naddress = "0000:02:00.1"\n' >"$PF_CONFIG"
+"${BUSCTL[@]}" call org.vfiod1 /org/vfiod1 $MANAGER Reload >/dev/null 2>&1
+check "no [[sriov]] entry: the PF object is gone" org.freedesktop.DBus.Error.UnknownObject \
+    "$(get_error $PF $PFI State)"
+check "no [[sriov]] entry: no pfs in status --json" "False" \
+    "$("$VFIOCTL" status --json | python3 -c 'import json,sys; print("pfs" in json.load(sys.stdin))')"
+
 echo "# $failures failure(s)"
 [ "$failures" -eq 0 ]

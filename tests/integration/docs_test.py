@@ -139,6 +139,10 @@ zz_probe = 1
 [[protect]]
 address = "0000:00:01.0"
 zz_probe = 1
+[[sriov]]
+address = "0000:00:01.0"
+num_vfs = 1
+zz_probe = 1
 [zz_table]
 """
     with tempfile.TemporaryDirectory() as d:

@@ -7,8 +7,11 @@
 
 #include <climits>
 #include <deque>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -59,7 +62,22 @@ InventoryChange everything(const Inventory& inv) {
         c.groups.insert(id);
     for (const auto& [a, d] : inv.devices)
         c.devices.insert(a);
+    for (const auto& [a, p] : inv.pfs)
+        c.pfs.insert(a);
     return c;
+}
+
+PfInfo pf_info(const PciAddress& a, unsigned total, unsigned now, unsigned wanted, PfState state,
+               Reason reason = Reason::None, std::vector<PciAddress> blockers = {}) {
+    return {a, total, now, wanted, state, reason, std::move(blockers)};
+}
+
+// Two PFs at the ends of the address range: a VMD domain (five hex digits) and the last one.
+Inventory pf_inventory() {
+    Inventory inv;
+    inv.pfs[kVmd] = pf_info(kVmd, 2, 0, 2, PfState::Pending);
+    inv.pfs[kLast] = pf_info(kLast, 7, 0, 8, PfState::Refused, Reason::VfsExceedTotal, {kLast});
+    return inv;
 }
 
 // A plain sd-bus client that sends calls without waiting for their replies and records the order
@@ -435,6 +453,254 @@ TEST_F(DbusObjectsTest, TheClientReadsBackThePublishedRecord) {
     EXPECT_FALSE(devices[0].target);
     EXPECT_TRUE(static_cast<const DeviceRecord&>(devices[1]) == g);
     EXPECT_EQ(devices[1].numa_node, 3);
+}
+
+
+// PhysicalFunction objects (DESIGN §11) at both ends of the address range: reachable by their own
+// path and no other spelling, every property as published, every string plain ASCII (a PfInfo
+// holds no host text: the address is re-spelled from its numbers, the rest are codes).
+TEST_F(DbusObjectsTest, PhysicalFunctionsByTheirOwnPathWithEveryProperty) {
+    Inventory inv = pf_inventory();
+    objects_->publish(inv, everything(inv));
+    serve();
+
+    ManagedObjects all;
+    sdbus::createProxy(*client_, "org.vfiod1", "/org/vfiod1")
+        ->callMethod("GetManagedObjects")
+        .onInterface("org.freedesktop.DBus.ObjectManager")
+        .storeResultsTo(all);
+    auto& vmd = all["/org/vfiod1/pf/10000_00_00_0"]["org.vfiod1.PhysicalFunction"];
+    ASSERT_EQ(vmd.size(), 7u);
+    EXPECT_EQ(vmd["Address"].get<std::string>(), "10000:00:00.0");
+    EXPECT_EQ(vmd["TotalVfs"].get<uint32_t>(), 2u);
+    EXPECT_EQ(vmd["NumVfs"].get<uint32_t>(), 0u);
+    EXPECT_EQ(vmd["WantedVfs"].get<uint32_t>(), 2u);
+    EXPECT_EQ(vmd["State"].get<std::string>(), "pending");
+    EXPECT_EQ(vmd["Reason"].get<std::string>(), "");
+    EXPECT_TRUE(vmd["Blockers"].get<std::vector<std::string>>().empty());
+    auto& last = all["/org/vfiod1/pf/ffff_ff_1f_7"]["org.vfiod1.PhysicalFunction"];
+    ASSERT_EQ(last.size(), 7u);
+    EXPECT_EQ(last["Reason"].get<std::string>(), "vfs-exceed-total");
+    EXPECT_EQ(last["State"].get<std::string>(), "refused");
+    EXPECT_EQ(last["Blockers"].get<std::vector<std::string>>(),
+              std::vector<std::string>{"ffff:ff:1f.7"});
+    for (auto* props : {&vmd, &last})
+        for (const char* name : {"Address", "State", "Reason"}) {
+            std::string v = (*props)[name].get<std::string>();
+            EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](char c) { return c > 0; }))
+                << name << ": " << v;
+        }
+
+    const char* unknown = "org.freedesktop.DBus.Error.UnknownObject";
+    for (const char* path : {"/org/vfiod1/pf/010000_00_00_0", "/org/vfiod1/pf/FFFF_ff_1f_7",
+                             "/org/vfiod1/pf/ffff_ff_1f_7/x", "/org/vfiod1/pf/0000_00_00_0",
+                             "/org/vfiod1/pf/_", "/org/vfiod1/device/ffff_ff_1f_7"})
+        EXPECT_EQ(error_of_get(path, "org.vfiod1.PhysicalFunction", "State"), unknown) << path;
+}
+
+// What each signal from org.vfiod1 said, in order: "PropertiesChanged PATH NAME…",
+// "InterfacesAdded PATH IFACE…", "InterfacesRemoved PATH IFACE…".
+class SignalLog {
+public:
+    explicit SignalLog(sdbus::IConnection& bus)
+        : slot_(bus.addMatch("type='signal',sender='org.vfiod1'",
+                             [this](sdbus::Message& m) { record(m); })) {}
+    std::vector<std::string> wait_for(size_t n) {
+        for (auto end = std::chrono::steady_clock::now() + 5s;
+             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(20ms)) {
+            std::lock_guard l(mu_);
+            if (seen_.size() >= n)
+                break;
+        }
+        std::this_thread::sleep_for(200ms);  // and nothing more after them
+        std::lock_guard l(mu_);
+        return seen_;
+    }
+
+private:
+    void record(sdbus::Message& m) {
+        std::string line = m.getMemberName();
+        if (line == "PropertiesChanged") {
+            std::string iface;
+            std::map<std::string, sdbus::Variant> changed;
+            m >> iface >> changed;
+            line += std::string(" ") + m.getPath();
+            for (const auto& [name, v] : changed)
+                line += " " + name;
+        } else {
+            sdbus::ObjectPath path;
+            m >> path;
+            line += " " + path;
+            if (line.rfind("InterfacesAdded", 0) == 0) {
+                std::map<std::string, std::map<std::string, sdbus::Variant>> ifaces;
+                m >> ifaces;
+                for (const auto& [i, props] : ifaces)
+                    line += " " + i;
+            } else {
+                std::vector<std::string> ifaces;
+                m >> ifaces;
+                for (const auto& i : ifaces)
+                    line += " " + i;
+            }
+        }
+        std::lock_guard l(mu_);
+        seen_.push_back(line);
+    }
+
+    std::mutex mu_;
+    std::vector<std::string> seen_;
+    sdbus::Slot slot_;
+};
+
+// A publication that names PFs: a new one is InterfacesAdded, a gone one InterfacesRemoved, a
+// changed one PropertiesChanged naming only what changed; the same again says nothing.
+TEST_F(DbusObjectsTest, PhysicalFunctionsComeChangeOnlyWhatChangedAndGo) {
+    SignalLog log(*client_);
+    client_->enterEventLoopAsync();
+    Inventory inv = pf_inventory();
+    objects_->publish(inv, everything(inv));
+    serve();
+    ASSERT_EQ(log.wait_for(2).size(), 2u) << "the first publication's InterfacesAdded";
+    stop_serving();  // publishing happens on the loop's thread, as in vfiod
+
+    const PciAddress other{0, 0x3b, 0, 0};
+    inv.pfs[kVmd].num_vfs = 2;
+    inv.pfs[kVmd].state = PfState::Ready;
+    inv.pfs.erase(kLast);
+    inv.pfs[other] = pf_info(other, 8, 4, 8, PfState::Refused, Reason::InUseVf, {kVmd});
+    InventoryChange change;
+    change.pfs = {kVmd, kLast, other};
+    objects_->publish(inv, change);
+    objects_->publish(inv, change);  // the same again: nothing to say
+    serve();
+    auto all = log.wait_for(5);
+    client_->leaveEventLoop();
+    std::vector<std::string> seen(all.begin() + 2, all.end());
+    EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()),
+              (std::set<std::string>{
+                  "PropertiesChanged /org/vfiod1/pf/10000_00_00_0 NumVfs State",
+                  "InterfacesRemoved /org/vfiod1/pf/ffff_ff_1f_7 org.vfiod1.PhysicalFunction",
+                  "InterfacesAdded /org/vfiod1/pf/0000_3b_00_0 org.vfiod1.PhysicalFunction"}));
+    EXPECT_EQ(seen.size(), 3u);
+}
+
+// The object serves org.vfiod1.PhysicalFunction.xml's properties, types and annotations.
+std::set<std::string> declared_properties(const std::string& xml) {
+    std::set<std::string> out;
+    static const std::regex property(
+        R"re(<property name="(\w+)" type="([^"]+)" access="(\w+)"(/?)>)re");
+    static const std::regex constant(R"re(^\s*<annotation name="org.freedesktop.DBus.Property.EmitsChangedSignal" value="const"/>)re");
+    for (std::sregex_iterator it(xml.begin(), xml.end(), property), end; it != end; ++it) {
+        std::string line = (*it)[1].str() + " " + (*it)[2].str() + " " + (*it)[3].str();
+        std::string rest = it->suffix().str();
+        if ((*it)[4].str().empty() && std::regex_search(rest, constant))
+            line += " const";
+        out.insert(line);
+    }
+    return out;
+}
+
+TEST_F(DbusObjectsTest, APhysicalFunctionIsServedAsItsXmlDeclares) {
+    Inventory inv = pf_inventory();
+    objects_->publish(inv, everything(inv));
+    serve();
+    std::string live;
+    sdbus::createProxy(*client_, "org.vfiod1", "/org/vfiod1/pf/10000_00_00_0")
+        ->callMethod("Introspect")
+        .onInterface("org.freedesktop.DBus.Introspectable")
+        .storeResultsTo(live);
+    auto from = live.find(R"(<interface name="org.vfiod1.PhysicalFunction">)");
+    ASSERT_NE(from, std::string::npos) << live;
+    live = live.substr(from, live.find("</interface>", from) - from);
+    std::ifstream file(VFIOD_DBUS_XML_DIR "/org.vfiod1.PhysicalFunction.xml");
+    std::stringstream xml;
+    xml << file.rdbuf();
+    auto declared = declared_properties(xml.str());
+    EXPECT_EQ(declared.size(), 7u);
+    EXPECT_EQ(declared_properties(live), declared);
+}
+
+// The client decodes what dbus/pf.cpp encodes: every published field, in address order, and no
+// pfs at all where no PF object is published.
+TEST_F(DbusObjectsTest, TheClientReadsBackThePublishedPfs) {
+    Inventory inv = pf_inventory();
+    objects_->publish(inv, everything(inv));
+    serve();
+    client::DaemonView view;
+    ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
+    ASSERT_TRUE(view.pfs);
+    ASSERT_EQ(view.pfs->size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        const client::DaemonPf& got = (*view.pfs)[i];
+        const PfInfo& want = inv.pfs.at(i == 0 ? kLast : kVmd);  // ffff:… sorts before 10000:…
+        EXPECT_EQ(got.plan.address, want.address);
+        EXPECT_EQ(got.plan.total_vfs, want.total_vfs);
+        EXPECT_EQ(got.plan.num_vfs, want.num_vfs);
+        EXPECT_EQ(got.plan.wanted_vfs, want.wanted_vfs);
+        EXPECT_EQ(got.state, to_string(want.state));
+        EXPECT_EQ(got.state_value, want.state);
+        EXPECT_EQ(got.plan.reason, want.reason);
+        EXPECT_EQ(got.plan.blockers, want.blockers);
+        EXPECT_TRUE(got.plan.details.empty());
+    }
+
+    stop_serving();
+    Inventory none;
+    InventoryChange gone;
+    gone.pfs = {kVmd, kLast};
+    objects_->publish(none, gone);
+    serve();
+    ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
+    EXPECT_FALSE(view.pfs);
+}
+
+
+// A consumer that follows the signals (client::Inventory::apply, as the device plugin does)
+// sees PFs come, change and go without a whole read, and none of their signals is refused.
+TEST_F(DbusObjectsTest, TheClientFollowsPfSignals) {
+    std::mutex mu;
+    client::Inventory followed;
+    int refused = 0;
+    auto watch = client::watch_inventory(
+        *client_,
+        [&](sdbus::Message& m) {
+            std::lock_guard l(mu);
+            refused += !followed.apply(m);
+        },
+        [](bool) {});
+    client_->enterEventLoopAsync();
+    // "ADDRESS NOW/WANTED STATE REASON" per followed PF, once it reads `want` (or after 5 s).
+    auto pfs_when = [&](const std::string& want) {
+        std::string got;
+        for (auto end = std::chrono::steady_clock::now() + 5s;
+             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(20ms)) {
+            std::lock_guard l(mu);
+            got.clear();
+            for (const auto& p : followed.view().pfs.value_or(std::vector<client::DaemonPf>{}))
+                got += (got.empty() ? "" : "|") + p.plan.address.str() + " " +
+                       std::to_string(p.plan.num_vfs) + "/" + std::to_string(p.plan.wanted_vfs) +
+                       " " + p.state + " " + to_string(p.plan.reason);
+            if (got == want)
+                break;
+        }
+        return got;
+    };
+    Inventory inv = pf_inventory();
+    InventoryChange both;
+    both.pfs = {kVmd, kLast};
+    objects_->publish(inv, both);
+    serve();
+    EXPECT_EQ(pfs_when("ffff:ff:1f.7 0/8 refused vfs-exceed-total|10000:00:00.0 0/2 pending "),
+              "ffff:ff:1f.7 0/8 refused vfs-exceed-total|10000:00:00.0 0/2 pending ");
+    stop_serving();
+    inv.pfs[kVmd].num_vfs = 2;
+    inv.pfs[kVmd].state = PfState::Ready;
+    inv.pfs.erase(kLast);
+    objects_->publish(inv, both);
+    serve();
+    EXPECT_EQ(pfs_when("10000:00:00.0 2/2 ready "), "10000:00:00.0 2/2 ready ");
+    client_->leaveEventLoop();
+    EXPECT_EQ(refused, 0);
 }
 
 }  // namespace

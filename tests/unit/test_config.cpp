@@ -959,7 +959,7 @@ TEST(ConfigShipped, CommentedExamplesAreValidWhenUncommented) {
     std::string text, line;
     while (std::getline(in, line)) {
         const auto eq = line.find(" = ");
-        if (line == "# [[device]]" || line == "# [[protect]]" ||
+        if (line == "# [[device]]" || line == "# [[protect]]" || line == "# [[sriov]]" ||
             (line.rfind("# ", 0) == 0 && line[2] != ' ' && eq != std::string::npos && eq < 20))
             line = line.substr(2);
         text += line + "\n";
@@ -970,6 +970,96 @@ TEST(ConfigShipped, CommentedExamplesAreValidWhenUncommented) {
     EXPECT_EQ(c.devices[0].address->str(), "0000:01:00.0");
     ASSERT_EQ(c.protects.size(), 1u);
     EXPECT_EQ(c.protects[0].selector->str(), "8086:10d3");
+    ASSERT_EQ(c.sriovs.size(), 1u);
+    EXPECT_EQ(c.sriovs[0].selector->str(), "15b3:101d");
+    EXPECT_EQ(c.sriovs[0].num_vfs, 8);
+}
+
+// ---- [[sriov]] (DESIGN §11) ---------------------------------------------------------------
+
+std::string sriov(const std::string& lines) { return "[[sriov]]\n" + lines; }
+
+TEST(ConfigSriov, EntriesParseWithTheirOriginsAndAppendAcrossTables) {
+    auto c = Parsed(device("selector", "\"1b36:0010\"") +
+                    sriov("selector = \"1b36:0010\"\nnum_vfs = 2\n") +
+                    sriov("address = \"0000:3b:00.0\"\nselector = \"15B3:101d\"\nnum_vfs = 0\n") +
+                    sriov("address = \"0000:3c:00.0\"\nnum_vfs = 65535\n"));
+    ASSERT_EQ(c.sriovs.size(), 3u);
+    EXPECT_EQ(c.devices.size(), 1u);
+    EXPECT_EQ(c.sriovs[0].selector->str(), "1b36:0010");
+    EXPECT_FALSE(c.sriovs[0].address);
+    EXPECT_EQ(c.sriovs[0].num_vfs, 2);
+    EXPECT_EQ(c.sriovs[0].origin.str(), "t.toml:3:1");
+    EXPECT_EQ(c.sriovs[1].address->str(), "0000:3b:00.0");
+    EXPECT_EQ(c.sriovs[1].selector->str(), "15b3:101d");  // normalised, as in [[device]]
+    EXPECT_EQ(c.sriovs[1].num_vfs, 0);
+    EXPECT_FALSE(c.sriovs[2].selector);
+    EXPECT_EQ(c.sriovs[2].num_vfs, 65535);
+    // Both given: both must match.
+    PciAddress a = *PciAddress::parse("0000:3b:00.0");
+    EXPECT_TRUE(c.sriovs[1].matches(a, 0x15b3, 0x101d));
+    EXPECT_FALSE(c.sriovs[1].matches(a, 0x15b3, 0x101e));
+    EXPECT_FALSE(c.sriovs[1].matches(*PciAddress::parse("0000:3b:00.1"), 0x15b3, 0x101d));
+}
+
+TEST(ConfigSriov, UnknownKeysAndShapesAreRefused) {
+    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = 8\nnumvfs = 8\n"), "4:1",
+                         "unknown key \"numvfs\" in [[sriov]]; expected selector, address or "
+                         "num_vfs"));
+    EXPECT_TRUE(OneError("[sriov]\nselector = \"15b3:101d\"\nnum_vfs = 8\n", "1:1",
+                         "sriov: expected an array of tables ([[sriov]]), got a table ([sriov])"));
+    EXPECT_TRUE(OneError("[[sriovs]]\nnum_vfs = 8\n", "1:1",
+                         "unknown table [[sriovs]]; expected [daemon], [[device]], [[protect]] or "
+                         "[[sriov]]"));
+}
+
+// num_vfs is required and a u16; selector and address are checked as in the other tables.
+TEST(ConfigSriov, BadEntriesNameTheirPlace) {
+    struct Case {
+        const char* lines;
+        const char* at;
+        const char* what;
+    };
+    const Case cases[] = {
+        {"selector = \"15b3:101d\"\n", "1:1", "[[sriov]] needs num_vfs"},
+        {"num_vfs = 8\n", "1:1", "[[sriov]] needs a selector or an address"},
+        {"selector = \"15b3:101d\"\nnum_vfs = -1\n", "3:11",
+         "sriov.num_vfs: -1 is out of range; expected 0..65535"},
+        {"selector = \"15b3:101d\"\nnum_vfs = 65536\n", "3:11",
+         "sriov.num_vfs: 65536 is out of range; expected 0..65535"},
+        {"selector = \"15b3:101d\"\nnum_vfs = \"8\"\n", "3:11",
+         "sriov.num_vfs: expected an integer, got a string"},
+        {"selector = \"15b3:101d\"\nnum_vfs = 8.0\n", "3:11",
+         "sriov.num_vfs: expected an integer, got a floating-point number"},
+        {"selector = \"15b3\"\nnum_vfs = 8\n", "2:12", "sriov.selector: invalid selector \"15b3\""},
+        {"address = \"0000:3B:00.0\"\nnum_vfs = 8\n", "2:11", "sriov.address: "},
+        {"address = 3\nnum_vfs = 8\n", "2:11", "sriov.address: expected a string, got an integer"},
+    };
+    for (const Case& c : cases)
+        EXPECT_TRUE(OneError(sriov(c.lines), c.at, c.what)) << c.lines;
+}
+
+// A reload that changes num_vfs is a change (the PF's count is planned again); moving the entry
+// to another line is not.
+TEST(ConfigSriov, EqualityFollowsWhatTheEntriesDo) {
+    auto a = Parsed(sriov("selector = \"15b3:101d\"\nnum_vfs = 8\n"));
+    auto moved = Parsed("\n\n" + sriov("selector = \"15B3:101D\"\nnum_vfs = 8\n"));
+    auto other = Parsed(sriov("selector = \"15b3:101d\"\nnum_vfs = 4\n"));
+    EXPECT_TRUE(a == moved);
+    EXPECT_FALSE(a == other);
+    EXPECT_FALSE(a == Config{});
+}
+
+TEST(ConfigSriov, OverlappingEntriesWarnLikeDeviceEntries) {
+    auto w = Warnings(sriov("selector = \"15b3:101d\"\nnum_vfs = 8\n") +
+                      sriov("address = \"0000:3b:00.0\"\nnum_vfs = 4\n"));
+    ASSERT_EQ(w.size(), 1u) << joined(w);
+    EXPECT_EQ(w[0], "t.toml:4:1: [[sriov]] can match the same functions as the entry at "
+                    "t.toml:1:1; the first (t.toml:1:1) wins");
+    // A [[device]] entry for the same ID is no overlap: it allowlists the VFs.
+    EXPECT_TRUE(Warnings(device("selector", "\"15b3:101d\"") +
+                         sriov("selector = \"15b3:101d\"\nnum_vfs = 8\n"))
+                    .empty());
 }
 
 }  // namespace

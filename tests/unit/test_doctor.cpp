@@ -1,8 +1,10 @@
 // vfioctl doctor's diagnosis (cli/doctor): the host checks, what KubeVirt will count per
-// resource, health, and advice for every reason a plan can give.
+// resource, health, advice for every reason a plan can give, and the fix for each SR-IOV PF
+// vfiod will not or cannot give its VFs.
 #include <gtest/gtest.h>
 
 #include "doctor.hpp"
+#include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "io/config_loader.hpp"
 #include "io/snapshot.hpp"
@@ -18,7 +20,7 @@ PciAddress A(const char* s) { return *PciAddress::parse(s); }
 TEST(DoctorAdvice, EveryPlanningReasonHasAFixAndInUseOnesEndWithBind) {
     for (Reason r : {Reason::NoIommu, Reason::Protected, Reason::InUseStorage,
                      Reason::InUseNetwork, Reason::InUseDevice, Reason::SriovPf, Reason::BootVga,
-                     Reason::Companion})
+                     Reason::Companion, Reason::InUseVf, Reason::VfsExceedTotal})
         EXPECT_FALSE(advice(r, A("0000:01:00.0")).empty()) << to_string(r);
     // Host use changes without a uevent: after the fix, a Bind has vfiod decide again.
     for (Reason r : {Reason::InUseStorage, Reason::InUseNetwork, Reason::InUseDevice})
@@ -78,6 +80,107 @@ TEST_F(DoctorHost, SaysWhyTheIommuIsMissing) {
         << "the gpu host's cmdline has intel_iommu=on: " << dx.checks[0].detail;
     EXPECT_FALSE(dx.healthy);
 }
+
+// Issue 24's host (the sriov-host fixture) under the fake kernel, whose sriov_numvfs writes make
+// real-looking VFs: each PF of an [[sriov]] entry is a finding, with a fix when vfiod will not or
+// cannot change its count.
+struct DoctorSriov : ::testing::Test {
+    static constexpr char kVf0[] = "0000:02:00.1";
+    const std::string pf_dir = std::string("sys/bus/pci/devices/") + vfiod::test::kSriovPf + "/";
+
+    DoctorSriov() {
+        vfiod::test::build_sriov_host(tree);
+        kernel = std::make_unique<vfiod::test::FakeKernel>(tree);
+    }
+    void make_vfs(unsigned n) {
+        ASSERT_EQ(kernel->write(pf_dir + "sriov_drivers_autoprobe", "0"), 0);
+        ASSERT_EQ(kernel->write(pf_dir + "sriov_numvfs", std::to_string(n)), 0);
+    }
+    // The diagnosis with [[sriov]] num_vfs = n for the fixture's PF, and `more` config after it.
+    Diagnosis diagnose_with(unsigned n, const std::string& more = "") {
+        ConfigResult cr = parse_config("[[sriov]]\nselector = \"1b36:0010\"\nnum_vfs = " +
+                                           std::to_string(n) + "\n" + more,
+                                       "t.toml");
+        EXPECT_TRUE(cr.config) << (cr.errors.empty() ? "" : cr.errors[0]);
+        config = cr.config.value_or(Config{});
+        snapshot = read_snapshot(*kernel);
+        plan = make_plan(snapshot.topology, snapshot.use, config);
+        return diagnose(*kernel, snapshot.topology, config, plan);
+    }
+    // The one PF finding of a diagnosis that must have exactly one.
+    static PfFinding only_pf(const Diagnosis& dx) {
+        EXPECT_TRUE(dx.pfs && dx.pfs->size() == 1);
+        return dx.pfs && dx.pfs->size() == 1 ? dx.pfs->front() : PfFinding{};
+    }
+
+    FakeTree tree;
+    std::unique_ptr<vfiod::test::FakeKernel> kernel;
+    Config config;
+    Snapshot snapshot;
+    Plan plan;
+};
+
+TEST_F(DoctorSriov, AboveTheTotalSaysHowFarToLowerItAndToReload) {
+    Diagnosis dx = diagnose_with(3);
+    PfFinding f = only_pf(dx);
+    ASSERT_TRUE(f.pf);
+    EXPECT_EQ(f.pf->reason, Reason::VfsExceedTotal);
+    EXPECT_NE(f.fix.find("at most 2"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("systemctl reload vfiod"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+}
+
+// The plan's details say who holds the VF (here a VM, through its group node); the fix names
+// the VF and has vfiod try again with a reload, since nothing tells it the VM has gone.
+TEST_F(DoctorSriov, AVfInUseIsNamedWithWhoHoldsItAndTheReload) {
+    make_vfs(1);
+    const std::string vf_dir = std::string("sys/bus/pci/devices/") + kVf0 + "/";
+    ASSERT_EQ(kernel->write(vf_dir + "driver_override", "vfio-pci"), 0);
+    ASSERT_EQ(kernel->write("sys/bus/pci/drivers_probe", kVf0), 0);
+    tree.write_file("proc/4242/comm", "qemu-system-x86\n");
+    tree.symlink("proc/4242/fd/30", "/dev/vfio/8");
+    PfFinding f = only_pf(diagnose_with(2));
+    ASSERT_TRUE(f.pf);
+    EXPECT_EQ(f.pf->reason, Reason::InUseVf);
+    ASSERT_FALSE(f.pf->details.empty());
+    EXPECT_NE(f.pf->details[0].find("qemu-system-x86"), std::string::npos) << f.pf->details[0];
+    EXPECT_NE(f.fix.find(std::string(kVf0) + " is in use"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("back to 1"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("systemctl reload vfiod"), std::string::npos) << f.fix;
+}
+
+TEST_F(DoctorSriov, AProtectedPfNamesTheEntry) {
+    PfFinding f = only_pf(diagnose_with(2, "\n[[protect]]\naddress = \"0000:02:00.0\"\n"));
+    ASSERT_TRUE(f.pf);
+    EXPECT_EQ(f.pf->reason, Reason::Protected);
+    EXPECT_NE(f.fix.find("[[protect]]"), std::string::npos) << f.fix;
+}
+
+// A driver binding to the PF is an event vfiod acts on: that fix needs no reload.
+TEST_F(DoctorSriov, ADriverlessPfIsToldToLoadItsDriver) {
+    ASSERT_EQ(kernel->write("sys/bus/pci/drivers/nvme/unbind", vfiod::test::kSriovPf), 0);
+    Diagnosis dx = diagnose_with(2);
+    PfFinding f = only_pf(dx);
+    ASSERT_TRUE(f.pf);
+    EXPECT_TRUE(f.driverless);
+    EXPECT_EQ(f.pf->action, PfAction::Create);
+    EXPECT_NE(f.fix.find("load the PF's driver"), std::string::npos) << f.fix;
+    EXPECT_EQ(f.fix.find("reload"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+}
+
+TEST_F(DoctorSriov, AReadyPfOrOneAboutToChangeHasNothingToFix) {
+    PfFinding about = only_pf(diagnose_with(2));
+    EXPECT_FALSE(about.driverless);
+    EXPECT_EQ(about.fix, "");
+    make_vfs(2);
+    PfFinding ready = only_pf(diagnose_with(2));
+    ASSERT_TRUE(ready.pf);
+    EXPECT_EQ(ready.pf->action, PfAction::Ready);
+    EXPECT_EQ(ready.fix, "");
+}
+
+TEST_F(DoctorHost, NoSriovEntriesNoPfs) { EXPECT_FALSE(diagnose_tree().pfs.has_value()); }
 
 }  // namespace
 }  // namespace vfiod::cli

@@ -69,6 +69,11 @@ GPU=0000:01:00.0
 AUDIO=0000:01:00.1
 MGMT=0000:00:02.0
 NVME=0000:02:00.0
+# "# nvme-sriov: yes": the SR-IOV NVMe PF behind root port 00:09.0 (bus 05, or 06 beside the
+# nvme-subsys controller; empty without it), and where a scenario hot-adds a second one (rp3).
+# Both carry $NVME's ID, 1b36:0010, and so do their VFs (PF + 1 and + 2: functions 1 and 2).
+SRIOV_PF=$(ls /sys/bus/pci/devices/0000:00:09.0 2>/dev/null | grep -m1 '^0000:..:00\.0$')
+SRIOV_HOTPLUG_PF=0000:03:00.0
 
 # PCI helpers over the real sysfs.
 pci_dev() { echo "/sys/bus/pci/devices/$1"; }

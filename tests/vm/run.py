@@ -14,11 +14,13 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Header keys that shape the guest: scenarios sharing one boot must agree on each of them.
+SHARED_KEYS = ("topology", "overlay", "memory", "install", "nvme-subsys", "nvme-sriov")
 
 
 def parse_header(path):
     meta = {"checks": [], "topology": "default", "overlay": None, "memory": None,
-            "install": "build", "nvme-subsys": None}
+            "install": "build", "nvme-subsys": None, "nvme-sriov": None}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -28,7 +30,7 @@ def parse_header(path):
             key, _, value = line[1:].strip().partition(":")
             if key == "checks":
                 meta["checks"] += value.split()
-            elif key in ("topology", "overlay", "memory", "install", "nvme-subsys"):
+            elif key in SHARED_KEYS:
                 meta[key] = value.strip()
     return meta
 
@@ -50,9 +52,8 @@ def parse_scenarios(paths):
     metas = [parse_header(p) for p in paths]
     if len(paths) == 1:
         return metas[0], paths
-    shared = ("topology", "overlay", "memory", "install", "nvme-subsys")
     for p, m in zip(paths[1:], metas[1:]):
-        for key in shared:
+        for key in SHARED_KEYS:
             if m[key] != metas[0][key]:
                 raise RuntimeError(f"{p}: '# {key}: {m[key]}' differs from {paths[0]}'s "
                                    f"'{metas[0][key]}': scenarios that share a boot share it")
@@ -270,10 +271,31 @@ def qemu_command(args, meta, work, initrd):
                 "-device", "nvme,bus=rp5,serial=vmtest-mpath,subsys=subsys0,use-intel-id=on",
                 "-drive", f"if=none,id=d1,file={disk2},format=raw",
                 "-device", "nvme-ns,drive=d1,nsid=1"]
+    if meta["nvme-sriov"] == "yes":
+        cmd += sriov_devices(work)
     if args.mode == "systemd":
         cmd += ["-fsdev", "local,id=fs0,path=/,security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot,addr=07.0"]
     return cmd
+
+
+def sriov_devices(work):
+    """"# nvme-sriov: yes": an SR-IOV NVMe PF (two VFs) behind root port rp6 at 00:09.0, after
+    every other port, so the BDFs above stay (lib.sh's SRIOV_PF finds its bus). QEMU's NVMe
+    SR-IOV needs a subsystem and flexible queue and interrupt resources for its VFs; the
+    namespace is detached, so no I/O ever runs beside $NVME's. The PF and its VFs carry $NVME's ID
+    (1b36:0010): configs select them by address. A second, empty subsystem is there for a PF that
+    a scenario hot-adds (device_add refuses nvme-subsys; see SRIOV_HOTPLUG_PF in lib.sh)."""
+    disk = os.path.join(work, "disk-sriov.img")
+    with open(disk, "wb") as f:
+        f.truncate(16 << 20)
+    return ["-device", "pcie-root-port,id=rp6,chassis=6,slot=6,addr=09.0",
+            "-device", "nvme-subsys,id=sriovsubsys,nqn=vmtest-sriov",
+            "-device", "nvme,id=sriovpf,bus=rp6,serial=vmtest-sriov,subsys=sriovsubsys,"
+                       "sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2",
+            "-drive", f"if=none,id=d2,file={disk},format=raw",
+            "-device", "nvme-ns,drive=d2,bus=sriovpf,nsid=1,shared=false,detached=true",
+            "-device", "nvme-subsys,id=sriovhpsubsys,nqn=vmtest-sriov-hp"]
 
 
 class Qmp:
@@ -422,7 +444,8 @@ def run(args):
     print(f"{passed} passed, {len(failed) + len(missing)} failed")
     good = not failed and not missing and done and not timed_out
     if good and not args.keep:
-        for name in ("initrd.img", "disk.img", "disk-subsys.img", "payload-root", "destdir"):
+        for name in ("initrd.img", "disk.img", "disk-subsys.img", "disk-sriov.img", "payload-root",
+                     "destdir"):
             path = os.path.join(work, name)
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
                 (os.path.exists(path) and os.remove(path))

@@ -1,7 +1,10 @@
 # Scenario 1, coldplug: vfiod, started by the udev rule at boot, binds the allowlisted group whole;
 # the early override keeps the GPU from ever reaching e1000e (nothing else loads e1000e first:
 # the management NIC is virtio).
-# overlay: overlays/gpu-early
+# Shares its boot with daemon-sriov: overlays/sriov is overlays/gpu-early plus the [[sriov]] PFs,
+# which are on other addresses and never touch the GPU's group.
+# overlay: overlays/sriov
+# nvme-sriov: yes
 # checks: vfiod-active coldplug-bound coldplug-gpu-vfio coldplug-audio-vfio coldplug-vfio-node
 # checks: coldplug-busctl-devices e1000e-loaded early-never-e1000e coldplug-no-errors
 # checks: apply-refused-while-daemon-runs

@@ -4,6 +4,10 @@
 # checks: bind-gpu-vfio bind-audio-vfio vfio-dev-node vfio-group-exclusive
 # checks: release-gpu-e1000e release-audio-hda override-cleared virtio-netdev-one-level-deeper
 # checks: nvme-namespace-under-controller iommu-class-present
+# SR-IOV (issue 24) on QEMU's NVMe PF: what vfiod's VF creation relies on.
+# nvme-sriov: yes
+# checks: sriov-pf-nvme sriov-totalvfs sriov-vfs-created sriov-vfs-driverless sriov-vfs-own-groups
+# checks: sriov-vfs-pf-id sriov-vf-vfio-node sriov-change-ebusy sriov-through-zero sriov-pf-kept
 . /payload/lib.sh
 
 modprobe -a e1000e snd-hda-intel virtio_pci virtio_net nvme vfio-pci
@@ -49,3 +53,41 @@ check virtio-netdev-one-level-deeper sh -c "ls -d $(pci_dev $MGMT)/virtio*/net/*
 wait_for 10 sh -c "ls -d $(pci_dev $NVME)/nvme/nvme*/nvme*n1"
 check nvme-namespace-under-controller sh -c "ls -d $(pci_dev $NVME)/nvme/nvme*/nvme*n1"
 check iommu-class-present test -e /sys/class/iommu/dmar0
+
+# SR-IOV on QEMU's NVMe PF: autoprobe 0 keeps new VFs off every driver; each VF is a group of its
+# own with the PF's ID; a count change between two non-zero counts is refused (EBUSY), through 0
+# it works.
+PF=$SRIOV_PF
+pf_attr() { cat "$(pci_dev $PF)/$1"; }
+wait_for 10 test -e "$(pci_dev $PF)/driver"
+expect_eq sriov-pf-nvme nvme "$(driver_of $PF)"
+expect_eq sriov-totalvfs "2 0" "$(pf_attr sriov_totalvfs) $(pf_attr sriov_numvfs)"
+echo 0 >"$(pci_dev $PF)/sriov_drivers_autoprobe"
+echo 2 >"$(pci_dev $PF)/sriov_numvfs"
+vfs=$(for n in 0 1; do basename "$(readlink "$(pci_dev $PF)/virtfn$n")"; done | xargs)
+note "PF $PF (group $(group_of $PF)), VFs $vfs"
+expect_eq sriov-vfs-created "2 ${PF%.0}.1 ${PF%.0}.2" "$(pf_attr sriov_numvfs) $vfs"
+drivers=$(for vf in $vfs; do driver_of "$vf" || echo none; done | xargs)
+expect_eq sriov-vfs-driverless "none none" "$drivers"
+# Each VF alone in its group, and no group shared with the PF or the other VF.
+groups=$(for d in $PF $vfs; do group_of "$d"; done)
+members=$(for vf in $vfs; do ls "/sys/kernel/iommu_groups/$(group_of "$vf")/devices"; done | xargs)
+if [ "$members" = "$vfs" ] && [ "$(echo "$groups" | sort -u | wc -l)" = 3 ]; then
+    ok sriov-vfs-own-groups
+else
+    not_ok sriov-vfs-own-groups "groups $(echo "$groups" | xargs), members $members"
+fi
+ids=$(for vf in $vfs; do echo "$(cut -c3- "$(pci_dev "$vf")/vendor"):$(cut -c3- "$(pci_dev "$vf")/device")"; done | xargs)
+expect_eq sriov-vfs-pf-id "1b36:0010 1b36:0010" "$ids"
+vf0=${vfs%% *}
+move "$vf0" vfio-pci
+check sriov-vf-vfio-node test -c "/dev/vfio/$(group_of "$vf0")"
+if out=$( (echo 1 >"$(pci_dev $PF)/sriov_numvfs") 2>&1); then
+    not_ok sriov-change-ebusy "2 -> 1 succeeded"
+else
+    case $out in *"busy"*) ok sriov-change-ebusy ;; *) not_ok sriov-change-ebusy "$out" ;; esac
+fi
+echo 0 >"$(pci_dev $PF)/sriov_numvfs" && echo 1 >"$(pci_dev $PF)/sriov_numvfs"
+expect_eq sriov-through-zero "1 ${PF%.0}.1" \
+    "$(pf_attr sriov_numvfs) $(basename "$(readlink "$(pci_dev $PF)/virtfn0")")"
+expect_eq sriov-pf-kept nvme "$(driver_of $PF)"

@@ -1,0 +1,87 @@
+#include "service/pf_decider.hpp"
+
+#include "core/strings.hpp"
+#include "exec/executor.hpp"
+#include "service/host_model.hpp"
+#include "service/publisher.hpp"
+
+namespace vfiod {
+
+namespace {
+
+Prepared ended() {
+    Prepared p;
+    p.done = OpResult{};
+    return p;
+}
+
+}  // namespace
+
+Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
+    std::set<PciAddress> now = host_.vfs_of(pf);
+    now.insert(pf);
+    host_.refresh(now);
+    const PfPlan* plan = host_.pf_plan(pf);
+    if (!plan)
+        return ended();  // gone, or no entry governs it now: the publisher drops it
+    Publisher::PfStatus planned{planned_state(plan->action), plan->reason,
+                                join(plan->details, "; "), plan->blockers};
+    if (plan->action != PfAction::Create) {
+        publisher_.set_pf_status(pf, std::move(planned));
+        return ended();
+    }
+    std::string change = "sriov_numvfs " + std::to_string(plan->num_vfs) + " -> " +
+                         std::to_string(plan->wanted_vfs);
+    if (mode_() == Mode::Observe) {
+        publisher_.set_pf_status(pf, {PfState::Pending, Reason::None, "would write " + change, {}});
+        return ended();
+    }
+    // Consumers see `pending` while the writes run.
+    publisher_.set_pf_status(pf, {PfState::Pending, Reason::None, "writing " + change, {}});
+    Prepared p;
+    p.group = group;
+    p.pf = *plan;
+    // Fenced while the writes run: the PF only. A blocked sriov_numvfs store holds the PF's
+    // device lock, which its attributes' reads take; the VFs come and go meanwhile, and their
+    // events must be heard as they come.
+    p.functions = {pf};
+    return p;
+}
+
+Prepared PfDecider::settle_entry(const PciAddress& pf, unsigned group) const {
+    Prepared p;
+    p.group = group;
+    p.pf_reconcile = pf;
+    if (const PfPlan* plan = host_.pf_plan(pf))
+        p.pf_wanted = plan->wanted_vfs;
+    p.functions = {pf};  // as decide() does
+    return p;
+}
+
+void PfDecider::finish(const PciAddress& pf, const PfOutcome& o) {
+    host_.refresh({pf});
+    if (!host_.pf_plan(pf))
+        return;
+    if (o.state == PfState::Ready)
+        publisher_.set_pf_status(pf, {PfState::Ready, Reason::None, "", {}});
+    else
+        publisher_.set_pf_status(pf, {o.state, o.reason, o.message, o.blockers});
+}
+
+std::vector<PciAddress> PfDecider::to_probe(const std::set<PciAddress>& touched) const {
+    std::vector<PciAddress> out;
+    const Topology& topo = host_.snapshot().topology;
+    for (const auto& a : touched) {
+        const PciFunction* fn = topo.find(a);
+        if (!fn || !fn->physfn || !host_.pf_plan(*fn->physfn) || !fn->iommu_group)
+            continue;
+        if (!fn->driver.empty() || !fn->driver_override.empty())
+            continue;
+        if (governing_entry(host_.config(), *fn) || host_.group_plan(*fn->iommu_group))
+            continue;
+        out.push_back(a);
+    }
+    return out;
+}
+
+}  // namespace vfiod
