@@ -8,6 +8,7 @@
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 #include "exec/write_text.hpp"
+#include "io/proc_parsers.hpp"
 
 namespace vfiod {
 
@@ -19,10 +20,10 @@ using write_text::error_text;
 // reused after a hot-unplug), or shows something that is not a count.
 std::optional<unsigned> read_numvfs(const HostFs& fs, const PciAddress& pf) {
     auto text = fs.read(pci_paths::sriov_numvfs_file(pf));
-    if (!text || text->empty() || text->size() > 5 ||
-        text->find_first_not_of("0123456789") != std::string::npos)
+    auto n = text ? parse_int_attr(*text) : std::nullopt;  // the topology reader's parse
+    if (!n || *n < 0 || *n > 0xffff)
         return std::nullopt;
-    return static_cast<unsigned>(std::stoul(*text));
+    return static_cast<unsigned>(*n);
 }
 
 PfOutcome failed(const PciAddress& pf, Reason reason, std::string message) {

@@ -66,6 +66,13 @@ const PfPlan* HostModel::pf_plan(const PciAddress& pf) const {
     return it == pf_plans_.end() ? nullptr : &it->second;
 }
 
+std::set<PciAddress> HostModel::governed_pfs() const {
+    std::set<PciAddress> out;
+    for (const auto& [a, plan] : pf_plans_)
+        out.insert(a);
+    return out;
+}
+
 std::set<PciAddress> HostModel::pfs_concerned(const std::set<PciAddress>& touched) const {
     std::set<PciAddress> out;
     for (const auto& a : touched) {

@@ -52,6 +52,8 @@ public:
     // PF's plan hangs on all of its VFs.
     const std::map<PciAddress, PfPlan>& pf_plans() const { return pf_plans_; }
     const PfPlan* pf_plan(const PciAddress& pf) const;
+    // The addresses of pf_plans(): every PF an [[sriov]] entry governs.
+    std::set<PciAddress> governed_pfs() const;
     // The governed PFs `touched` concerns as the snapshot has them: a PF among them, or the PF
     // of a VF among them.
     std::set<PciAddress> pfs_concerned(const std::set<PciAddress>& touched) const;

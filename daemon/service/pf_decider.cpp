@@ -59,7 +59,6 @@ Prepared PfDecider::settle_entry(const PciAddress& pf, unsigned group) const {
 }
 
 void PfDecider::finish(const PciAddress& pf, const PfOutcome& o) {
-    host_.refresh({pf});
     if (!host_.pf_plan(pf))
         return;
     if (o.state == PfState::Ready)

@@ -29,7 +29,7 @@ public:
     Prepared decide(const PciAddress& pf, unsigned group);
     // Settling the last run's journal entry of a PF: the count its entry wants now, if any.
     Prepared settle_entry(const PciAddress& pf, unsigned group) const;
-    // What a count change came to, published.
+    // What a count change came to, published (the caller has re-read the PF).
     void finish(const PciAddress& pf, const PfOutcome& o);
 
     // The VFs among `touched` that are left to the host: a VF of a governed PF, driverless,

@@ -112,10 +112,7 @@ bool Service::start() {
             spdlog::error("unreadable journal entry left alone: {}", err);
         decide_pfs({unfinished.begin(), unfinished.end()}, Request::Kind::PfReconcile);
     }
-    std::set<PciAddress> pfs;
-    for (const auto& [a, pf] : host_->pf_plans())
-        pfs.insert(a);
-    decide_pfs(pfs);
+    decide_pfs(host_->governed_pfs());
     if (!host_->snapshot().topology.iommu_enabled) {
         Plan plan = host_->whole_plan();
         if (!plan.groups.empty())
@@ -223,10 +220,11 @@ void Service::decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind) {
 }
 
 void Service::retry_pfs() {
-    std::set<PciAddress> waiting;
-    for (const auto& [a, pf] : host_->pf_plans())
-        if (const auto* st = publisher_->pf_status(a); !st || st->state != PfState::Ready)
-            waiting.insert(a);
+    std::set<PciAddress> waiting = host_->governed_pfs();
+    std::erase_if(waiting, [&](const PciAddress& a) {
+        const auto* st = publisher_->pf_status(a);
+        return st && st->state == PfState::Ready;
+    });
     decide_pfs(waiting);
 }
 
@@ -296,10 +294,7 @@ OpResult Service::apply_reload() {
     spdlog::info("configuration reloaded: {} device entries, {} protect entries, mode {}",
                  config.devices.size(), config.protects.size(), to_string(mode()));
     decide(groups, false);
-    std::set<PciAddress> pfs;
-    for (const auto& [a, pf] : host_->pf_plans())
-        pfs.insert(a);
-    decide_pfs(pfs);
+    decide_pfs(host_->governed_pfs());
     return {};
 }
 
@@ -389,21 +384,19 @@ Written Service::run_writes(const Prepared& p) {
 }
 
 OpResult Service::complete_pf(const Prepared& p, const Written& w) {
-    if (p.pf) {
-        const PciAddress& pf = p.pf->address;
-        pf_decider_->finish(pf, w.pf);
-        // The VFs whose add events came while the change ran, and were not probed then.
-        host_->refresh(host_->vfs_of(pf));
-        probe_left(host_->vfs_of(pf), &pf);
-    } else if (p.pf_reconcile) {
-        if (!w.pf.message.empty())
-            spdlog::warn("PF {}: unfinished VF count change from the last run: {}",
-                         p.pf_reconcile->str(), w.pf.message);
-        // The VFs a crash cut off from their add events: those left to the host are probed.
-        std::set<PciAddress> fns = host_->vfs_of(*p.pf_reconcile);
-        fns.insert(*p.pf_reconcile);
+    if (p.pf || p.pf_reconcile) {
+        // One read of the PF and its VFs: the count the change reached, and the VFs whose add
+        // events came while it ran (or, after a crash, were never heard), probed now.
+        const PciAddress& pf = p.pf ? p.pf->address : *p.pf_reconcile;
+        std::set<PciAddress> fns = host_->vfs_of(pf);
+        fns.insert(pf);
         host_->refresh(fns);
-        probe_left(host_->vfs_of(*p.pf_reconcile), &*p.pf_reconcile);
+        if (p.pf)
+            pf_decider_->finish(pf, w.pf);
+        else if (!w.pf.message.empty())
+            spdlog::warn("PF {}: unfinished VF count change from the last run: {}", pf.str(),
+                         w.pf.message);
+        probe_left(host_->vfs_of(pf), &pf);
     } else {
         host_->refresh({*p.probe});
         const PciFunction* vf = host_->snapshot().topology.find(*p.probe);
