@@ -13,7 +13,6 @@
 // those writes run on it: what the daemon itself spent. Per VF is vfiod's CPU over the VFs made.
 // One run per size: a phase changes the host. Prints one table; --smoke checks the counts only.
 #include <spdlog/spdlog.h>
-#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -29,17 +28,14 @@
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
+#include "thread_clock.hpp"
 #include "service/service.hpp"
 
 using namespace vfiod;
 
 namespace {
 
-double thread_cpu_ms() {
-    timespec ts;
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+using bench::thread_cpu_ms;
 
 double wall_ms() {
     return std::chrono::duration<double, std::milli>(
