@@ -15,7 +15,6 @@
 // each, and only correctness is judged: the burst's groups appear and disappear as they should.
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +27,7 @@
 
 #include "fake_tree.hpp"
 #include "fleet_tree.hpp"
+#include "thread_clock.hpp"
 #include "io/host_fs.hpp"
 #include "io/host_tables.hpp"
 #include "dbus/authorization.hpp"
@@ -39,11 +39,7 @@ using namespace vfiod;
 
 namespace {
 
-double thread_cpu_ms() {
-    timespec ts;
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+using bench::thread_cpu_ms;
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

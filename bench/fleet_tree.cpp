@@ -110,4 +110,41 @@ FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions) {
     return f;
 }
 
+test::FakeTree::Function sriov_fleet_pf(unsigned index, unsigned group) {
+    // Root ports on bus 0 (one per PF, device 1.. function 0..7); the PF on bus 1 + 4 * index.
+    const std::string port = bdf(0, 1 + index / 8, index % 8);
+    auto fn = test::FakeTree::pci(bdf(1 + 4 * index, 0, 0), "8086", "1572", "020000", "i40e",
+                                  group, port);
+    fn.sriov_totalvfs = 255;
+    fn.sriov_vf_device = "154c";
+    fn.sriov_offset = 128;  // VF 254's routing ID: PF + 128 + 2 * 254, two buses on
+    fn.sriov_stride = 2;
+    return fn;
+}
+
+SriovFleet build_sriov_fleet(test::FakeTree& t, unsigned pfs) {
+    SriovFleet f;
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_driver("iavf");
+    for (unsigned i = 0; i <= pfs; ++i) {  // the last port waits for a hot-plugged PF
+        auto pf = sriov_fleet_pf(i, 2 * i);
+        t.add_function(test::FakeTree::pci(pf.parent, "8086", "a33c", "060400", "pcieport",
+                                           2 * i + 1));
+        if (i == pfs)
+            break;
+        t.add_function(pf);
+        f.pfs.push_back(pf.address);
+    }
+    t.write_file("proc/self/mountinfo", "");
+    t.write_file("proc/mounts", "");
+    t.write_file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+    t.write_file("proc/net/route", "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\n");
+    t.write_file("proc/net/ipv6_route", "");
+    f.config =
+        "[[device]]\nselector = \"8086:154c\"\nresource_name = \"intel.com/x710_vf\"\n\n"
+        "[[sriov]]\nselector = \"8086:1572\"\nnum_vfs = 255\n";
+    return f;
+}
+
 }  // namespace vfiod::bench

@@ -21,6 +21,20 @@ struct FleetTree {
     std::string config;              // vfiod.toml: allowlists the VFs and the GPUs
 };
 
+// The SR-IOV host of issue 25: `pfs` X710-like PFs (sriov_totalvfs 255, no VFs yet), each
+// behind its own root port, its VFs' routing IDs at offset 128, stride 2 (VF i on the PF's bus or
+// one of the next two: PFs are 4 buses apart), and a config that asks vfiod (enforce mode) for 255
+// VFs on every PF and allowlists every VF. The tree is what a freshly booted host shows.
+struct SriovFleet {
+    std::vector<std::string> pfs;    // PF addresses, in order
+    unsigned vfs_per_pf = 255;
+    std::string config;              // vfiod.toml
+};
+SriovFleet build_sriov_fleet(test::FakeTree& t, unsigned pfs);
+// PF number `index` of such a host (no VFs), in IOMMU group `group`. The tree lays out one root
+// port more than it has PFs, so PF number `pfs` can be hot-plugged (FakeKernel::hot_add).
+test::FakeTree::Function sriov_fleet_pf(unsigned index, unsigned group);
+
 // Lays out `functions` endpoint functions (at least 32) under t's root, with proc/net/route and
 // proc/self/mountinfo. The spare PF (one function of the total) has no VFs yet.
 FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions);
