@@ -91,6 +91,19 @@ std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse&
     return pfs;
 }
 
+std::optional<PfPlan> plan_one_pf(const Topology& topo, const HostUse& use, const Config& config,
+                                  const PciAddress& pf, const std::set<PciAddress>& vfs) {
+    const PciFunction* fn = topo.find(pf);
+    const SriovEntry* e = fn ? sriov_entry(config, *fn) : nullptr;
+    if (!e)
+        return std::nullopt;
+    std::vector<const PciFunction*> mine;  // sorted by address, as plan_pfs has them
+    for (const auto& a : vfs)
+        if (const PciFunction* vf = topo.find(a); vf && vf->physfn == pf)
+            mine.push_back(vf);
+    return plan_pf(*fn, *e, mine, use, config);
+}
+
 std::vector<Write> sriov_writes(const PciAddress& pf, unsigned from, unsigned to) {
     std::vector<Write> w;
     if (from == to)

@@ -108,6 +108,11 @@ const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
 std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse& use,
                                             const Config& config,
                                             std::vector<std::string>* warnings = nullptr);
+// The plan of one PF, as plan_pfs() makes it, from `vfs`: its VFs and maybe others (those
+// whose physfn is not `pf` are left out). nullopt when no [[sriov]] entry governs it, or it is
+// gone. What an incremental reader uses, so that a PF costs its own VFs, not the host.
+std::optional<PfPlan> plan_one_pf(const Topology& topo, const HostUse& use, const Config& config,
+                                  const PciAddress& pf, const std::set<PciAddress>& vfs);
 
 // The writes that take a PF's sriov_numvfs from `from` to `to` (DESIGN §11): none when they are
 // equal; else sriov_drivers_autoprobe <- 0 (so new VFs reach no host driver; left out when `to`

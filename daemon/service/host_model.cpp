@@ -43,9 +43,13 @@ void HostModel::reread() {
     snapshot_ = read_snapshot(*view_);
     log_host_warnings(snapshot_.warnings, true);
     claimants_.clear();
-    for (const auto& [a, fn] : snapshot_.topology.functions)
+    vfs_.clear();
+    for (const auto& [a, fn] : snapshot_.topology.functions) {
         if (fn.iommu_group)
             claimants_[*fn.iommu_group].insert(a);
+        if (fn.physfn)
+            vfs_[*fn.physfn].insert(a);
+    }
     plans_.clear();
     for (auto& gp : make_plan(snapshot_.topology, snapshot_.use, config_).groups)
         if (gp.group)
@@ -59,6 +63,42 @@ void HostModel::replan_pfs() {
     if (auto pfs = plan_pfs(snapshot_.topology, snapshot_.use, config_))
         for (auto& pf : *pfs)
             pf_plans_.emplace(pf.address, std::move(pf));
+}
+
+// The PFs whose plan the functions `read` can change: a PF among them (or one that went), and
+// the PF of a VF among them. Each is planned from its own VFs, so a burst costs what it names.
+void HostModel::replan_pfs(const std::set<PciAddress>& read) {
+    if (config_.sriovs.empty())
+        return;
+    std::set<PciAddress> pfs;
+    for (const auto& a : read) {
+        const PciFunction* fn = snapshot_.topology.find(a);
+        if (fn && fn->physfn) {
+            vfs_[*fn->physfn].insert(a);
+            pfs.insert(*fn->physfn);
+        } else {
+            pfs.insert(a);
+        }
+    }
+    for (const auto& pf : pfs) {
+        auto v = vfs_.find(pf);
+        if (v != vfs_.end()) {
+            // Those that went or moved to another PF since: the index holds only what it names.
+            std::erase_if(v->second, [&](const PciAddress& a) {
+                const PciFunction* fn = snapshot_.topology.find(a);
+                return !fn || fn->physfn != pf;
+            });
+        }
+        static const std::set<PciAddress> kNone;
+        auto plan = plan_one_pf(snapshot_.topology, snapshot_.use, config_, pf,
+                                v == vfs_.end() ? kNone : v->second);
+        if (plan)
+            pf_plans_.insert_or_assign(pf, std::move(*plan));
+        else
+            pf_plans_.erase(pf);
+        if (v != vfs_.end() && v->second.empty())
+            vfs_.erase(v);
+    }
 }
 
 const PfPlan* HostModel::pf_plan(const PciAddress& pf) const {
@@ -87,9 +127,10 @@ std::set<PciAddress> HostModel::pfs_concerned(const std::set<PciAddress>& touche
 
 std::set<PciAddress> HostModel::vfs_of(const PciAddress& pf) const {
     std::set<PciAddress> out;
-    for (const auto& [a, fn] : snapshot_.topology.functions)
-        if (fn.physfn == pf)
-            out.insert(a);
+    if (auto v = vfs_.find(pf); v != vfs_.end())
+        for (const auto& a : v->second)
+            if (const PciFunction* fn = snapshot_.topology.find(a); fn && fn->physfn == pf)
+                out.insert(a);
     return out;
 }
 
@@ -113,6 +154,11 @@ void HostModel::log_host_warnings(const std::vector<std::string>& warnings, bool
 std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
     Topology& topo = snapshot_.topology;
     const bool iommu_before = topo.iommu_enabled;
+    // A VF that goes takes its physfn with it: its PF is planned again all the same.
+    std::set<PciAddress> pfs_before;
+    for (const auto& a : touched)
+        if (const PciFunction* fn = topo.find(a); fn && fn->physfn)
+            pfs_before.insert(*fn->physfn);
     std::vector<std::string> warnings;
     std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings);
     if (topo.iommu_enabled != iommu_before) {
@@ -126,16 +172,7 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
     }
     std::set<PciAddress> only = members(groups);
     only.merge(touched);
-    for (unsigned g : groups) {
-        auto& c = claimants_[g];
-        c.insert(only.begin(), only.end());
-        std::erase_if(c, [&](const PciAddress& a) {
-            const PciFunction* fn = topo.find(a);
-            return !fn || fn->iommu_group != g;
-        });
-        if (c.empty())
-            claimants_.erase(g);
-    }
+    update_claimants(groups, only);
     merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only, &tables_), only);
     log_host_warnings(warnings, false);
     static const std::set<PciAddress> kNone;
@@ -149,8 +186,32 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
             plans_.erase(g);
         replanned(g);
     }
-    replan_pfs();
+    pfs_before.insert(only.begin(), only.end());
+    replan_pfs(pfs_before);
     return groups;
+}
+
+// A re-planned group's claimants are those it had that still name it, and the functions read now
+// that name it. Each function is looked at once, whatever the number of groups: a coldplug burst
+// names thousands of VFs, each in a group of its own.
+void HostModel::update_claimants(const std::set<unsigned>& groups,
+                                 const std::set<PciAddress>& read) {
+    const Topology& topo = snapshot_.topology;
+    for (unsigned g : groups) {
+        auto c = claimants_.find(g);
+        if (c == claimants_.end())
+            continue;
+        std::erase_if(c->second, [&](const PciAddress& a) {
+            const PciFunction* fn = topo.find(a);
+            return !fn || fn->iommu_group != g;
+        });
+        if (c->second.empty())
+            claimants_.erase(c);
+    }
+    for (const auto& a : read)
+        if (const PciFunction* fn = topo.find(a); fn && fn->iommu_group &&
+                                                  groups.count(*fn->iommu_group))
+            claimants_[*fn->iommu_group].insert(a);
 }
 
 std::set<PciAddress> HostModel::members(const std::set<unsigned>& groups) const {

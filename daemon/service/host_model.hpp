@@ -48,8 +48,8 @@ public:
     std::optional<unsigned> group_of(const PciAddress& a) const;
     std::set<PciAddress> members(const std::set<unsigned>& groups) const;
     // The plan of every PF an [[sriov]] entry governs (DESIGN §11), made again with the groups'
-    // plans on every read. Made from the whole topology each time: cheap next to a read, and a
-    // PF's plan hangs on all of its VFs.
+    // plans on every read: from the whole topology on reread(), and for the PFs a refresh()
+    // names (a PF read, or the PF of a VF read) from their own VFs.
     const std::map<PciAddress, PfPlan>& pf_plans() const { return pf_plans_; }
     const PfPlan* pf_plan(const PciAddress& pf) const;
     // The addresses of pf_plans(): every PF an [[sriov]] entry governs.
@@ -82,6 +82,8 @@ private:
     void log_host_warnings(const std::vector<std::string>& warnings, bool whole_host);
     void replanned(std::optional<unsigned> group) const;
     void replan_pfs();
+    void replan_pfs(const std::set<PciAddress>& read);
+    void update_claimants(const std::set<unsigned>& groups, const std::set<PciAddress>& read);
 
     std::unique_ptr<FencedHostFs> view_;  // the loop's reads
     Config config_;
@@ -93,6 +95,9 @@ private:
     std::map<unsigned, GroupPlan> plans_;
     std::map<PciAddress, PfPlan> pf_plans_;
     std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
+    // The VFs whose physfn names each PF; may still hold one that went or moved, until its PF
+    // is planned again (readers check the topology).
+    std::map<PciAddress, std::set<PciAddress>> vfs_;
     std::set<std::string> host_warned_;                   // host warnings logged and still seen
     std::map<unsigned, std::set<PciAddress>> writing_;   // functions being written, per group
     Replanned on_replan_;

@@ -52,6 +52,12 @@ resource_name = "intel.com/vf"
 
 [[protect]]
 address = "0000:05:00.1"
+
+# The PFs' plans are made incrementally too (HostModel::replan_pfs): each step's VF count,
+# whatever it is, is judged as a fresh start judges it.
+[[sriov]]
+selector = "8086:1572"
+num_vfs = 3
 )";
 
 struct Kind {
@@ -503,6 +509,7 @@ TEST_F(IncrementalTest, ServiceFedOnlyEventsPublishesWhatAFreshStartWould) {
     s.set_table_watch(std::make_unique<TreeWatch>(m.tree().root()));
     ASSERT_TRUE(s.start());
     std::set<GroupState> seen;
+    std::set<PfState> pf_seen;
     for (unsigned i = 0; i < kSteps; ++i) {
         std::string what = "nothing";
         s.handle_events(m.step(&what));
@@ -513,10 +520,15 @@ TEST_F(IncrementalTest, ServiceFedOnlyEventsPublishesWhatAFreshStartWould) {
         ASSERT_EQ(s.plan_json(), fresh.plan_json()) << "step " << i << ": " << what;
         for (const auto& [g, info] : s.inventory().groups)
             seen.insert(info.state);
+        for (const auto& [a, info] : s.inventory().pfs)
+            pf_seen.insert(info.state);
     }
-    // Groups were both pending (would bind) and refused along the way.
+    // Groups were both pending (would bind) and refused along the way; PFs both had the count
+    // their entry wants and did not.
     EXPECT_TRUE(seen.count(GroupState::Pending));
     EXPECT_TRUE(seen.count(GroupState::Refused));
+    EXPECT_TRUE(pf_seen.count(PfState::Pending));
+    EXPECT_TRUE(pf_seen.count(PfState::Ready));
     EXPECT_LT(s.tables().mount_reads(), kSteps / 2);
 }
 
