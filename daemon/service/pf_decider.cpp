@@ -18,10 +18,14 @@ Prepared ended() {
 }  // namespace
 
 Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
-    std::set<PciAddress> now = host_.vfs_of(pf);
-    now.insert(pf);
-    host_.refresh(now);
+    host_.refresh({pf});
     const PfPlan* plan = host_.pf_plan(pf);
+    if (plan && plan->num_vfs != plan->wanted_vfs) {
+        // The count must change: whether a VF is in use is read now, since a VM opening one
+        // raises no event. A PF whose count is right costs only its own read, whatever its VFs.
+        host_.refresh(host_.vfs_of(pf));
+        plan = host_.pf_plan(pf);
+    }
     if (!plan)
         return ended();  // gone, or no entry governs it now: the publisher drops it
     Publisher::PfStatus planned{planned_state(plan->action), plan->reason,

@@ -131,6 +131,10 @@ OpResult Service::guarded(const char* what, F&& entry) {
     std::set<unsigned> outer = std::exchange(deciding_, {});
     try {
         OpResult r = entry();
+        // Into the bigger set: a burst nests one entry per group in an outer one that holds
+        // them all, and merging the outer into each inner one would cost groups^2.
+        if (deciding_.size() < outer.size())
+            std::swap(deciding_, outer);
         deciding_.merge(outer);
         return r;
     } catch (const std::exception& e) {
