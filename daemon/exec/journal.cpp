@@ -408,10 +408,28 @@ std::vector<JournalEntry> Journal::load_all(std::vector<std::string>* errors) co
 }
 
 int Journal::store(const JournalEntry& entry) {
-    return store_text(group_name(entry.group), serialize(entry));
+    int err = store_text(group_name(entry.group), serialize(entry));
+    if (!err)
+        note_released(entry.group, entry.released);
+    return err;
 }
 
-int Journal::remove(unsigned group) { return remove_name(group_name(group)); }
+int Journal::remove(unsigned group) {
+    int err = remove_name(group_name(group));
+    if (!err)
+        note_released(group, false);
+    return err;
+}
+
+void Journal::note_released(unsigned group, bool released) {
+    std::lock_guard lock(released_mu_);
+    if (!released_)
+        return;  // not read yet: the first question reads the entry as it now is
+    if (released)
+        released_->insert(group);
+    else
+        released_->erase(group);
+}
 
 int Journal::store_text(const std::string& name, const std::string& text) {
     int err = 0;
@@ -460,14 +478,26 @@ std::map<PciAddress, std::string> Journal::originals(unsigned group) const {
 }
 
 bool Journal::released(unsigned group) const {
-    auto e = load(group);
-    return e && e->released;
+    std::lock_guard lock(released_mu_);
+    if (!released_) {
+        // Unreadable entries are named where they are acted on (reconcile); here they are as
+        // good as none, as a load() that failed always was.
+        released_.emplace();
+        for (const auto& e : load_all())
+            if (e.released)
+                released_->insert(e.group);
+    }
+    return released_->count(group) > 0;
 }
 
 int Journal::clear_released(unsigned group) {
-    auto e = load(group);
-    if (!e || !e->released)
+    if (!released(group))
         return 0;
+    auto e = load(group);
+    if (!e || !e->released) {
+        note_released(group, false);  // the entry went or changed under us: nothing to clear
+        return 0;
+    }
     e->released = false;
     return store(*e);
 }

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,11 @@ public:
     // Each function's driver before vfiod first moved it, from the group's entry; empty when
     // there is none (or it cannot be read).
     std::map<PciAddress, std::string> originals(unsigned group) const;
+    // The sticky mark, kept in memory: read from the entries on first use, then kept by this
+    // journal's own store(), remove() and clear_released(). So one Journal per root in a
+    // process (the daemon's): a mark another process or Journal sets or clears later is seen
+    // by a Journal made after it, as a restarted daemon sees it. Asking costs no file access,
+    // which deciding thousands of groups would otherwise pay once each (issue 25).
     bool released(unsigned group) const;
     // Clears the sticky mark (Bind, or a reload that changes the group's entries). 0 or errno.
     int clear_released(unsigned group);
@@ -133,8 +140,15 @@ private:
     int remove_name(const std::string& name);
     std::string why(int err) const;
 
+    // Keeps the released marks up to date after a store or removal that took effect.
+    void note_released(unsigned group, bool released);
+
     const HostFs& fs_;
     std::string dir_;
+    // The groups whose entry says released; nullopt until first asked. The executor stores from
+    // its workers while the loop asks: both under the lock.
+    mutable std::mutex released_mu_;
+    mutable std::optional<std::set<unsigned>> released_;
 };
 
 // The text form, exposed for tests: one "key value" line each, one "function" line per function.

@@ -131,8 +131,40 @@ TEST(JournalStore, ReleasedIsStickyUntilCleared) {
     Journal again(fs);
     EXPECT_TRUE(again.released(13));
     ASSERT_EQ(again.clear_released(13), 0);
+    EXPECT_FALSE(again.released(13));
+    // The mark lives in memory with the entry as its persistence: a third start sees it gone.
+    Journal third(fs);
+    EXPECT_FALSE(third.released(13));
+    EXPECT_EQ(third.load(13)->functions.size(), 2u);  // originals survive the clearing
+}
+
+// Issue 25: deciding a group asks for its mark, and thousands of groups asked one file read
+// each. Once read, the mark follows this journal's own stores and removals without a read: an
+// entry file changed behind its back (which only another process could do) is not seen.
+TEST(JournalStore, ReleasedIsAskedWithoutReadingTheEntry) {
+    FakeTree tree;
+    KernelHostFs fs(tree.root());
+    Journal j(fs);
+    JournalEntry e = sample();
+    e.released = true;
+    ASSERT_EQ(j.store(e), 0);
+    EXPECT_TRUE(j.released(13));
+    tree.write_file("run/vfiod/group-13", "not an entry\n");
+    EXPECT_TRUE(j.released(13));
+    e.released = false;
+    ASSERT_EQ(j.store(e), 0);
     EXPECT_FALSE(j.released(13));
-    EXPECT_EQ(j.load(13)->functions.size(), 2u);  // originals survive the clearing
+    e.released = true;
+    ASSERT_EQ(j.store(e), 0);
+    ASSERT_EQ(j.remove(13), 0);
+    EXPECT_FALSE(j.released(13));
+    // A failed store leaves the mark as the entry on disk has it.
+    ASSERT_EQ(j.store(e), 0);
+    tree.remove("run/vfiod");
+    tree.write_file("run/vfiod", "a file where the directory should be\n");
+    e.released = false;
+    EXPECT_NE(j.store(e), 0);
+    EXPECT_TRUE(j.released(13));
 }
 
 TEST(JournalStore, ReportsAnUnwritableDirectory) {
