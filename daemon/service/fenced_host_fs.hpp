@@ -13,6 +13,29 @@
 
 namespace vfiod {
 
+// What each function's attribute files said when last read: the fence's memory. It holds every
+// attribute of every function the loop reads (about ten a function, thousands of functions), so
+// it is kept small: one entry a function, whose paths are stored as their tails after the
+// function's directory (which they share) in one string of records, not one map node a path.
+// Owns those texts only; knows nothing of the host.
+class LastRead {
+public:
+    // owner_end: where the owning function's address ends in rel (FencedHostFs::owner).
+    std::optional<std::string> find(const PciAddress& fn, std::string_view rel) const;
+    void put(const PciAddress& fn, std::string_view rel, size_t owner_end, std::string_view value);
+    void erase(const PciAddress& fn, std::string_view rel);
+
+private:
+    struct Said {
+        std::string dir;      // the first path read, up to the function's address
+        std::string records;  // per path: kind, key length, key, value length, value
+    };
+    // Where rel's record starts in said.records (npos when absent), and its length.
+    static std::pair<size_t, size_t> locate(const Said& said, std::string_view rel);
+
+    std::map<PciAddress, Said> said_;
+};
+
 // Holds the host it wraps and implements every method of HostFs itself (final, and checked by a
 // static_assert in the .cpp): a method added to HostFs does not compile here until the fence
 // decides what it does, so no read can slip past it to the real tree.
@@ -26,7 +49,7 @@ public:
 
     // The function an attribute path belongs to: its last component that is a PCI address
     // ("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/vendor" -> 0000:01:00.0).
-    static std::optional<PciAddress> owner(std::string_view rel);
+    static std::optional<PciAddress> owner(std::string_view rel, size_t* end = nullptr);
 
     const std::string& root() const override;
     std::optional<std::string> read(std::string_view rel, size_t max_bytes = 65536,
@@ -57,7 +80,7 @@ private:
     HostFs& host_;
     std::set<PciAddress> fenced_;
     // What each function attribute said when last read (bounded by the host's attributes).
-    mutable std::map<std::string, std::string, std::less<>> last_;
+    mutable LastRead last_;
 };
 
 }  // namespace vfiod
