@@ -1,8 +1,7 @@
 #include "service/fenced_host_fs.hpp"
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "core/strings.hpp"
@@ -12,51 +11,59 @@ namespace vfiod {
 // Abstract would mean a HostFs method the fence does not implement (see the header).
 static_assert(!std::is_abstract_v<FencedHostFs>);
 
-namespace {
-
-// A record of LastRead: kind (tail of the function's directory or whole path), key, value.
-constexpr char kTail = 'T', kWhole = 'W';
-
-template <typename N>
-N load(const std::string& s, size_t at) {
-    N n;
-    std::memcpy(&n, s.data() + at, sizeof n);
-    return n;
-}
-
-template <typename N>
-void store(std::string* s, N n) {
-    s->append(reinterpret_cast<const char*>(&n), sizeof n);
-}
-
-}  // namespace
-
-std::pair<size_t, size_t> LastRead::locate(const Said& said, std::string_view rel) {
+std::string LastRead::key_of(const Said& said, std::string_view rel) {
     bool tail = rel.size() > said.dir.size() && rel.starts_with(said.dir);
-    char kind = tail ? kTail : kWhole;
-    std::string_view key = tail ? rel.substr(said.dir.size()) : rel;
-    const std::string& r = said.records;
-    for (size_t at = 0; at < r.size();) {
-        auto key_len = load<uint16_t>(r, at + 1);
-        size_t value_at = at + 1 + sizeof(uint16_t) + key_len;
-        size_t next = value_at + sizeof(uint32_t) + load<uint32_t>(r, value_at);
-        if (r[at] == kind && std::string_view(r).substr(at + 1 + sizeof(uint16_t), key_len) == key)
-            return {at, next - at};
-        at = next;
+    std::string key(1, tail ? 'T' : 'W');
+    key.append(tail ? rel.substr(said.dir.size()) : rel);
+    return key;
+}
+
+std::optional<uint32_t> LastRead::lookup(std::string_view text) const {
+    auto it = index_.find(text);
+    return it == index_.end() ? std::nullopt : std::optional<uint32_t>(it->second);
+}
+
+uint32_t LastRead::intern(std::string_view text) {
+    if (auto id = lookup(text)) {
+        ++texts_[*id].refs;
+        return *id;
     }
-    return {std::string::npos, 0};
+    uint32_t id = static_cast<uint32_t>(texts_.size());
+    if (!free_.empty()) {
+        id = free_.back();
+        free_.pop_back();
+    } else {
+        texts_.emplace_back();
+    }
+    texts_[id] = Text{std::string(text), 1};
+    index_.emplace(texts_[id].text, id);
+    return id;
+}
+
+void LastRead::release(uint32_t id) {
+    if (--texts_[id].refs > 0)
+        return;
+    index_.erase(texts_[id].text);
+    texts_[id].text = std::string();
+    free_.push_back(id);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>>::iterator LastRead::record(Said& said,
+                                                                     std::string_view rel) {
+    auto key = lookup(key_of(said, rel));
+    return std::find_if(said.records.begin(), said.records.end(),
+                        [&](const auto& r) { return key && r.first == *key; });
 }
 
 std::optional<std::string> LastRead::find(const PciAddress& fn, std::string_view rel) const {
     auto it = said_.find(fn);
     if (it == said_.end())
         return std::nullopt;
-    auto [at, len] = locate(it->second, rel);
-    if (at == std::string::npos)
-        return std::nullopt;
-    const std::string& r = it->second.records;
-    size_t value_at = at + 1 + sizeof(uint16_t) + load<uint16_t>(r, at + 1) + sizeof(uint32_t);
-    return r.substr(value_at, at + len - value_at);
+    auto key = lookup(key_of(it->second, rel));
+    for (const auto& [k, v] : it->second.records)
+        if (key && k == *key)
+            return texts_[v].text;
+    return std::nullopt;
 }
 
 void LastRead::put(const PciAddress& fn, std::string_view rel, size_t owner_end,
@@ -64,35 +71,27 @@ void LastRead::put(const PciAddress& fn, std::string_view rel, size_t owner_end,
     Said& said = said_[fn];
     if (said.records.empty())
         said.dir = rel.substr(0, owner_end);
-    auto [at, len] = locate(said, rel);
-    if (at != std::string::npos)
-        said.records.erase(at, len);
-    bool tail = rel.size() > said.dir.size() && rel.starts_with(said.dir);
-    std::string_view key = tail ? rel.substr(said.dir.size()) : rel;
-    // A path longer than a u16 or a value longer than a u32 is no sysfs attribute of ours: such
-    // a read is not remembered, as if it had failed.
-    if (key.size() > UINT16_MAX || value.size() > UINT32_MAX) {
-        if (said.records.empty())
-            said_.erase(fn);
+    uint32_t v = intern(value);
+    auto r = record(said, rel);
+    if (r != said.records.end()) {
+        release(std::exchange(r->second, v));
         return;
     }
-    said.records.push_back(tail ? kTail : kWhole);
-    store(&said.records, static_cast<uint16_t>(key.size()));
-    said.records.append(key);
-    store(&said.records, static_cast<uint32_t>(value.size()));
-    said.records.append(value);
-    // Grown by doubling while a function is first read; kept for years after.
-    if (said.records.capacity() > said.records.size() + 32)
-        said.records.shrink_to_fit();
+    // Grown one at a time, not by doubling: a function's records are kept for years.
+    said.records.reserve(said.records.size() + 1);
+    said.records.emplace_back(intern(key_of(said, rel)), v);
 }
 
 void LastRead::erase(const PciAddress& fn, std::string_view rel) {
     auto it = said_.find(fn);
     if (it == said_.end())
         return;
-    auto [at, len] = locate(it->second, rel);
-    if (at != std::string::npos)
-        it->second.records.erase(at, len);
+    auto r = record(it->second, rel);
+    if (r != it->second.records.end()) {
+        release(r->first);
+        release(r->second);
+        it->second.records.erase(r);
+    }
     if (it->second.records.empty())
         said_.erase(it);
 }

@@ -4,9 +4,14 @@
 // would sleep uninterruptibly, beyond any watchdog's reach; the loop must never be that reader.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/pci_address.hpp"
 #include "io/host_fs.hpp"
@@ -14,26 +19,39 @@
 namespace vfiod {
 
 // What each function's attribute files said when last read: the fence's memory. It holds every
-// attribute of every function the loop reads (about ten a function, thousands of functions), so
-// it is kept small: one entry a function, whose paths are stored as their tails after the
-// function's directory (which they share) in one string of records, not one map node a path.
-// Owns those texts only; knows nothing of the host.
+// attribute of every function the loop reads (about ten a function, thousands of functions), and
+// thousands of functions say the same few things ("0x8086\n" under the same "/vendor"), so each
+// text is kept once and a function holds the numbers of its texts; a path is kept as its tail
+// after the function's directory, which all its attributes share. Owns those texts only; knows
+// nothing of the host.
 class LastRead {
 public:
-    // owner_end: where the owning function's address ends in rel (FencedHostFs::owner).
     std::optional<std::string> find(const PciAddress& fn, std::string_view rel) const;
+    // owner_end: where the owning function's address ends in rel (FencedHostFs::owner).
     void put(const PciAddress& fn, std::string_view rel, size_t owner_end, std::string_view value);
     void erase(const PciAddress& fn, std::string_view rel);
 
 private:
-    struct Said {
-        std::string dir;      // the first path read, up to the function's address
-        std::string records;  // per path: kind, key length, key, value length, value
+    struct Text {
+        std::string text;
+        uint32_t refs = 0;  // records naming it; at 0 its number is free for another text
     };
-    // Where rel's record starts in said.records (npos when absent), and its length.
-    static std::pair<size_t, size_t> locate(const Said& said, std::string_view rel);
+    struct Said {
+        std::string dir;  // the first path read, up to the function's address
+        std::vector<std::pair<uint32_t, uint32_t>> records;  // a key's text, its value's text
+    };
+    // A path as a key text: "T" and its tail after dir, or "W" and the whole path.
+    static std::string key_of(const Said& said, std::string_view rel);
+    std::optional<uint32_t> lookup(std::string_view text) const;
+    uint32_t intern(std::string_view text);
+    void release(uint32_t id);
+    // The record of rel in said, or records.end().
+    std::vector<std::pair<uint32_t, uint32_t>>::iterator record(Said& said, std::string_view rel);
 
     std::map<PciAddress, Said> said_;
+    std::vector<Text> texts_;
+    std::vector<uint32_t> free_;                       // numbers in texts_ no record names
+    std::map<std::string, uint32_t, std::less<>> index_;  // text -> its number
 };
 
 // Holds the host it wraps and implements every method of HostFs itself (final, and checked by a

@@ -183,9 +183,10 @@ TEST_F(FencedHostFsTest, AFencedFunctionsFileIsNotReadWhole) {
                                                       "read_whole " + kAttr}));
 }
 
-// The fence's memory keeps one entry a function with its paths' tails: each path still answers
-// its own last value, whichever directory it was read through (the canonical one or the
-// bus's link), after values of other lengths replaced it, and once a read failed, nothing.
+// The fence's memory keeps each text once for every function that said it: each path still
+// answers its own last value, whichever directory it was read through (the canonical one or the
+// bus's link), after values replaced it (the text another function still says kept for it,
+// a freed text's number reused), and once a read failed, nothing.
 TEST(LastRead, EachPathAnswersItsOwnLastValue) {
     const auto a = *PciAddress::parse("0000:01:00.0");
     const auto b = *PciAddress::parse("0000:01:00.1");
@@ -197,7 +198,9 @@ TEST(LastRead, EachPathAnswersItsOwnLastValue) {
     last.put(a, dir + "/driver_override", dir.size(), "(null)\n");
     last.put(a, link + "/vendor", link.size(), std::string("odd\0text", 8));
     last.put(b, dir_b + "/vendor", dir_b.size(), "0x15b3\n");
+    last.put(b, dir_b + "/driver_override", dir_b.size(), "(null)\n");
     last.put(a, dir + "/driver_override", dir.size(), "vfio-pci\n");
+    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
     EXPECT_EQ(last.find(a, dir + "/vendor"), "0x8086\n");
     EXPECT_EQ(last.find(a, dir + "/driver_override"), "vfio-pci\n");
     EXPECT_EQ(last.find(a, link + "/vendor"), std::string("odd\0text", 8));
@@ -210,7 +213,10 @@ TEST(LastRead, EachPathAnswersItsOwnLastValue) {
     last.erase(a, dir + "/driver_override");
     last.erase(a, link + "/vendor");
     EXPECT_EQ(last.find(a, link + "/vendor"), std::nullopt);
+    last.put(a, dir + "/numa_node", dir.size(), "1\n");
+    EXPECT_EQ(last.find(a, dir + "/numa_node"), "1\n");
     EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
+    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
 }
 
 }  // namespace
