@@ -11,11 +11,16 @@ namespace vfiod {
 // Abstract would mean a HostFs method the fence does not implement (see the header).
 static_assert(!std::is_abstract_v<FencedHostFs>);
 
-std::string LastRead::key_of(const Said& said, std::string_view rel) {
-    bool tail = rel.size() > said.dir.size() && rel.starts_with(said.dir);
-    std::string key(1, tail ? 'T' : 'W');
-    key.append(tail ? rel.substr(said.dir.size()) : rel);
-    return key;
+std::string LastRead::key_of(const PciAddress& fn, const Said& said,
+                             std::string_view rel) const {
+    if (said.parent != kNone) {
+        std::string_view parent = texts_[said.parent].text;
+        std::string address = fn.str();
+        if (rel.size() > parent.size() + address.size() && rel.starts_with(parent) &&
+            rel.substr(parent.size()).starts_with(address))
+            return "T" + std::string(rel.substr(parent.size() + address.size()));
+    }
+    return "W" + std::string(rel);
 }
 
 std::optional<uint32_t> LastRead::lookup(std::string_view text) const {
@@ -48,9 +53,10 @@ void LastRead::release(uint32_t id) {
     free_.push_back(id);
 }
 
-std::vector<std::pair<uint32_t, uint32_t>>::iterator LastRead::record(Said& said,
+std::vector<std::pair<uint32_t, uint32_t>>::iterator LastRead::record(const PciAddress& fn,
+                                                                     Said& said,
                                                                      std::string_view rel) {
-    auto key = lookup(key_of(said, rel));
+    auto key = lookup(key_of(fn, said, rel));
     return std::find_if(said.records.begin(), said.records.end(),
                         [&](const auto& r) { return key && r.first == *key; });
 }
@@ -59,7 +65,7 @@ std::optional<std::string> LastRead::find(const PciAddress& fn, std::string_view
     auto it = said_.find(fn);
     if (it == said_.end())
         return std::nullopt;
-    auto key = lookup(key_of(it->second, rel));
+    auto key = lookup(key_of(fn, it->second, rel));
     for (const auto& [k, v] : it->second.records)
         if (key && k == *key)
             return texts_[v].text;
@@ -69,31 +75,38 @@ std::optional<std::string> LastRead::find(const PciAddress& fn, std::string_view
 void LastRead::put(const PciAddress& fn, std::string_view rel, size_t owner_end,
                    std::string_view value) {
     Said& said = said_[fn];
-    if (said.records.empty())
-        said.dir = rel.substr(0, owner_end);
+    if (said.records.empty()) {  // new: a function's entry goes with its last record
+        std::string address = fn.str();
+        if (owner_end >= address.size() &&
+            rel.substr(owner_end - address.size(), address.size()) == address)
+            said.parent = intern(rel.substr(0, owner_end - address.size()));
+    }
     uint32_t v = intern(value);
-    auto r = record(said, rel);
+    auto r = record(fn, said, rel);
     if (r != said.records.end()) {
         release(std::exchange(r->second, v));
         return;
     }
     // Grown one at a time, not by doubling: a function's records are kept for years.
     said.records.reserve(said.records.size() + 1);
-    said.records.emplace_back(intern(key_of(said, rel)), v);
+    said.records.emplace_back(intern(key_of(fn, said, rel)), v);
 }
 
 void LastRead::erase(const PciAddress& fn, std::string_view rel) {
     auto it = said_.find(fn);
     if (it == said_.end())
         return;
-    auto r = record(it->second, rel);
+    auto r = record(fn, it->second, rel);
     if (r != it->second.records.end()) {
         release(r->first);
         release(r->second);
         it->second.records.erase(r);
     }
-    if (it->second.records.empty())
+    if (it->second.records.empty()) {
+        if (it->second.parent != kNone)
+            release(it->second.parent);
         said_.erase(it);
+    }
 }
 
 FencedHostFs::FencedHostFs(HostFs& host) : host_(host) {}

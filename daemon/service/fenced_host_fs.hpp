@@ -22,8 +22,8 @@ namespace vfiod {
 // attribute of every function the loop reads (about ten a function, thousands of functions), and
 // thousands of functions say the same few things ("0x8086\n" under the same "/vendor"), so each
 // text is kept once and a function holds the numbers of its texts; a path is kept as its tail
-// after the function's directory, which all its attributes share. Owns those texts only; knows
-// nothing of the host.
+// after the function's directory, and that directory as its parent's text (which a PF's VFs
+// share) and the function's address. Owns those texts only; knows nothing of the host.
 class LastRead {
 public:
     std::optional<std::string> find(const PciAddress& fn, std::string_view rel) const;
@@ -36,17 +36,22 @@ private:
         std::string text;
         uint32_t refs = 0;  // records naming it; at 0 its number is free for another text
     };
+    static constexpr uint32_t kNone = UINT32_MAX;
     struct Said {
-        std::string dir;  // the first path read, up to the function's address
+        // The text of the first path read up to the function's address (that address spelled
+        // as PciAddress::str() does), or kNone when it was spelled otherwise.
+        uint32_t parent = kNone;
         std::vector<std::pair<uint32_t, uint32_t>> records;  // a key's text, its value's text
     };
-    // A path as a key text: "T" and its tail after dir, or "W" and the whole path.
-    static std::string key_of(const Said& said, std::string_view rel);
+    // A path as a key text: "T" and its tail after the function's directory (parent and
+    // address), or "W" and the whole path.
+    std::string key_of(const PciAddress& fn, const Said& said, std::string_view rel) const;
     std::optional<uint32_t> lookup(std::string_view text) const;
     uint32_t intern(std::string_view text);
     void release(uint32_t id);
     // The record of rel in said, or records.end().
-    std::vector<std::pair<uint32_t, uint32_t>>::iterator record(Said& said, std::string_view rel);
+    std::vector<std::pair<uint32_t, uint32_t>>::iterator record(const PciAddress& fn, Said& said,
+                                                                std::string_view rel);
 
     std::map<PciAddress, Said> said_;
     std::vector<Text> texts_;

@@ -217,6 +217,11 @@ TEST(LastRead, EachPathAnswersItsOwnLastValue) {
     EXPECT_EQ(last.find(a, dir + "/numa_node"), "1\n");
     EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
     EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
+    // A directory that spells the address otherwise than PciAddress::str() keeps whole paths.
+    const auto c = *PciAddress::parse("0000:02:00.0");
+    last.put(c, "sys/devices/0000:02:00.00/vendor", 25, "0x1af4\n");
+    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.00/vendor"), "0x1af4\n");
+    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.0/vendor"), std::nullopt);
 }
 
 }  // namespace
