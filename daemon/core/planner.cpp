@@ -263,6 +263,8 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
     std::vector<Write> w;
     if (fn.driver == target)
         return w;
+    // Exactly as many as are pushed below: a plan keeps them for as long as the daemon runs.
+    w.reserve(size_t{fn.driver_override != target} + size_t{!fn.driver.empty()} + 1);
     if (fn.driver_override != target)
         w.push_back({Write::Kind::Override, pci_paths::override_file(fn.address), target});
     if (!fn.driver.empty())

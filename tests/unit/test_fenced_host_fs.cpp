@@ -183,4 +183,45 @@ TEST_F(FencedHostFsTest, AFencedFunctionsFileIsNotReadWhole) {
                                                       "read_whole " + kAttr}));
 }
 
+// The fence's memory keeps each text once for every function that said it: each path still
+// answers its own last value, whichever directory it was read through (the canonical one or the
+// bus's link), after values replaced it (the text another function still says kept for it,
+// a freed text's number reused), and once a read failed, nothing.
+TEST(LastRead, EachPathAnswersItsOwnLastValue) {
+    const auto a = *PciAddress::parse("0000:01:00.0");
+    const auto b = *PciAddress::parse("0000:01:00.1");
+    const std::string dir = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
+    const std::string link = "sys/bus/pci/devices/0000:01:00.0";
+    const std::string dir_b = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.1";
+    LastRead last;
+    last.put(a, dir + "/vendor", dir.size(), "0x8086\n");
+    last.put(a, dir + "/driver_override", dir.size(), "(null)\n");
+    last.put(a, link + "/vendor", link.size(), std::string("odd\0text", 8));
+    last.put(b, dir_b + "/vendor", dir_b.size(), "0x15b3\n");
+    last.put(b, dir_b + "/driver_override", dir_b.size(), "(null)\n");
+    last.put(a, dir + "/driver_override", dir.size(), "vfio-pci\n");
+    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
+    EXPECT_EQ(last.find(a, dir + "/vendor"), "0x8086\n");
+    EXPECT_EQ(last.find(a, dir + "/driver_override"), "vfio-pci\n");
+    EXPECT_EQ(last.find(a, link + "/vendor"), std::string("odd\0text", 8));
+    EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
+    EXPECT_EQ(last.find(a, dir + "/device"), std::nullopt);
+    EXPECT_EQ(last.find(a, dir), std::nullopt);
+    last.erase(a, dir + "/vendor");
+    EXPECT_EQ(last.find(a, dir + "/vendor"), std::nullopt);
+    EXPECT_EQ(last.find(a, dir + "/driver_override"), "vfio-pci\n");
+    last.erase(a, dir + "/driver_override");
+    last.erase(a, link + "/vendor");
+    EXPECT_EQ(last.find(a, link + "/vendor"), std::nullopt);
+    last.put(a, dir + "/numa_node", dir.size(), "1\n");
+    EXPECT_EQ(last.find(a, dir + "/numa_node"), "1\n");
+    EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
+    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
+    // A directory that spells the address otherwise than PciAddress::str() keeps whole paths.
+    const auto c = *PciAddress::parse("0000:02:00.0");
+    last.put(c, "sys/devices/0000:02:00.00/vendor", 25, "0x1af4\n");
+    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.00/vendor"), "0x1af4\n");
+    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.0/vendor"), std::nullopt);
+}
+
 }  // namespace
