@@ -92,7 +92,7 @@ std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse&
 }
 
 std::optional<PfPlan> plan_one_pf(const Topology& topo, const HostUse& use, const Config& config,
-                                  const PciAddress& pf, const std::set<PciAddress>& vfs) {
+                                  const PciAddress& pf, const std::vector<PciAddress>& vfs) {
     const PciFunction* fn = topo.find(pf);
     const SriovEntry* e = fn ? sriov_entry(config, *fn) : nullptr;
     if (!e)

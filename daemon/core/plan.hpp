@@ -108,11 +108,11 @@ const SriovEntry* sriov_entry(const Config& config, const PciFunction& fn,
 std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse& use,
                                             const Config& config,
                                             std::vector<std::string>* warnings = nullptr);
-// The plan of one PF, as plan_pfs() makes it, from `vfs`: its VFs and maybe others (those
+// The plan of one PF, as plan_pfs() makes it, from `vfs` (sorted): its VFs and maybe others (those
 // whose physfn is not `pf` are left out). nullopt when no [[sriov]] entry governs it, or it is
 // gone. What an incremental reader uses, so that a PF costs its own VFs, not the host.
 std::optional<PfPlan> plan_one_pf(const Topology& topo, const HostUse& use, const Config& config,
-                                  const PciAddress& pf, const std::set<PciAddress>& vfs);
+                                  const PciAddress& pf, const std::vector<PciAddress>& vfs);
 
 // The writes that take a PF's sriov_numvfs from `from` to `to` (DESIGN §11): none when they are
 // equal; else sriov_drivers_autoprobe <- 0 (so new VFs reach no host driver; left out when `to`
@@ -129,8 +129,9 @@ std::string bind_target(const Config& config, const PciFunction& fn);
 Plan make_plan(const Topology& topo, const HostUse& use, const Config& config);
 
 // make_plan's entry for IOMMU group n alone, for a caller that keeps a plan up to date one group
-// at a time: nullopt when make_plan would have none. `claimants` are the functions whose
-// iommu_group link names n (in a consistent tree, exactly the group's members).
+// at a time: nullopt when make_plan would have none. `claimants`: functions whose iommu_group
+// link names n although its member list does not have them (none in a consistent tree); the
+// listed members are looked at anyway, so passing every function that names n is the same.
 std::optional<GroupPlan> plan_one_group(const Topology& topo, const HostUse& use,
                                         const Config& config, unsigned n,
                                         const std::set<PciAddress>& claimants);

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "io/host_use.hpp"
 #include "io/topology_reader.hpp"
 #include "service/fenced_host_fs.hpp"
@@ -42,13 +44,13 @@ void HostModel::replanned(std::optional<unsigned> group) const {
 void HostModel::reread() {
     snapshot_ = read_snapshot(*view_);
     log_host_warnings(snapshot_.warnings, true);
-    claimants_.clear();
+    strays_.clear();
     vfs_.clear();
     for (const auto& [a, fn] : snapshot_.topology.functions) {
-        if (fn.iommu_group)
-            claimants_[*fn.iommu_group].insert(a);
+        if (fn.iommu_group && !listed_in(a, *fn.iommu_group))
+            strays_[*fn.iommu_group].insert(a);
         if (fn.physfn)
-            vfs_[*fn.physfn].insert(a);
+            add_vf(*fn.physfn, a);
     }
     plans_.clear();
     for (auto& gp : make_plan(snapshot_.topology, snapshot_.use, config_).groups)
@@ -74,7 +76,7 @@ void HostModel::replan_pfs(const std::set<PciAddress>& read) {
     for (const auto& a : read) {
         const PciFunction* fn = snapshot_.topology.find(a);
         if (fn && fn->physfn) {
-            vfs_[*fn->physfn].insert(a);
+            add_vf(*fn->physfn, a);
             pfs.insert(*fn->physfn);
         } else {
             pfs.insert(a);
@@ -89,7 +91,7 @@ void HostModel::replan_pfs(const std::set<PciAddress>& read) {
                 return !fn || fn->physfn != pf;
             });
         }
-        static const std::set<PciAddress> kNone;
+        static const std::vector<PciAddress> kNone;
         auto plan = plan_one_pf(snapshot_.topology, snapshot_.use, config_, pf,
                                 v == vfs_.end() ? kNone : v->second);
         if (plan)
@@ -172,14 +174,15 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
     }
     std::set<PciAddress> only = members(groups);
     only.merge(touched);
-    update_claimants(groups, only);
+    update_strays(groups, only);
     merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only, &tables_), only);
     log_host_warnings(warnings, false);
     static const std::set<PciAddress> kNone;
     for (unsigned g : groups) {
-        auto c = claimants_.find(g);
+        // The group's listed members and its strays are every function whose link names it.
+        auto c = strays_.find(g);
         auto gp = plan_one_group(topo, snapshot_.use, config_, g,
-                                 c == claimants_.end() ? kNone : c->second);
+                                 c == strays_.end() ? kNone : c->second);
         if (gp)
             plans_.insert_or_assign(g, std::move(*gp));
         else
@@ -191,27 +194,40 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
     return groups;
 }
 
-// A re-planned group's claimants are those it had that still name it, and the functions read now
-// that name it. Each function is looked at once, whatever the number of groups: a coldplug burst
-// names thousands of VFs, each in a group of its own.
-void HostModel::update_claimants(const std::set<unsigned>& groups,
-                                 const std::set<PciAddress>& read) {
+bool HostModel::listed_in(const PciAddress& a, unsigned group) const {
+    auto it = snapshot_.topology.groups.find(group);
+    return it != snapshot_.topology.groups.end() &&
+           std::binary_search(it->second.begin(), it->second.end(), a);
+}
+
+void HostModel::add_vf(const PciAddress& pf, const PciAddress& vf) {
+    auto& v = vfs_[pf];
+    auto at = std::lower_bound(v.begin(), v.end(), vf);
+    if (at == v.end() || *at != vf)
+        v.insert(at, vf);
+}
+
+// A re-planned group's strays are those it had that still name it unlisted, and the functions
+// read now that do. Each function is looked at once, whatever the number of groups: a coldplug
+// burst names thousands of VFs, each in a group of its own.
+void HostModel::update_strays(const std::set<unsigned>& groups, const std::set<PciAddress>& read) {
     const Topology& topo = snapshot_.topology;
     for (unsigned g : groups) {
-        auto c = claimants_.find(g);
-        if (c == claimants_.end())
+        auto c = strays_.find(g);
+        if (c == strays_.end())
             continue;
         std::erase_if(c->second, [&](const PciAddress& a) {
             const PciFunction* fn = topo.find(a);
-            return !fn || fn->iommu_group != g;
+            return !fn || fn->iommu_group != g || listed_in(a, g);
         });
         if (c->second.empty())
-            claimants_.erase(c);
+            strays_.erase(c);
     }
     for (const auto& a : read)
         if (const PciFunction* fn = topo.find(a); fn && fn->iommu_group &&
-                                                  groups.count(*fn->iommu_group))
-            claimants_[*fn->iommu_group].insert(a);
+                                                  groups.count(*fn->iommu_group) &&
+                                                  !listed_in(a, *fn->iommu_group))
+            strays_[*fn->iommu_group].insert(a);
 }
 
 std::set<PciAddress> HostModel::members(const std::set<unsigned>& groups) const {

@@ -83,7 +83,10 @@ private:
     void replanned(std::optional<unsigned> group) const;
     void replan_pfs();
     void replan_pfs(const std::set<PciAddress>& read);
-    void update_claimants(const std::set<unsigned>& groups, const std::set<PciAddress>& read);
+    void update_strays(const std::set<unsigned>& groups, const std::set<PciAddress>& read);
+    // Is `a` in the group's member list (sys/kernel/iommu_groups/N/devices)?
+    bool listed_in(const PciAddress& a, unsigned group) const;
+    void add_vf(const PciAddress& pf, const PciAddress& vf);
 
     std::unique_ptr<FencedHostFs> view_;  // the loop's reads
     Config config_;
@@ -94,10 +97,12 @@ private:
     HostTables tables_;
     std::map<unsigned, GroupPlan> plans_;
     std::map<PciAddress, PfPlan> pf_plans_;
-    std::map<unsigned, std::set<PciAddress>> claimants_;  // functions whose link names the group
-    // The VFs whose physfn names each PF; may still hold one that went or moved, until its PF
-    // is planned again (readers check the topology).
-    std::map<PciAddress, std::set<PciAddress>> vfs_;
+    // Functions whose iommu_group link names a group whose member list does not have them: none
+    // on a sane host, so only these are kept (a set per group cost 127 bytes a function).
+    std::map<unsigned, std::set<PciAddress>> strays_;
+    // The VFs whose physfn names each PF, sorted; may still hold one that went or moved, until
+    // its PF is planned again (readers check the topology).
+    std::map<PciAddress, std::vector<PciAddress>> vfs_;
     std::set<std::string> host_warned_;                   // host warnings logged and still seen
     std::map<unsigned, std::set<PciAddress>> writing_;   // functions being written, per group
     Replanned on_replan_;

@@ -23,6 +23,8 @@
 #include "io/host_tables.hpp"
 #include "io/host_use.hpp"
 #include "io/topology_reader.hpp"
+#include "io/config_loader.hpp"
+#include "service/host_model.hpp"
 #include "service/service.hpp"
 
 namespace vfiod::test {
@@ -573,6 +575,42 @@ TEST(IncrementalHostileTest, OddEventsAndOddFilesReadLikeAFullRead) {
     EXPECT_EQ(topo, read_topology(fs, nullptr));
     EXPECT_TRUE(topo.groups.empty());
     EXPECT_TRUE(topo.functions.empty());
+}
+
+// A function whose iommu_group link names a group whose member list lacks it (a broken or racing
+// host). A full read plans that group with it; so must a refresh, which keeps such strays apart
+// from the listed members (HostModel::strays_), since on a sane host there are none.
+TEST(IncrementalHostileTest, AFunctionItsGroupDoesNotListIsPlannedAsAFullReadPlansIt) {
+    FakeTree t;
+    t.enable_iommu();
+    t.add_function(FakeTree::pci("0000:01:00.0", "1af4", "1042", "010000", "virtio-pci", 7));
+    t.add_function(FakeTree::pci("0000:01:00.1", "8086", "10d3", "020000", "e1000e", 7));
+    t.remove("sys/kernel/iommu_groups/7/devices/0000:01:00.1");
+    KernelHostFs fs(t.root());
+    ConfigResult cr = parse_config("[[device]]\nselector = \"8086:10d3\"\n", "t.toml");
+    ASSERT_TRUE(cr.config);
+    HostModel m(fs);
+    m.replace_config(*cr.config);
+    m.reread();
+    auto planned = [&](const HostModel& h) {
+        const GroupPlan* gp = h.group_plan(7);
+        return gp ? std::string(to_string(gp->action)) + " " + to_string(gp->reason) + " " +
+                        std::to_string(gp->devices.size())
+                  : std::string("none");
+    };
+    const std::string full = planned(m);
+    EXPECT_NE(full, "none");
+    // Its driver goes: an event names it, and only it.
+    t.unbind("0000:01:00.1");
+    m.refresh({*PciAddress::parse("0000:01:00.1")});
+    HostModel fresh(fs);
+    fresh.replace_config(*cr.config);
+    fresh.reread();
+    EXPECT_EQ(planned(m), planned(fresh));
+    EXPECT_NE(planned(m), "none");
+    // The listed member's event re-plans the group too: the stray is still in it.
+    m.refresh({*PciAddress::parse("0000:01:00.0")});
+    EXPECT_EQ(planned(m), planned(fresh));
 }
 
 }  // namespace
