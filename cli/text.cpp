@@ -43,12 +43,13 @@ std::string details_and_writes(const std::vector<std::string>& details,
         out += "  why: " + why + "\n";
     size_t w = 0;
     for (const auto& wr : writes)
-        w = std::max(w, wr.path.size());
+        w = std::max(w, wr.path().size());
     if (!writes.empty())
         out += "  writes:\n";
     for (const auto& wr : writes) {
         std::string v = wr.value == "\n" ? "\"\\n\"" : wr.value;
-        out += "    " + wr.path + std::string(w - wr.path.size() + 2, ' ') + "<- " + v + "\n";
+        const std::string path = wr.path();
+        out += "    " + path + std::string(w - path.size() + 2, ' ') + "<- " + v + "\n";
     }
     return out;
 }

@@ -108,18 +108,17 @@ std::vector<Write> sriov_writes(const PciAddress& pf, unsigned from, unsigned to
     std::vector<Write> w;
     if (from == to)
         return w;
-    const std::string numvfs = pci_paths::sriov_numvfs_file(pf);
     if (to != 0)
-        w.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "0"});
+        w.push_back({Write::Kind::SriovAutoprobe, pf, "0"});
     if (from != 0)
-        w.push_back({Write::Kind::SriovNumVfs, numvfs, "0"});
+        w.push_back({Write::Kind::SriovNumVfs, pf, "0"});
     if (to != 0) {
-        w.push_back({Write::Kind::SriovNumVfs, numvfs, std::to_string(to)});
+        w.push_back({Write::Kind::SriovNumVfs, pf, std::to_string(to)});
         // Back on, once the VFs exist: the kernel probes a VF (drivers_probe, a driver loading)
         // only while its PF's autoprobe is 1 or the VF has a driver_override
         // (pci_device_can_probe), so the VFs no entry allowlists could never reach their host
         // driver otherwise.
-        w.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "1"});
+        w.push_back({Write::Kind::SriovAutoprobe, pf, "1"});
     }
     return w;
 }

@@ -23,8 +23,12 @@ enum class Role { Allowlisted, Companion, Bridge };
 struct Write {
     enum class Kind { Override, Unbind, Probe, SriovAutoprobe, SriovNumVfs };
     Kind kind;
-    std::string path;
+    PciAddress function;  // whose attribute is written, or (Probe) which function is probed
     std::string value;
+
+    // The file written, relative to the root, as pci_paths spells it. Made when asked, not kept:
+    // a plan holds thousands of writes for as long as the daemon runs (issue 25).
+    std::string path() const;
 };
 
 // One function as the planner describes it and every consumer sees it: the plan JSON, the

@@ -29,7 +29,7 @@ void write_writes(JsonWriter& w, const std::vector<Write>& writes) {
     w.key("writes").begin_array();
     for (const auto& wr : writes) {
         w.begin_object();
-        w.key("path").value(wr.path);
+        w.key("path").value(wr.path());
         w.key("value").value(wr.value);
         w.end_object();
     }

@@ -259,6 +259,17 @@ bool protected_by(const Config& config, const PciFunction& fn) {
     });
 }
 
+std::string Write::path() const {
+    switch (kind) {
+    case Kind::Override: return pci_paths::override_file(function);
+    case Kind::Unbind: return pci_paths::unbind_file(function);
+    case Kind::Probe: return pci_paths::kDriversProbe;
+    case Kind::SriovAutoprobe: return pci_paths::sriov_autoprobe_file(function);
+    case Kind::SriovNumVfs: return pci_paths::sriov_numvfs_file(function);
+    }
+    return "";
+}
+
 std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target) {
     std::vector<Write> w;
     if (fn.driver == target)
@@ -266,21 +277,20 @@ std::vector<Write> bind_writes(const PciFunction& fn, const std::string& target)
     // Exactly as many as are pushed below: a plan keeps them for as long as the daemon runs.
     w.reserve(size_t{fn.driver_override != target} + size_t{!fn.driver.empty()} + 1);
     if (fn.driver_override != target)
-        w.push_back({Write::Kind::Override, pci_paths::override_file(fn.address), target});
+        w.push_back({Write::Kind::Override, fn.address, target});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, pci_paths::unbind_file(fn.address), fn.address.str()});
-    w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
+        w.push_back({Write::Kind::Unbind, fn.address, fn.address.str()});
+    w.push_back({Write::Kind::Probe, fn.address, fn.address.str()});
     return w;
 }
 
 std::vector<Write> release_writes(const PciFunction& fn) {
     std::vector<Write> w;
     if (!fn.driver_override.empty())
-        w.push_back({Write::Kind::Override, pci_paths::override_file(fn.address),
-                     pci_paths::override_write("")});
+        w.push_back({Write::Kind::Override, fn.address, pci_paths::override_write("")});
     if (!fn.driver.empty())
-        w.push_back({Write::Kind::Unbind, pci_paths::unbind_file(fn.address), fn.address.str()});
-    w.push_back({Write::Kind::Probe, pci_paths::kDriversProbe, fn.address.str()});
+        w.push_back({Write::Kind::Unbind, fn.address, fn.address.str()});
+    w.push_back({Write::Kind::Probe, fn.address, fn.address.str()});
     return w;
 }
 

@@ -319,7 +319,7 @@ GroupOutcome Executor::write_all(const GroupPlan& plan, JournalEntry& entry) {
             moved.push_back(index);
         ++index;
         for (const auto& w : d.writes) {
-            int err = timed_write(d.address, w.path, w.value);
+            int err = timed_write(d.address, w.path(), w.value);
             if (err == 0)
                 continue;
             std::string what = write_text::writing(d.address.str(), w);

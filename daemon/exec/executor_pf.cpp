@@ -69,7 +69,7 @@ PfOutcome Executor::write_pf(const std::vector<Write>& writes, unsigned to,
                              PfJournalEntry& entry) {
     const PciAddress pf = entry.pf;
     for (const auto& w : writes) {
-        int err = timed_write(pf, w.path, w.value);
+        int err = timed_write(pf, w.path(), w.value);
         if (err == 0)
             continue;
         std::string what = write_text::writing(pf.str(), w);
@@ -154,7 +154,7 @@ std::optional<PfOutcome> Executor::reconcile_pf(const PciAddress& pf,
                             {pf}});
     std::vector<Write> back = sriov_writes(pf, *now, e->from);
     if (e->from == 0 || *now == e->from)  // sriov_writes leaves autoprobe as it is then
-        back.push_back({Write::Kind::SriovAutoprobe, pci_paths::sriov_autoprobe_file(pf), "1"});
+        back.push_back({Write::Kind::SriovAutoprobe, pf, "1"});
     PfOutcome out = write_pf(back, e->from, *e);
     if (out.state == PfState::Ready)
         out.message = change_text(*e) + ": back at " + std::to_string(e->from) +

@@ -32,7 +32,7 @@ inline std::string step_name(Write::Kind k) {
 
 // "<fn>: <step>: writing '<value>' to <path>: ", to which the caller adds what came of it.
 inline std::string writing(const std::string& fn, const Write& w) {
-    return fn + ": " + step_name(w.kind) + ": writing '" + shown(w.value) + "' to " + w.path + ": ";
+    return fn + ": " + step_name(w.kind) + ": writing '" + shown(w.value) + "' to " + w.path() + ": ";
 }
 
 }  // namespace vfiod::write_text

@@ -370,8 +370,8 @@ Written Service::run_writes(const Prepared& p) {
     }
     for (const auto& [fn, writes] : p.cleanup) {
         for (const auto& w : writes)
-            if (int err = executor_->write(fn, w.path, w.value)) {
-                spdlog::error("group {}: writing {}: {}", p.group, w.path, std::strerror(err));
+            if (int err = executor_->write(fn, w.path(), w.value)) {
+                spdlog::error("group {}: writing {}: {}", p.group, w.path(), std::strerror(err));
                 break;
             }
     }

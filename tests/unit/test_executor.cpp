@@ -31,7 +31,7 @@ TEST(Executor, BindsATwoFunctionGroupInDesignOrderAndVerifies) {
     ASSERT_EQ(writes.size(), 6u);
     ASSERT_EQ(writes.size(), planned.size());
     for (size_t i = 0; i < writes.size(); ++i) {
-        EXPECT_EQ(writes[i].path, planned[i].path);
+        EXPECT_EQ(writes[i].path, planned[i].path());
         EXPECT_EQ(writes[i].value, planned[i].value);
         EXPECT_EQ(writes[i].result, 0);
         EXPECT_EQ(writes[i].path.find(kPort), std::string::npos) << "bridge written";

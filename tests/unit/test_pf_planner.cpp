@@ -32,7 +32,7 @@ PciAddress A(const char* s) { return *PciAddress::parse(s); }
 std::vector<std::string> shown(const std::vector<Write>& writes) {
     std::vector<std::string> out;
     for (const auto& w : writes)
-        out.push_back(w.path + " <- " + w.value);
+        out.push_back(w.path() + " <- " + w.value);
     return out;
 }
 
@@ -113,7 +113,7 @@ TEST_F(SriovPlan, GrowingGoesThroughZero) {
                             kPfDir + "sriov_numvfs <- 2", kPfDir + "sriov_drivers_autoprobe <- 1"));
     // Writing the plan's writes to the kernel brings the PF to the count, with no EBUSY.
     for (const auto& w : pf.writes)
-        EXPECT_EQ(kernel->write(w.path, w.value), 0) << w.path << " <- " << w.value;
+        EXPECT_EQ(kernel->write(w.path(), w.value), 0) << w.path() << " <- " << w.value;
     EXPECT_EQ(only_pf(plan(sriov(2))).action, PfAction::Ready);
 }
 

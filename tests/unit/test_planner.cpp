@@ -56,7 +56,7 @@ const PlannedDevice& dev(const GroupPlan& g, const char* addr) {
 std::vector<std::string> paths(const GroupPlan& g) {
     std::vector<std::string> p;
     for (const auto& w : g.writes())
-        p.push_back(w.path + "=" + w.value);
+        p.push_back(w.path() + "=" + w.value);
     return p;
 }
 
@@ -94,7 +94,7 @@ TEST(Planner, CompanionAudioIsBoundWithTheGpu) {
     EXPECT_EQ(dev(g, "0000:01:00.1").target, "vfio-pci");
     EXPECT_FALSE(dev(g, "0000:01:00.1").resource_name);
     EXPECT_EQ(g.writes().size(), 6u);
-    EXPECT_EQ(g.writes()[3].path, "sys/bus/pci/devices/0000:01:00.1/driver_override");
+    EXPECT_EQ(g.writes()[3].path(), "sys/bus/pci/devices/0000:01:00.1/driver_override");
 }
 
 TEST(Planner, CompanionRefusedWhenConfigured) {
@@ -234,7 +234,7 @@ TEST(Planner, BridgeInGroupIsNeverWritten) {
     EXPECT_EQ(bridge.role, Role::Bridge);
     EXPECT_FALSE(bridge.target);
     for (const auto& w : g.writes())
-        EXPECT_EQ(w.path.find("0000:00:1c.0"), std::string::npos) << w.path;
+        EXPECT_EQ(w.path().find("0000:00:1c.0"), std::string::npos) << w.path();
     for (const auto& w : g.writes())
         EXPECT_EQ(w.value.find("0000:00:1c.0"), std::string::npos) << w.value;
 }

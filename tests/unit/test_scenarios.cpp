@@ -166,7 +166,7 @@ TEST(Scenario, AlreadyBoundAndHalfBound) {
     Plan half = plan_of(t, "[[device]]\nselector = \"10de:2331\"\n");
     EXPECT_EQ(group(half, 6).action, Action::Bind);
     EXPECT_EQ(group(half, 6).writes().size(), 3u);
-    EXPECT_EQ(group(half, 6).writes()[0].path, "sys/bus/pci/devices/0000:01:00.1/driver_override");
+    EXPECT_EQ(group(half, 6).writes()[0].path(), "sys/bus/pci/devices/0000:01:00.1/driver_override");
     t.bind("0000:01:00.1", "vfio-pci");
     EXPECT_EQ(group(plan_of(t, "[[device]]\nselector = \"10de:2331\"\n"), 6).action, Action::Bound);
 }
@@ -207,7 +207,7 @@ TEST(Scenario, BridgeInsideTheGroupIsNeverWritten) {
     EXPECT_EQ(g.action, Action::Bind);
     EXPECT_EQ(g.devices[0].role, Role::Bridge);
     for (const auto& w : g.writes()) {
-        EXPECT_EQ(w.path.find("0000:00:1e.0"), std::string::npos);
+        EXPECT_EQ(w.path().find("0000:00:1e.0"), std::string::npos);
         EXPECT_NE(w.value, "0000:00:1e.0");
     }
 }
@@ -281,8 +281,8 @@ TEST(Scenario, GpuHostDemoTree) {
     std::set<std::string> written;
     for (const auto& g : p.groups)
         for (const auto& w : g.writes())
-            written.insert(w.path.find("drivers_probe") != std::string::npos
+            written.insert(w.path().find("drivers_probe") != std::string::npos
                                ? w.value
-                               : w.path.substr(std::string("sys/bus/pci/devices/").size(), 12));
+                               : w.path().substr(std::string("sys/bus/pci/devices/").size(), 12));
     EXPECT_EQ(written, (std::set<std::string>{"0000:01:00.0", "0000:01:00.1", "0000:03:00.0"}));
 }
