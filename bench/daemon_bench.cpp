@@ -5,12 +5,14 @@
 //   gmo      one GetManagedObjects call on a fresh connection's proxy, median of calls: the
 //            reply decoded by sdbus-c++ into maps of Variants, as a C++ client sees it
 //   gmo_reply the same call on plain sd-bus, timed until the whole reply has arrived (what
-//            vfiod and the bus cost; no decoding), then walked once to count its objects
+//            vfiod and the bus cost; no decoding), then walked once to count its objects;
+//            gmo_cpu: vfiod's CPU time per call over them (/proc/PID/stat), the bus's not in it
 //   reload   a root Reload on a quiet daemon, and the same with 120 GetManagedObjects calls in
 //            flight ahead of it (issue 23, finding 6), timed until its reply; median of runs
 //   floor_gmo_reply (with --floor FLOOR, issue 25) once vfiod has stopped: FLOOR
 //            (vfiod-bench-sdbus-floor) serving as many groups and devices as vfiod's reply held,
-//            on the same bus and name, timed by the same client code as gmo_reply
+//            on the same bus and name, timed by the same client code as gmo_reply (and
+//            floor_gmo_cpu, its CPU per call)
 // Prints "name value runs" lines, and "objects N" (what GetManagedObjects returned).
 #include <fcntl.h>
 #include <poll.h>
@@ -29,8 +31,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +55,22 @@ long status_kib(pid_t pid, const std::string& key) {
         if (line.compare(0, key.size() + 1, key + ":") == 0)
             return std::atol(line.c_str() + key.size() + 1);
     return -1;
+}
+
+// CPU time (user + system) `pid` has used so far, in milliseconds.
+double cpu_ms(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto close = stat.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos)
+        return -1;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string skip;
+    for (int i = 3; i < 14; ++i)  // state .. cmajflt: fields 3 to 13
+        fields >> skip;
+    unsigned long long utime = 0, stime = 0;
+    fields >> utime >> stime;
+    return 1000.0 * static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 struct Daemon {
@@ -150,13 +170,17 @@ std::pair<double, std::optional<Shape>> raw_get_managed_objects(sd_bus* bus) {
 
 // `calls` timed GetManagedObjects on a fresh plain sd-bus connection, appended to `ms`. Every
 // reply must hold `expected` objects (its first one's shape when nullopt, then set to it).
-bool timed_replies(int calls, std::optional<Shape>& expected, std::vector<double>& ms) {
+// `server`'s CPU time over them, per call, is stored in `cpu` (less noisy than the wall time on a
+// shared machine; the bus's share is not in it).
+bool timed_replies(int calls, std::optional<Shape>& expected, std::vector<double>& ms,
+                   pid_t server, double& cpu) {
     sd_bus* bus = nullptr;
     if (int r = sd_bus_open_system(&bus); r < 0) {
         std::fprintf(stderr, "daemon_bench: sd_bus_open_system: %s\n", std::strerror(-r));
         return false;
     }
     bool ok = true;
+    double cpu0 = cpu_ms(server);
     for (int c = 0; ok && c < calls; ++c) {
         auto [t, shape] = raw_get_managed_objects(bus);
         if (!expected)
@@ -166,6 +190,7 @@ bool timed_replies(int calls, std::optional<Shape>& expected, std::vector<double
                          shape ? shape->objects() : -1, expected ? expected->objects() : -1);
         ms.push_back(t);
     }
+    cpu = (cpu_ms(server) - cpu0) / calls;
     sd_bus_unref(bus);
     return ok;
 }
@@ -282,6 +307,7 @@ struct Figures {
     long rss = -1, hwm = -1, reload_hwm = -1;
     size_t objects = 0;
     int reads = 0;  // GetManagedObjects sent ahead of each Reload
+    double gmo_cpu = -1, floor_gmo_cpu = -1;  // the server's CPU per sd-bus call
     std::optional<Shape> shape;  // of the sd-bus replies: the manager is not its own child
     std::vector<double> ready, gmo, gmo_reply, reload, reload_reads, floor_gmo_reply;
 };
@@ -313,7 +339,7 @@ bool measure_ready(const Daemon& d, int calls, bool smoke, Figures& f) {
     const int reads = f.reads = smoke ? 12 : 120, reload_runs = smoke ? 1 : 3;
     f.rss = status_kib(d.pid, "VmRSS");
     f.hwm = status_kib(d.pid, "VmHWM");
-    if (!decoded_replies(calls, f) || !timed_replies(calls, f.shape, f.gmo_reply))
+    if (!decoded_replies(calls, f) || !timed_replies(calls, f.shape, f.gmo_reply, d.pid, f.gmo_cpu))
         return false;
     if (static_cast<size_t>(f.shape->objects()) + 1 != f.objects) {
         std::fprintf(stderr, "daemon_bench: the sd-bus reply holds %ld objects, not %zu\n",
@@ -344,7 +370,7 @@ bool measure_floor(const char* floor, int calls, Figures& f) {
     std::string devices = std::to_string(f.shape->devices);
     Daemon d = start({floor, groups.c_str(), devices.c_str()});
     std::optional<Shape> expected = Shape{f.shape->groups, f.shape->devices, 0};
-    bool ok = d.ready_ms >= 0 && timed_replies(calls, expected, f.floor_gmo_reply);
+    bool ok = d.ready_ms >= 0 && timed_replies(calls, expected, f.floor_gmo_reply, d.pid, f.floor_gmo_cpu);
     if (d.ready_ms < 0)
         std::fprintf(stderr, "daemon_bench: the sd-bus floor never became ready\n");
     stop(d);
@@ -359,8 +385,10 @@ void print(const Figures& f, int starts, int calls) {
                 median(f.ready), starts, f.rss, f.hwm, median(f.gmo), calls, median(f.gmo_reply),
                 calls, f.objects, median(f.reload), f.reload.size(), median(f.reload_reads),
                 f.reload_reads.size(), f.reads);
+    std::printf("gmo_cpu_ms %.2f %d\n", f.gmo_cpu, calls);
     if (!f.floor_gmo_reply.empty())
-        std::printf("floor_gmo_reply_ms %.2f %zu\n", median(f.floor_gmo_reply),
+        std::printf("floor_gmo_reply_ms %.2f %zu\nfloor_gmo_cpu_ms %.2f %zu\n",
+                    median(f.floor_gmo_reply), f.floor_gmo_reply.size(), f.floor_gmo_cpu,
                     f.floor_gmo_reply.size());
 }
 
