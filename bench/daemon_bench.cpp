@@ -101,10 +101,21 @@ Daemon start(std::vector<const char*> argv) {
         ::execv(argv[0], const_cast<char* const*>(argv.data()));
         ::_exit(127);
     }
-    for (;;) {
+    // A child that exits without READY=1 (the floor finding the name still taken) ends the wait
+    // at once, not after 300 s.
+    for (int waited = 0;;) {
         pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 300000) <= 0)
+        int r = ::poll(&p, 1, 100);
+        if (r < 0 || (r == 0 && (waited += 100) >= 300000))
             break;
+        if (r == 0) {
+            int st;
+            if (::waitpid(d.pid, &st, WNOHANG) == d.pid) {
+                d.pid = -1;
+                break;
+            }
+            continue;
+        }
         char buf[4096];
         ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
         if (n <= 0)
@@ -298,9 +309,12 @@ double reload_under_reads(int reads) {
 }
 
 void stop(Daemon& d) {
+    if (d.pid <= 0)  // never started, or already reaped: kill(-1) would signal everything
+        return;
     ::kill(d.pid, SIGTERM);
     int st;
     ::waitpid(d.pid, &st, 0);
+    d.pid = -1;
 }
 
 struct Figures {
