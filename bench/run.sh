@@ -7,7 +7,8 @@
 #   plan/floor/driverctl/lspci   whole processes on the same tree, median of BENCH_RUNS (5)
 #   burst1/burst255              the service layer's cost per udev burst (vfiod-bench-burst)
 #   sriov                        VFs made and bound from config, 8/16/32 PFs (vfiod-bench-sriov)
-#   ready/rss/gmo/reload         the real vfiod on a private bus (vfiod-bench-daemon)
+#   ready/rss/gmo/reload         the real vfiod on a private bus (vfiod-bench-daemon), and its
+#                                GetManagedObjects' sd-bus floor (vfiod-bench-sdbus-floor)
 #   hung                         answers while one group's write hangs (vfiod-bench-hung)
 #
 # --smoke: small trees and one run each, for CI: every tool must run and read the tree (counts
@@ -55,7 +56,7 @@ rows=()
 # row MEASURE SIZE VALUE UNIT COMPARISON GOAL VERDICT
 row() { rows+=("$(printf '%-32s %7s %11s %-3s  %-36s %-12s %s' "$@")"); }
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 verdict() { if ((smoke)); then echo "(smoke)"; elif le "$1" "$2"; then echo met; else echo MISSED; fi; }
 
@@ -159,7 +160,7 @@ n_create=$(grep -c '^create ' <<<"$sriov_out" || true)
 tree=$WORK/daemon-tree
 "$build/bench/vfiod-bench-tree" "$daemon_size" "$tree"
 source "$tree/bench.info"
-daemon_args=("$build/daemon/vfiod" "$tree")
+daemon_args=(--floor "$build/bench/vfiod-bench-sdbus-floor" "$build/daemon/vfiod" "$tree")
 ((smoke)) && daemon_args=(--smoke "${daemon_args[@]}")
 declare -A d
 while read -r k v _; do d[$k]=$v; done < <("$build/bench/vfiod-bench-daemon" "${daemon_args[@]}")
@@ -168,8 +169,18 @@ row "vfiod start to READY=1" "$objects" "${d[ready_ms]}" ms "objects on the bus"
 rss_mib=$(awk -v k="${d[rss_kib]}" 'BEGIN { printf "%.1f", k / 1024 }')
 row "vfiod RSS when ready" "$objects" "$rss_mib" MiB "peak $(awk -v k="${d[hwm_kib]}" 'BEGIN { printf "%.1f", k / 1024 }') MiB" \
     "<= 16 MiB" "$(verdict "$rss_mib" 16)"
-row "GetManagedObjects, reply" "$objects" "${d[gmo_reply_ms]}" ms "sd-bus call, whole reply in" "<= 50 ms" \
-    "$(verdict "${d[gmo_reply_ms]}" 50)"
+# Issue 25: judged against plain sd-bus serving as many objects of the same shape
+# (vfiod-bench-sdbus-floor): met at 50 ms, or within 1.5x the floor when the floor is above 50 ms.
+[[ -n ${d[floor_gmo_reply_ms]:-} ]] || die "vfiod-bench-daemon measured no sd-bus floor"
+floor_goal=$(awk -v f="${d[floor_gmo_reply_ms]}" 'BEGIN { g = 1.5 * f; printf "%.2f", g > 50 ? g : 50 }')
+row "GetManagedObjects, reply" "$objects" "${d[gmo_reply_ms]}" ms \
+    "sd-bus call, $(ratio "${d[gmo_reply_ms]}" "${d[floor_gmo_reply_ms]}") x floor" "<= 50, 1.5x" \
+    "$(verdict "${d[gmo_reply_ms]}" "$floor_goal")"
+row "GetManagedObjects, sd-bus floor" "$objects" "${d[floor_gmo_reply_ms]}" ms \
+    "plain sd-bus, same objects, 1.00 x" "" ""
+# The servers' CPU per call: steadier than the wall time on a loaded machine.
+row "  server CPU per call, vfiod" "$objects" "${d[gmo_cpu_ms]}" ms \
+    "floor ${d[floor_gmo_cpu_ms]} ms, $(ratio "${d[gmo_cpu_ms]}" "${d[floor_gmo_cpu_ms]}") x floor" "" ""
 row "GetManagedObjects, decoded" "$objects" "${d[gmo_ms]}" ms "sdbus-c++ proxy, maps of Variants" "" ""
 row "Reload, quiet" "$objects" "${d[reload_ms]}" ms "root, nothing else in flight" "" ""
 row "Reload, ${d[reads]} GMOs ahead" "$objects" "${d[reload_reads_ms]}" ms "GetManagedObjects sent before it" \
