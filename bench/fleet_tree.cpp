@@ -23,17 +23,21 @@ std::vector<std::string> vf_addresses(const std::string& pf, unsigned count) {
     return out;
 }
 
-void add_vfs(test::FakeTree& t, const std::string& pf, unsigned count, unsigned first_group) {
+void add_vfs(test::FakeTree& t, const std::string& pf, unsigned count, unsigned first_group,
+             bool bound) {
     unsigned g = first_group;
     for (const auto& vf : vf_addresses(pf, count)) {
-        auto fn = test::FakeTree::pci(vf, "8086", "154c", "020000", "iavf", g++);
+        auto fn = test::FakeTree::pci(vf, "8086", "154c", "020000", bound ? "vfio-pci" : "iavf",
+                                      g++);
+        if (bound)
+            fn.driver_override = "vfio-pci";
         fn.physfn = pf;
         t.add_function(fn);
     }
     t.write_file(t.devpath(pf) + "/sriov_numvfs", std::to_string(count) + "\n");
 }
 
-FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions) {
+FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions, bool vfs_bound) {
     FleetTree f;
     functions = std::max(functions, 32u);
     const unsigned gpus = functions >= 256 ? 8 : 2;
@@ -63,7 +67,7 @@ FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions) {
         if (f.pfs.empty())  // the uplink carries the default route
             route += ifname + "\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\n";
         f.pfs.push_back(pf);
-        add_vfs(t, pf, vfs, group);
+        add_vfs(t, pf, vfs, group, vfs_bound);
         group += vfs;
         f.functions += 1 + vfs;
         f.vfs += vfs;

@@ -37,7 +37,9 @@ test::FakeTree::Function sriov_fleet_pf(unsigned index, unsigned group);
 
 // Lays out `functions` endpoint functions (at least 32) under t's root, with proc/net/route and
 // proc/self/mountinfo. The spare PF (one function of the total) has no VFs yet.
-FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions);
+// vfs_bound: every VF already on vfio-pci, as vfiod in enforce mode leaves them (its steady
+// state); otherwise on iavf, every VF still to bind (what observe mode plans and keeps).
+FleetTree build_fleet_tree(test::FakeTree& t, unsigned functions, bool vfs_bound = false);
 
 // The VF addresses of pf number `pf_index`'s bus, 1..count ("0000:BB:00.1" …): what
 // creating `count` VFs on it yields.
@@ -45,6 +47,8 @@ std::vector<std::string> vf_addresses(const std::string& pf, unsigned count);
 
 // Adds `count` VFs under pf (driver iavf, own group each, physfn/virtfnN links, sriov_numvfs).
 // first_group: the group number of the first VF.
-void add_vfs(test::FakeTree& t, const std::string& pf, unsigned count, unsigned first_group);
+// `bound`: on vfio-pci with driver_override set, as vfiod leaves the VFs it bound.
+void add_vfs(test::FakeTree& t, const std::string& pf, unsigned count, unsigned first_group,
+             bool bound = false);
 
 }  // namespace vfiod::bench

@@ -1,6 +1,7 @@
-// vfiod-bench-tree FUNCTIONS DIR: lay out the benchmark fleet host (fleet_tree.hpp) in DIR, which
+// vfiod-bench-tree [--bound] FUNCTIONS DIR: lay out the benchmark fleet host (fleet_tree.hpp) in DIR, which
 // must not exist, with its config in DIR/etc/vfiod/vfiod.toml and what was laid out in
-// DIR/bench.info (shell variables, for bench/run.sh).
+// DIR/bench.info (shell variables, for bench/run.sh). --bound: every VF already on vfio-pci, the
+// host vfiod leaves once it has bound them (its everyday state), not one still to bind.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,8 +11,11 @@
 #include "fleet_tree.hpp"
 
 int main(int argc, char** argv) {
+    const bool bound = argc > 1 && std::string(argv[1]) == "--bound";
+    argc -= bound;
+    argv += bound;
     if (argc != 3 || std::atoi(argv[1]) < 32) {
-        std::fprintf(stderr, "usage: vfiod-bench-tree FUNCTIONS(>=32) DIR\n");
+        std::fprintf(stderr, "usage: vfiod-bench-tree [--bound] FUNCTIONS(>=32) DIR\n");
         return 2;
     }
     namespace fs = std::filesystem;
@@ -24,7 +28,7 @@ int main(int argc, char** argv) {
     // Built beside DIR and renamed into place: no copy of a tree of 100k files.
     ::setenv("TMPDIR", dir.parent_path().c_str(), 1);
     vfiod::test::FakeTree t;
-    auto f = vfiod::bench::build_fleet_tree(t, static_cast<unsigned>(std::atoi(argv[1])));
+    auto f = vfiod::bench::build_fleet_tree(t, static_cast<unsigned>(std::atoi(argv[1])), bound);
     t.write_file("etc/vfiod/vfiod.toml", f.config);
     unsigned objects = 1 + 2 * f.vfs + 3 * f.gpus;  // the manager, groups and their devices
     t.write_file("bench.info", "functions=" + std::to_string(f.functions) +
