@@ -141,6 +141,10 @@ private:
     // it to `to`, verified, with the entry settled; the entry kept (stuck) or dropped.
     std::optional<PfOutcome> pf_held(const PciAddress& pf);
     PfOutcome write_pf(const std::vector<Write>& writes, unsigned to, PfJournalEntry& entry);
+    // After the write at `failed` failed: sriov_drivers_autoprobe back to 1 if an earlier write
+    // of the sequence set it to 0; what came of it, for the message ("" when nothing to do).
+    std::string autoprobe_back(const PciAddress& pf, const std::vector<Write>& writes,
+                               size_t failed);
     std::string store_pf(const PfJournalEntry& entry);
     PfOutcome drop_pf(const PciAddress& pf, PfOutcome out);
 

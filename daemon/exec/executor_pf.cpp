@@ -63,12 +63,15 @@ std::optional<PfOutcome> Executor::pf_held(const PciAddress& pf) {
 // The writes in order, then sriov_numvfs read back. A failed write is not rolled back: the
 // kernel checks a store before acting on it, so the PF holds either the count it had or, after
 // a "0" that went through, none; both are real states the next plan starts from, and writing
-// the old count back would only destroy and re-create VFs once more. So the entry goes, except
-// for a blocked write, whose outcome nobody knows yet: that entry stays, phase stuck.
+// the old count back would only destroy and re-create VFs once more. Only autoprobe goes back
+// to 1: left at 0, no VF anyone makes later would reach a driver (pci_device_can_probe), and a
+// refused PF is never written again. So the entry goes, except for a blocked write, whose
+// outcome nobody knows yet: that entry stays, phase stuck.
 PfOutcome Executor::write_pf(const std::vector<Write>& writes, unsigned to,
                              PfJournalEntry& entry) {
     const PciAddress pf = entry.pf;
-    for (const auto& w : writes) {
+    for (size_t i = 0; i < writes.size(); ++i) {
+        const Write& w = writes[i];
         int err = timed_write(pf, w.path(), w.value);
         if (err == 0)
             continue;
@@ -76,7 +79,8 @@ PfOutcome Executor::write_pf(const std::vector<Write>& writes, unsigned to,
         if (err != kStuck)
             return drop_pf(pf, failed(pf, Reason::WriteFailed,
                                       what + error_text(err) +
-                                          "; the PF keeps the VF count the kernel shows"));
+                                          "; the PF keeps the VF count the kernel shows" +
+                                          autoprobe_back(pf, writes, i)));
         entry.phase = PfJournalEntry::Phase::Stuck;
         std::string message = what + "no answer within " +
                               std::to_string(timeout_.load().count()) +
@@ -92,6 +96,22 @@ PfOutcome Executor::write_pf(const std::vector<Write>& writes, unsigned to,
                                       " reads " + (now ? std::to_string(*now) : "nothing") +
                                       ", expected " + std::to_string(to)));
     return drop_pf(pf, {PfState::Ready, Reason::None, "", {}});
+}
+
+std::string Executor::autoprobe_back(const PciAddress& pf, const std::vector<Write>& writes,
+                                     size_t failed) {
+    bool turned_off = false;
+    for (size_t i = 0; i < failed; ++i)
+        turned_off = turned_off || (writes[i].kind == Write::Kind::SriovAutoprobe &&
+                                    writes[i].value == "0");
+    if (!turned_off)
+        return "";
+    const std::string file = pci_paths::sriov_autoprobe_file(pf);
+    int err = timed_write(pf, file, "1");
+    if (err == 0)
+        return "; " + file + " set back to 1";
+    return "; " + file + " could not be set back to 1: " +
+           (err == kStuck ? std::string("the write blocked") : error_text(err));
 }
 
 std::string Executor::store_pf(const PfJournalEntry& entry) {

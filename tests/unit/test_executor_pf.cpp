@@ -173,6 +173,8 @@ TEST(ExecutorPf, GrowsThroughZeroBecauseTheKernelRefusesAnythingElse) {
     EXPECT_THAT(refused.message, HasSubstr(std::strerror(EBUSY)));
     EXPECT_EQ(refused.blockers, std::vector<PciAddress>{kPf});
     EXPECT_EQ(h.read(kNumVfs), "1");
+    // The sequence without its "0"s never turned autoprobe off: it is not written back.
+    EXPECT_THAT(refused.message, Not(HasSubstr(kAutoprobe)));
     EXPECT_TRUE(h.journal_empty());
 
     size_t before = h.kernel->writes().size();
@@ -203,6 +205,10 @@ TEST(ExecutorPf, ADriverlessPfFailsWithEnoentAndLeavesNoEntry) {
                                        kNumVfs + ": " + std::strerror(ENOENT)));
     EXPECT_EQ(out.blockers, std::vector<PciAddress>{kPf});
     EXPECT_EQ(h.read(kNumVfs), "0");
+    // Autoprobe, turned off by the sequence's first write, is back on: VFs a driver makes later
+    // reach their driver, and a PF refused from now on is never written again.
+    EXPECT_EQ(h.read(kAutoprobe), "1");
+    EXPECT_THAT(out.message, HasSubstr(kAutoprobe + " set back to 1"));
     EXPECT_FALSE(h.exists(kVf0));
     EXPECT_TRUE(h.journal_empty());
 }
