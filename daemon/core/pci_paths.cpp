@@ -4,15 +4,8 @@ namespace vfiod::pci_paths {
 
 std::string device(const PciAddress& a) { return std::string(kDevices) + "/" + a.str(); }
 
-// Sized once: a plan keeps these paths in its writes for as long as the daemon runs, and
-// appending piece by piece leaves each with up to twice the room it needs.
 std::string device(const PciAddress& a, std::string_view leaf) {
-    std::string_view devices = kDevices;
-    std::string address = a.str();
-    std::string out;
-    out.reserve(devices.size() + 1 + address.size() + 1 + leaf.size());
-    out.append(kDevices).append("/").append(address).append("/").append(leaf);
-    return out;
+    return device(a) + "/" + std::string(leaf);
 }
 
 std::string driver(std::string_view name) { return std::string(kDrivers) + "/" + std::string(name); }
