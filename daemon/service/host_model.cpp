@@ -60,11 +60,14 @@ void HostModel::reread() {
     replanned(std::nullopt);
 }
 
+// Every PF, from the index of VFs reread() has just built: the same planning as a refresh's.
 void HostModel::replan_pfs() {
     pf_plans_.clear();
-    if (auto pfs = plan_pfs(snapshot_.topology, snapshot_.use, config_))
-        for (auto& pf : *pfs)
-            pf_plans_.emplace(pf.address, std::move(pf));
+    std::set<PciAddress> pfs;
+    for (const auto& [a, fn] : snapshot_.topology.functions)
+        if (fn.sriov_totalvfs)
+            pfs.insert(a);
+    replan_pfs(pfs);
 }
 
 // The PFs whose plan the functions `read` can change: a PF among them (or one that went), and
