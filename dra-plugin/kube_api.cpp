@@ -1,0 +1,1 @@
+#include "kube_api.hpp"

@@ -1,0 +1,81 @@
+// The API server as vfiod-dra-plugin reaches it (DESIGN §10): HTTPS REST with JSON, through
+// Debian's libcurl (OpenSSL), TLS verified against the cluster CA, a bearer token re-read from
+// its file whenever the file changes (projected service-account tokens rotate) or a client
+// certificate. Where it is comes from a kubeconfig (yaml-cpp), from the pod's service account,
+// or from --api-server/--token-file/--ca-file. No JSON knowledge here: callers parse the bodies.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace vfiod::dra {
+
+// Where the API server is and how to prove who we are. Exactly one of ca_file / ca_data, and
+// either a token (token_file or token) or a client certificate (cert + key, file or data).
+struct ApiEndpoint {
+    std::string server;      // "https://10.96.0.1:443", no trailing slash
+    std::string ca_file;     // PEM bundle
+    std::string ca_data;     // PEM, as kubeconfig's certificate-authority-data decodes
+    std::string token_file;  // re-read when its mtime, size or inode changes
+    std::string token;       // a literal token (kubeconfig "token")
+    std::string client_cert_file, client_key_file;
+    std::string client_cert_data, client_key_data;  // PEM
+    std::string origin;      // where this came from, for errors ("kubeconfig /etc/k.yaml")
+};
+
+// A kubeconfig (YAML): the current context's cluster and user. Token, token file or client
+// certificate (file or data) auth; exec and auth-provider users, insecure-skip-tls-verify and
+// plain http are refused. Relative file names are taken from the kubeconfig's directory. False
+// and *err (naming the file and what is wrong: "kubeconfig /k.yaml: user 'admin' uses exec
+// credentials, which vfiod-dra-plugin does not run") on any problem.
+bool load_kubeconfig(const std::string& path, ApiEndpoint* out, std::string* err);
+// Inside a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (an IPv6 host in
+// brackets), the token and ca.crt of /var/run/secrets/kubernetes.io/serviceaccount. False and
+// *err when the variables or files are missing.
+bool in_cluster_endpoint(ApiEndpoint* out, std::string* err);
+
+struct ApiResponse {
+    long status = 0;    // the HTTP status; 0 when no answer came (connect failed, timed out,
+                        // dropped, TLS refused)
+    std::string body;   // at most kMaxBody bytes; a longer body is an error (status 0)
+    std::string error;  // status 0: what went wrong, for a log line
+    bool ok() const { return status >= 200 && status < 300; }
+    // Worth trying again after a backoff: no answer, 429, or a 5xx.
+    bool retryable() const { return status == 0 || status == 429 || status >= 500; }
+    // One line for a log: "HTTP 403: <the Status message>" or the transport error.
+    std::string describe() const;
+};
+
+// Bodies larger than this are refused (a hostile or broken server cannot exhaust memory).
+constexpr size_t kMaxBody = 64 << 20;
+
+// One API server. Thread-safe: any thread may call, concurrently (each call uses its own
+// curl handle, or a per-thread one). Every call is bounded in time; none throws.
+class KubeApi {
+public:
+    virtual ~KubeApi() = default;
+    // method: GET, POST, PUT, PATCH, DELETE. path: from the root, with its query
+    // ("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."). body: JSON or empty.
+    virtual ApiResponse request(const std::string& method, const std::string& path,
+                                const std::string& body, std::chrono::milliseconds timeout) = 0;
+    // A watch: GET `path` (which carries watch=true) as a stream; each complete line (one watch
+    // event, JSON) goes to on_line as it arrives. Returns when the server ends the stream, the
+    // connection drops, no byte arrived for `idle` (the server's bookmarks or the timeoutSeconds
+    // the caller asked for end a healthy watch first), on_line returns false, or `stop` turns
+    // true (seen within 100 ms). A line over kMaxBody ends it with an error.
+    virtual ApiResponse watch(const std::string& path,
+                              const std::function<bool(const std::string& line)>& on_line,
+                              const std::atomic<bool>& stop,
+                              std::chrono::milliseconds idle) = 0;
+};
+
+// The libcurl implementation. Null and *err when the endpoint cannot be used (unreadable CA).
+std::unique_ptr<KubeApi> make_curl_api(const ApiEndpoint& endpoint, std::string* err);
+
+// Percent-encodes a query value ("spec.nodeName=n1,spec.driver=vfio.vfiod.io").
+std::string query_escape(const std::string& s);
+
+}  // namespace vfiod::dra

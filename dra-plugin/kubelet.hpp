@@ -1,0 +1,47 @@
+// The kubelet side of vfiod-dra-plugin (DESIGN §10): the plugin-registration service on
+// <registrar-dir>/<driver>-reg.sock (package pluginregistration, GetInfo answers DRAPlugin, the
+// driver, the DRA socket and "v1.DRAPlugin") and the DRA service on <plugin-dir>/dra.sock
+// (package k8s.io.kubelet.pkg.apis.dra.v1, NodePrepareResources, NodeUnprepareResources),
+// synchronous gRPC over unix sockets. Each claim of a call goes to the Preparer; claims of one
+// call are answered independently. A registration socket someone removed is served again.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "prepare.hpp"
+
+namespace vfiod::dra {
+
+class KubeletServers {
+public:
+    struct Options {
+        std::string driver;         // "vfio.vfiod.io"
+        std::string registrar_dir;  // where the kubelet's plugin watcher looks, under the root
+        std::string plugin_dir;     // where dra.sock goes, under the root
+        std::string dra_endpoint;   // the DRA socket's host path, as GetInfo names it
+    };
+    using Prepare = std::function<PrepareResult(const ClaimRef&)>;
+    using Unprepare = std::function<std::string(const ClaimRef&)>;
+
+    KubeletServers(Options o, Prepare prepare, Unprepare unprepare);
+    ~KubeletServers();  // shutdown()
+
+    // Both sockets served (stale socket files replaced, directories made); false and *err
+    // naming the path otherwise.
+    bool start(std::string* err);
+    // Serves the registration socket again when its file is gone or is not the one we serve
+    // (call it when the registrar directory changed). Cheap when nothing changed.
+    void check_registration();
+    // Whether the kubelet said the registration failed, and its error ("" until it says).
+    std::string registration_error() const;
+    bool registered() const;
+    void shutdown();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vfiod::dra

@@ -1,0 +1,92 @@
+// NodePrepareResources and NodeUnprepareResources behind the gRPC servers (DESIGN §10): the
+// claim read from the API server and checked, the group rule, the CDI spec and the
+// device-metadata file written, and a checkpoint per claim so that a retried Prepare (after a
+// restart too) answers the same CDI IDs and Unprepare removes exactly what Prepare wrote.
+// Thread-safe: the kubelet may call for many claims at once from gRPC's threads.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "devices.hpp"
+#include "io/host_fs.hpp"
+#include "kube_api.hpp"
+
+namespace vfiod::dra {
+
+// A claim as the kubelet names it in a Prepare or Unprepare call.
+struct ClaimRef {
+    std::string uid;
+    std::string namespace_;
+    std::string name;
+    // "namespace/name (uid)", for errors and logs, made printable.
+    std::string str() const;
+};
+
+// One device of a prepared claim, as the answer lists it.
+struct PreparedDevice {
+    std::vector<std::string> requests;  // the request names it was allocated for
+    std::string pool;
+    std::string device;                 // "pci-0000-01-00-0"
+    std::vector<std::string> cdi_ids;   // "vfiod.io/vfio=<claim uid>-<device>"
+    bool operator==(const PreparedDevice&) const = default;
+};
+
+// The answer for one claim: the devices, or an error naming the claim and why.
+struct PrepareResult {
+    std::string error;  // empty: prepared
+    std::vector<PreparedDevice> devices;
+};
+
+// A ResourceClaim (resource.k8s.io/v1) as Prepare needs it, parsed from the API's JSON.
+struct AllocatedDevice {
+    std::string request, driver, pool, device;
+};
+struct Claim {
+    std::string uid, namespace_, name;
+    int64_t generation = 0;
+    std::string pod_claim_name;  // annotation resource.kubernetes.io/pod-claim-name; may be empty
+    bool allocated = false;      // status.allocation present
+    std::vector<AllocatedDevice> results;  // status.allocation.devices.results, every driver's
+};
+// Strict about what Prepare relies on, lenient about the rest; false and *err naming the field.
+bool parse_claim(const std::string& json, Claim* out, std::string* err);
+
+class Preparer {
+public:
+    struct Options {
+        std::string driver;     // "vfio.vfiod.io"
+        std::string node;       // the pool's name
+        std::string cdi_dir;    // host path, "/var/run/cdi" (under the root, like every path)
+        std::string state_dir;  // host path of the checkpoints, "/var/lib/vfiod-dra-plugin"
+        std::chrono::milliseconds request_timeout{10000};
+    };
+    using InventoryFn = std::function<std::shared_ptr<const DraInventory>()>;
+
+    // `root` as --root: every file is written under it, every answer names host paths.
+    Preparer(Options o, std::string root, KubeApi& api, InventoryFn inventory,
+             const HostFs& host);
+    // Reads the checkpoints: claims prepared before a restart. Damaged ones are logged, named
+    // and set aside, never trusted. False and *err when the state directory cannot be used.
+    bool load(std::string* err);
+
+    PrepareResult prepare(const ClaimRef& claim);
+    // "" when nothing of the claim is left (also when it was never prepared); otherwise why.
+    std::string unprepare(const ClaimRef& claim);
+
+    // The claims prepared now, by UID (tests).
+    std::vector<std::string> prepared() const;
+
+private:
+    struct Impl;
+    std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace vfiod::dra

@@ -1,0 +1,62 @@
+// The pool's ResourceSlices kept right on the API server (DESIGN §10): the devices to publish
+// come from the loop (publish()), the slices the server has come from a watch on the plugin's
+// own slices (fieldSelector spec.nodeName + spec.driver), and one thread reconciles the two:
+// create what is missing, update what differs, delete what is not ours any more (stale slices of
+// an earlier run are deleted at start). A kubelet that deletes the node's slices sees them back
+// within 1 s. Never polls: the watch and publish() wake it. Failures (429, 5xx, no answer) back
+// off from 100 ms doubling to 30 s; nothing here blocks the loop or the gRPC side.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "devices.hpp"
+#include "kube_api.hpp"
+
+namespace vfiod::dra {
+
+class SlicePublisher {
+public:
+    struct Options {
+        std::string driver;  // "vfio.vfiod.io"
+        std::string node;
+        std::chrono::milliseconds request_timeout{10000};
+    };
+    // What the publisher has done, for tests and benchmarks.
+    struct Stats {
+        uint64_t creates = 0, updates = 0, deletes = 0, failures = 0;
+        int64_t generation = 0;   // the pool's generation last written
+        bool in_sync = false;     // the server's slices are the ones wanted, as far as known
+    };
+
+    SlicePublisher(KubeApi& api, Options o);
+    ~SlicePublisher();  // stop()
+    SlicePublisher(const SlicePublisher&) = delete;
+    SlicePublisher& operator=(const SlicePublisher&) = delete;
+
+    // Starts the threads: the Node's UID (for the owner reference) read, the slices listed and
+    // watched, then reconciled. Returns at once; failures are logged and retried.
+    void start();
+    // From any thread: the devices to publish from now on. Cheap; the writes happen on the
+    // publisher's thread, coalesced with any publish() that follows before they start.
+    void publish(std::vector<DraDevice> devices);
+    // Ends the threads (within the request timeout). The slices stay: a stopping plugin keeps
+    // them, as the kubelet removes a gone plugin's slices itself.
+    void stop();
+    Stats stats() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vfiod::dra

@@ -1,0 +1,3 @@
+import sys
+print("placeholder")
+sys.exit(77)
