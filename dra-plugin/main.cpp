@@ -1,1 +1,227 @@
-int main() { return 1; }
+// vfiod-dra-plugin: the Kubernetes DRA kubelet plugin fed by vfiod's D-Bus inventory (DESIGN
+// §10). This file parses the command line, finds the API server, takes the per-driver lock,
+// connects to the bus and hands over to DraPlugin (plugin.hpp).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <sdbus-c++/sdbus-c++.h>
+#include <spdlog/spdlog.h>
+
+#include "infra/fd.hpp"
+#include "infra/logging.hpp"
+#include "infra/loop.hpp"
+#include "plugin.hpp"
+
+namespace {
+
+using namespace vfiod;
+using namespace vfiod::dra;
+
+constexpr const char* kUsage =
+    "Usage: vfiod-dra-plugin [--node-name NODE] [--driver-name NAME] [--kubeconfig FILE |\n"
+    "                        --api-server URL --token-file FILE --ca-file FILE]\n"
+    "                        [--registrar-dir DIR] [--plugin-dir DIR] [--cdi-dir DIR]\n"
+    "                        [--state-dir DIR] [--root DIR] [--verbose]\n"
+    "\n"
+    "Serves vfiod's pass-through devices to Kubernetes by Dynamic Resource Allocation\n"
+    "(resource.k8s.io/v1): one DRA device per allowlisted PCI function whose IOMMU group vfiod\n"
+    "has bound to vfio-pci and whose /dev/vfio/<N> exists, published in ResourceSlices of this\n"
+    "node's pool and withdrawn on release; NodePrepareResources answers CDI devices for the whole\n"
+    "group and a device-metadata file with the function's pciBusID (what KubeVirt reads). A claim\n"
+    "that would split an IOMMU group between two claims is refused, naming both. It never starts\n"
+    "vfiod and never binds or releases anything.\n"
+    "\n"
+    "  --node-name NODE      this node's name (default: $NODE_NAME); the pool's name\n"
+    "  --driver-name NAME    the DRA driver name (default vfio.vfiod.io)\n"
+    "  --kubeconfig FILE     the API server and credentials (token, token file or client\n"
+    "                        certificate; exec and auth-provider users are refused)\n"
+    "  --api-server URL      the API server (https://...), with --token-file and --ca-file\n"
+    "  --token-file FILE     a bearer token, re-read when it changes\n"
+    "  --ca-file FILE        the cluster CA (PEM)\n"
+    "                        Neither: the pod's service account (KUBERNETES_SERVICE_HOST/PORT)\n"
+    "  --registrar-dir DIR   the kubelet's plugin registration directory\n"
+    "                        (default /var/lib/kubelet/plugins_registry)\n"
+    "  --plugin-dir DIR      where dra.sock is served (default /var/lib/kubelet/plugins/NAME)\n"
+    "  --cdi-dir DIR         where CDI specs are written (default /var/run/cdi)\n"
+    "  --state-dir DIR       prepared claims' checkpoints and metadata files\n"
+    "                        (default /var/lib/vfiod-dra-plugin)\n"
+    "  --root DIR            look up every path above, dev/vfio and sys under DIR (tests);\n"
+    "                        answers still name host paths such as /dev/vfio/13\n"
+    "  --verbose             debug logging\n"
+    "  --help, --version\n"
+    "\n"
+    "DBUS_SYSTEM_BUS_ADDRESS selects another system bus. SIGTERM stops serving the kubelet and\n"
+    "exits 0; the slices stay for the kubelet to remove.\n"
+    "Exit status: 0 stopped by a signal; 1 runtime failure (no system bus, unusable API server\n"
+    "credentials or directories, another instance for the same driver); 2 bad arguments.\n";
+
+int usage_error(const std::string& what) {
+    std::fprintf(stderr, "vfiod-dra-plugin: %s\n(see vfiod-dra-plugin --help)\n", what.c_str());
+    return 3;
+}
+
+// A DNS subdomain (RFC 1123) of at most `max` characters: what the API takes as a node name,
+// and (63) as a driver name.
+bool dns_subdomain(const std::string& s, size_t max) {
+    if (s.empty() || s.size() > max)
+        return false;
+    char prev = '.';
+    for (char c : s) {
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '-' && c != '.')
+            return false;
+        if ((c == '.' || c == '-') && prev == '.')
+            return false;
+        if (c == '.' && prev == '-')
+            return false;
+        prev = c;
+    }
+    return prev != '-' && prev != '.';
+}
+
+// 0 to run, otherwise the exit code + 1.
+int parse(int argc, char** argv, Options* o) {
+    bool plugin_dir_given = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            return 1;
+        }
+        if (a == "--version") {
+            std::puts("vfiod-dra-plugin " VFIOD_VERSION);
+            return 1;
+        }
+        if (a == "--verbose") {
+            o->verbose = true;
+            continue;
+        }
+        std::string* target = a == "--node-name"       ? &o->node
+                              : a == "--driver-name"   ? &o->driver
+                              : a == "--kubeconfig"    ? &o->kubeconfig
+                              : a == "--api-server"    ? &o->api_server
+                              : a == "--token-file"    ? &o->token_file
+                              : a == "--ca-file"       ? &o->ca_file
+                              : a == "--registrar-dir" ? &o->registrar_dir
+                              : a == "--plugin-dir"    ? &o->plugin_dir
+                              : a == "--cdi-dir"       ? &o->cdi_dir
+                              : a == "--state-dir"     ? &o->state_dir
+                              : a == "--root"          ? &o->root
+                                                       : nullptr;
+        if (!target)
+            return usage_error("unknown argument '" + a + "'");
+        if (i + 1 >= argc || argv[i + 1][0] == '\0')
+            return usage_error(a + " needs a value");
+        plugin_dir_given |= target == &o->plugin_dir;
+        *target = argv[++i];
+    }
+    if (o->node.empty())
+        if (const char* env = std::getenv("NODE_NAME"))
+            o->node = env;
+    if (o->node.empty())
+        return usage_error("no node name: give --node-name or set NODE_NAME");
+    if (!dns_subdomain(o->node, 253))
+        return usage_error("node name '" + o->node + "' is not a DNS subdomain");
+    if (!dns_subdomain(o->driver, 63))
+        return usage_error("driver name '" + o->driver +
+                           "' is not a DNS subdomain of at most 63 characters");
+    if (!plugin_dir_given)
+        o->plugin_dir = "/var/lib/kubelet/plugins/" + o->driver;
+    for (const std::string* dir : {&o->registrar_dir, &o->plugin_dir, &o->cdi_dir, &o->state_dir})
+        if (dir->front() != '/')
+            return usage_error("'" + *dir + "' is not an absolute path");
+    bool flags = !o->api_server.empty() || !o->token_file.empty() || !o->ca_file.empty();
+    if (flags && !o->kubeconfig.empty())
+        return usage_error("--kubeconfig and --api-server/--token-file/--ca-file exclude "
+                           "each other");
+    if (flags && (o->api_server.empty() || o->token_file.empty() || o->ca_file.empty()))
+        return usage_error("--api-server needs --token-file and --ca-file, and they it");
+    return 0;
+}
+
+bool find_api_server(const Options& o, ApiEndpoint* ep, std::string* err) {
+    if (!o.kubeconfig.empty())
+        return load_kubeconfig(o.kubeconfig, ep, err);
+    if (o.api_server.empty())
+        return in_cluster_endpoint(ep, err);
+    if (o.api_server.rfind("https://", 0) != 0) {
+        *err = "--api-server " + o.api_server + ": only https:// is supported";
+        return false;
+    }
+    ep->server = o.api_server;
+    while (ep->server.size() > 8 && ep->server.back() == '/')
+        ep->server.pop_back();
+    ep->token_file = o.token_file;
+    ep->ca_file = o.ca_file;
+    ep->origin = "--api-server";
+    return true;
+}
+
+// One plugin per driver and root: a second one would take over the first one's sockets and
+// fight it over the slices. The lock is on the state directory, made here if need be.
+bool lock_instance(const std::string& dir, Fd* lock) {
+    std::string path;
+    for (size_t pos = 1; pos != std::string::npos;) {
+        pos = dir.find('/', pos + 1);
+        path = dir.substr(0, pos);
+        mkdir(path.c_str(), 0700);
+    }
+    lock->reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (lock->get() < 0) {
+        spdlog::critical("cannot open the state directory {}: {}", dir, std::strerror(errno));
+        return false;
+    }
+    if (flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+        spdlog::critical("another vfiod-dra-plugin already uses {} ({}); exiting", dir,
+                         errno == EWOULDBLOCK ? "its lock is held" : std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opts;
+    if (int r = parse(argc, argv, &opts))
+        return r - 1;
+    vfiod::setup_logging(opts.verbose, "vfiod-dra-plugin");
+    // Before gRPC and the publisher start their threads, so they inherit the mask and signalfd
+    // sees the signals.
+    sigset_t signals = signal_set({SIGTERM, SIGINT});
+    block_signals(signals);
+    signal(SIGPIPE, SIG_IGN);
+
+    ApiEndpoint endpoint;
+    std::string err;
+    if (!find_api_server(opts, &endpoint, &err)) {
+        spdlog::critical("{}", err);
+        return 1;
+    }
+    std::unique_ptr<KubeApi> api = make_curl_api(endpoint, &err);
+    if (!api) {
+        spdlog::critical("{}", err);
+        return 1;
+    }
+    Fd lock;
+    if (!lock_instance(opts.under_root(opts.state_dir), &lock))
+        return 1;
+    std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
+    if (!bus)
+        return 1;
+    spdlog::info("vfiod-dra-plugin {} starting: driver {}, node {}, API server {}, root {}",
+                 VFIOD_VERSION, opts.driver, opts.node, endpoint.server, opts.root);
+    Loop loop(*bus, signals);
+    DraPlugin plugin(opts, *bus, loop, *api);
+    return plugin.run(*bus);
+}

@@ -19,6 +19,9 @@ packages=(
   scdoc bash-completion
   # vfiod-device-plugin (meson option device_plugin): gRPC and protobuf, code generated at build
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # vfiod-dra-plugin (meson option dra_plugin): the API server over HTTPS (libcurl with OpenSSL),
+  # its JSON, --kubeconfig's YAML; the fake API server's test CA is made with openssl
+  libcurl4-openssl-dev nlohmann-json3-dev libyaml-cpp-dev openssl
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
   # the systemd guest runs Debian's real polkitd from this machine's /usr (daemon-polkit, daemon-access)

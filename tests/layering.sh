@@ -11,6 +11,7 @@
 #   client          core, io, infra/fd.hpp
 #   cli             core, io, exec, client, infra/fd.hpp; never the daemon's service or dbus
 #   device-plugin   core, io, client, infra
+#   dra-plugin      core, io, client, infra, and the device plugin's model and follower
 # The calls between the daemon's layers are checked again at link time (daemon/meson.build's
 # layer checks: a call into a higher layer fails the build); this script is what linking cannot
 # see, header-only includes and the programs outside daemon/.
@@ -53,11 +54,13 @@ forbid client 'exec/|infra/|service/|dbus/|app/' 'may include core and io (and i
     'infra/fd\.hpp'
 forbid cli 'service/|dbus/|infra/|app/' 'is a client of the daemon, not part of it' 'infra/fd\.hpp'
 forbid device-plugin 'exec/|service/|dbus/|app/' 'may use the client, core, io and infra only'
+forbid dra-plugin 'exec/|service/|dbus/|app/|tests/|fake_' \
+    'may use the client, core, io, infra and the device plugin only'
 # A quoted include is found next to the including file first, so "../service/x.hpp" from exec
 # would reach the service layer without naming it: every include names its header from the
 # include root (daemon/) or its own directory, never through "..".
 for d in daemon daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus \
-    daemon/app client cli device-plugin; do
+    daemon/app client cli device-plugin dra-plugin; do
     forbid "$d" '[^">]*\.\.' 'names a header through "..", which the rules above cannot see'
 done
 # Every layer directory must still exist, or the rule would pass by checking nothing.
