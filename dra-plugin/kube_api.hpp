@@ -36,6 +36,8 @@ bool load_kubeconfig(const std::string& path, ApiEndpoint* out, std::string* err
 // brackets), the token and ca.crt of /var/run/secrets/kubernetes.io/serviceaccount. False and
 // *err when the variables or files are missing.
 bool in_cluster_endpoint(ApiEndpoint* out, std::string* err);
+// The same with the service-account directory given (tests).
+bool in_cluster_endpoint(const std::string& sa_dir, ApiEndpoint* out, std::string* err);
 
 struct ApiResponse {
     long status = 0;    // the HTTP status; 0 when no answer came (connect failed, timed out,
@@ -51,6 +53,8 @@ struct ApiResponse {
 
 // Bodies larger than this are refused (a hostile or broken server cannot exhaust memory).
 constexpr size_t kMaxBody = 64 << 20;
+// Tests only: a smaller limit in place of kMaxBody for the whole process (0: kMaxBody again).
+void set_max_body_for_tests(size_t limit);
 
 // One API server. Thread-safe: any thread may call, concurrently (each call uses its own
 // curl handle, or a per-thread one). Every call is bounded in time; none throws.
@@ -58,7 +62,9 @@ class KubeApi {
 public:
     virtual ~KubeApi() = default;
     // method: GET, POST, PUT, PATCH, DELETE. path: from the root, with its query
-    // ("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."). body: JSON or empty.
+    // ("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."). body: JSON or empty; a
+    // PATCH body is a JSON merge patch (application/merge-patch+json). A 401 re-reads the token
+    // file and tries once more when the token changed.
     virtual ApiResponse request(const std::string& method, const std::string& path,
                                 const std::string& body, std::chrono::milliseconds timeout) = 0;
     // A watch: GET `path` (which carries watch=true) as a stream; each complete line (one watch
@@ -66,6 +72,10 @@ public:
     // connection drops, no byte arrived for `idle` (the server's bookmarks or the timeoutSeconds
     // the caller asked for end a healthy watch first), on_line returns false, or `stop` turns
     // true (seen within 100 ms). A line over kMaxBody ends it with an error.
+    // The answer: a stream that the server ended, or `stop` or on_line ended, has the HTTP
+    // status (200) and no error; a non-2xx answer (410, 403...) its status and Status body, no
+    // line delivered; a drop, an idle timeout or an over-long line status 0 and an error. A
+    // partial last line is never delivered.
     virtual ApiResponse watch(const std::string& path,
                               const std::function<bool(const std::string& line)>& on_line,
                               const std::atomic<bool>& stop,
