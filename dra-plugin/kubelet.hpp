@@ -28,6 +28,14 @@ public:
     KubeletServers(Options o, Prepare prepare, Unprepare unprepare);
     ~KubeletServers();  // shutdown()
 
+    // The most claims one NodePrepareResources or NodeUnprepareResources call may name; a call
+    // with more is refused (INVALID_ARGUMENT) before any claim is touched.
+    static constexpr int kMaxClaimsPerCall = 1024;
+    // How many calls are worked on at once (each on a thread of our own, never gRPC's), and
+    // how many more may wait for one; a call beyond that is refused (RESOURCE_EXHAUSTED) and
+    // the kubelet tries it again. Before start(); the defaults suit a kubelet.
+    void set_limits(unsigned workers, size_t max_waiting_calls);
+
     // Both sockets served (stale socket files replaced, directories made); false and *err
     // naming the path otherwise.
     bool start(std::string* err);
