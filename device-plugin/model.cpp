@@ -213,18 +213,30 @@ std::vector<DeviceNode> iommufd_nodes(const Snapshot& snap, const std::vector<un
     return cdevs;
 }
 
+}  // namespace
+
+std::vector<DeviceNode> group_device_nodes(const Snapshot& snap,
+                                           const std::vector<unsigned>& groups,
+                                           const HostFs& host) {
+    std::vector<DeviceNode> nodes;
+    nodes.push_back({pci_paths::host_path(pci_paths::kVfioContainer)});
+    for (unsigned g : groups)
+        nodes.push_back({pci_paths::host_path(pci_paths::vfio_group(g))});
+    std::vector<DeviceNode> cdevs = iommufd_nodes(snap, groups, host);
+    if (!cdevs.empty() && host.exists("dev/iommu"))
+        nodes.push_back({"/dev/iommu"});
+    nodes.insert(nodes.end(), cdevs.begin(), cdevs.end());
+    return nodes;
+}
+
+namespace {
+
 // One container's answer: the container node, each group's node, the iommufd nodes, the env.
 ContainerAllocation answer_for(const Snapshot& snap, const std::string& resource,
                                const DeviceIds& ids, const std::vector<unsigned>& groups,
                                const HostFs& host) {
     ContainerAllocation a;
-    a.devices.push_back({pci_paths::host_path(pci_paths::kVfioContainer)});
-    for (unsigned g : groups)
-        a.devices.push_back({pci_paths::host_path(pci_paths::vfio_group(g))});
-    std::vector<DeviceNode> cdevs = iommufd_nodes(snap, groups, host);
-    if (!cdevs.empty() && host.exists("dev/iommu"))
-        a.devices.push_back({"/dev/iommu"});
-    a.devices.insert(a.devices.end(), cdevs.begin(), cdevs.end());
+    a.devices = group_device_nodes(snap, groups, host);
     std::vector<std::string> listed;  // every ID is known by now: the kubelet's own text
     listed.reserve(ids.size());
     for (const auto& id : ids)

@@ -92,6 +92,15 @@ struct ContainerAllocation {
     std::map<std::string, std::string> envs;
 };
 
+// The nodes a container needs for `groups`, in this order: /dev/vfio/vfio, /dev/vfio/<N> of each
+// group, then /dev/iommu and /dev/vfio/devices/vfio<M> of each of the groups' functions when the
+// kernel has them (`host` says: dev/iommu, and each sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>
+// whose node exists). Host paths whatever the root. Allocate's answer and the DRA plugin's CDI
+// spec both come from here, so the two can never hand out different nodes.
+std::vector<DeviceNode> group_device_nodes(const Snapshot& snap,
+                                           const std::vector<unsigned>& groups,
+                                           const HostFs& host);
+
 struct AllocateError {
     enum class Code { InvalidArgument, FailedPrecondition, Unavailable };
     Code code = Code::InvalidArgument;

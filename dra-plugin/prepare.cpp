@@ -1,1 +1,928 @@
 #include "prepare.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "core/strings.hpp"
+#include "model.hpp"
+
+namespace vfiod::dra {
+
+using nlohmann::json;
+
+namespace {
+
+// A ResourceClaim is a few KiB; the API caps allocation results at 32. Generous bounds, so a
+// broken or hostile answer costs bounded time and memory, and nothing legitimate is refused.
+constexpr size_t kMaxClaimBytes = 4 << 20;
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxResults = 256;
+constexpr size_t kMaxField = 1024;
+// A checkpoint lists at most kMaxResults devices and their files: far below this.
+constexpr size_t kMaxCheckpointBytes = 1 << 20;
+constexpr int kCheckpointVersion = 1;
+
+constexpr const char* kCdiKind = "vfiod.io/vfio";
+constexpr const char* kCdiVersion = "0.5.0";
+constexpr const char* kMetadataApiVersion = "metadata.resource.k8s.io/v1alpha1";
+constexpr const char* kPodClaimAnnotation = "resource.kubernetes.io/pod-claim-name";
+constexpr const char* kContainerMetadataDir = "/var/run/kubernetes.io/dra-device-attributes";
+
+std::mutex hook_mu;
+std::function<int(const std::string&)> write_hook;
+
+int hooked_errno(const std::string& host_path) {
+    std::lock_guard<std::mutex> l(hook_mu);
+    return write_hook ? write_hook(host_path) : 0;
+}
+
+std::string errno_text(int e) {
+    return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
+// Never throws: everything we dump was parsed as valid UTF-8 or checked to be ASCII, and a
+// stray byte would be replaced rather than abort a Prepare.
+std::string dump(const json& j, int indent = -1) {
+    return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+// nlohmann's parser recurses per nesting level: refuse deep nesting before it sees the text.
+bool too_deep(const std::string& s, int max) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (char c : s) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"')
+            in_string = true;
+        else if (c == '{' || c == '[') {
+            if (++depth > max)
+                return true;
+        } else if (c == '}' || c == ']')
+            --depth;
+    }
+    return false;
+}
+
+const json* member(const json& obj, const char* key) {
+    if (!obj.is_object())
+        return nullptr;
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+// A required, non-empty string of at most kMaxField bytes at obj[key].
+bool required_string(const json& obj, const char* key, const std::string& where,
+                     std::string* out, std::string* err) {
+    const json* v = member(obj, key);
+    if (!v || !v->is_string()) {
+        *err = where + "." + key + " is " + (v ? "not a string" : "missing");
+        return false;
+    }
+    const auto& s = v->get_ref<const std::string&>();
+    if (s.empty() || s.size() > kMaxField) {
+        *err = where + "." + key + (s.empty() ? " is empty" : " is too long");
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+// What a Kubernetes UID, name or request name may hold where it becomes a file name: letters,
+// digits, '-' and '.' (never "." or ".." alone), and not empty.
+bool safe_component(const std::string& s, size_t max = 253) {
+    if (s.empty() || s.size() > max || s == "." || s == "..")
+        return false;
+    for (char c : s)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'))
+            return false;
+    return true;
+}
+
+bool safe_uid(const std::string& s) {
+    if (s.empty() || s.size() > 128)
+        return false;
+    for (char c : s)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-'))
+            return false;
+    return true;
+}
+
+// A request as the allocation names it: "<request>" or "<request>/<subrequest>" (prioritized
+// lists). The metadata file and its container path belong to the request the pod names.
+std::string parent_request(const std::string& r) { return r.substr(0, r.find('/')); }
+
+bool safe_request(const std::string& r) {
+    auto slash = r.find('/');
+    if (slash == std::string::npos)
+        return safe_component(r, 63);
+    return safe_component(r.substr(0, slash), 63) && safe_component(r.substr(slash + 1), 63);
+}
+
+std::string under_root(const std::string& root, const std::string& host_path) {
+    if (root.empty() || root == "/")
+        return host_path;
+    std::string r = root;
+    while (r.size() > 1 && r.back() == '/')
+        r.pop_back();
+    return r + host_path;
+}
+
+std::string dir_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
+std::string temp_of(const std::string& p) {
+    auto slash = p.rfind('/');
+    return p.substr(0, slash + 1) + "." + p.substr(slash + 1) + ".tmp";
+}
+
+// mkdir -p of `path`'s components after the first `keep` characters (the root, made by
+// someone else). 0 or the errno, *failed naming the component.
+int make_dirs(const std::string& path, size_t keep, mode_t mode, std::string* failed) {
+    for (size_t pos = std::max<size_t>(keep, 1); pos != std::string::npos;) {
+        pos = path.find('/', pos + 1);
+        std::string p = path.substr(0, pos);
+        if (p.size() <= keep)
+            continue;
+        if (mkdir(p.c_str(), mode) == 0)
+            continue;
+        int e = errno;
+        struct stat st {};
+        if (e == EEXIST && stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            continue;
+        *failed = p;
+        return e == EEXIST ? ENOTDIR : e;
+    }
+    return 0;
+}
+
+int fsync_dir(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int r = fsync(fd) == 0 ? 0 : errno;
+    close(fd);
+    return r;
+}
+
+// Replaces `path` atomically with `data`: a temp file beside it (a fixed name, so that a crash
+// leaves nothing that cleanup does not know of), written, fsynced, renamed, the directory
+// fsynced. The temp file never outlives a failure. "" or why, naming the path and the errno.
+std::string write_atomic(const std::string& path, const std::string& host_path,
+                         const std::string& data, mode_t mode) {
+    const std::string tmp = temp_of(path);
+    auto fail = [&](const std::string& what, int e) {
+        unlink(tmp.c_str());
+        return "cannot write " + path + ": " + what + ": " + errno_text(e);
+    };
+    if (int e = hooked_errno(host_path))
+        return fail("write", e);
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return "cannot write " + path + ": create " + tmp + ": " + errno_text(errno);
+    size_t done = 0;
+    while (done < data.size()) {
+        ssize_t n = write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            close(fd);
+            return fail("write", e);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (fchmod(fd, mode) != 0 || fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return fail("fsync", e);
+    }
+    if (close(fd) != 0)
+        return fail("close", errno);
+    if (rename(tmp.c_str(), path.c_str()) != 0)
+        return fail("rename", errno);
+    if (int e = fsync_dir(dir_of(path)))
+        return "cannot write " + path + ": fsync of its directory: " + errno_text(e);
+    return "";
+}
+
+// Removes a file and its temp sibling; "" when both are gone (ENOENT counts as gone).
+std::string remove_file(const std::string& path) {
+    unlink(temp_of(path).c_str());
+    // ENOTDIR: a file where a directory of the path should be, so nothing of ours is there.
+    if (unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
+        return "cannot remove " + path + ": " + errno_text(errno);
+    return "";
+}
+
+// A checkpoint: what Prepare decided and every file it writes. "preparing" is written before the
+// first file, "prepared" after the last: a crash in between leaves the intent, so a retried
+// Prepare finishes it (with the same CDI IDs: they are made from the UID and the device) and
+// Unprepare knows what to remove.
+struct Checkpoint {
+    bool prepared = false;
+    ClaimRef claim;
+    struct Device {
+        PreparedDevice answer;
+        unsigned group = 0;
+        std::string address;
+    };
+    std::vector<Device> devices;
+    std::vector<std::string> files;  // host paths
+};
+
+std::string serialize(const Checkpoint& cp) {
+    json devices = json::array();
+    for (const auto& d : cp.devices)
+        devices.push_back({{"requests", d.answer.requests},
+                           {"pool", d.answer.pool},
+                           {"device", d.answer.device},
+                           {"cdiIDs", d.answer.cdi_ids},
+                           {"group", d.group},
+                           {"address", d.address}});
+    json j = {{"version", kCheckpointVersion},
+              {"state", cp.prepared ? "prepared" : "preparing"},
+              {"uid", cp.claim.uid},
+              {"namespace", cp.claim.namespace_},
+              {"name", cp.claim.name},
+              {"devices", devices},
+              {"files", cp.files}};
+    return dump(j, 1) + "\n";
+}
+
+bool string_list(const json& j, const char* key, size_t max, std::vector<std::string>* out,
+                 std::string* err) {
+    const json* v = member(j, key);
+    if (!v || !v->is_array() || v->size() > max) {
+        *err = std::string(key) + " is not a list of at most " + std::to_string(max);
+        return false;
+    }
+    for (const auto& s : *v) {
+        if (!s.is_string() || s.get_ref<const std::string&>().size() > 4096) {
+            *err = std::string(key) + " holds something other than a string";
+            return false;
+        }
+        out->push_back(s.get<std::string>());
+    }
+    return true;
+}
+
+}  // namespace
+
+std::string ClaimRef::str() const {
+    return printable(namespace_) + "/" + printable(name) + " (" + printable(uid) + ")";
+}
+
+std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid) {
+    return cdi_dir + "/vfiod.io-vfio-" + claim_uid + ".json";
+}
+std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid) {
+    return state_dir + "/claims/" + claim_uid + ".json";
+}
+std::string metadata_host_path(const std::string& state_dir, const std::string& claim_uid,
+                               const std::string& request, const std::string& driver) {
+    return state_dir + "/metadata/" + claim_uid + "/" + request + "/" + driver + "-metadata.json";
+}
+std::string metadata_container_path(const Claim& claim, const std::string& request,
+                                    const std::string& driver) {
+    std::string base = std::string(kContainerMetadataDir) +
+                       (claim.pod_claim_name.empty() ? "/resourceclaims/" + claim.name
+                                                     : "/resourceclaimtemplates/" + claim.pod_claim_name);
+    return base + "/" + request + "/" + driver + "-metadata.json";
+}
+
+namespace prepare_testing {
+void set_write_hook(std::function<int(const std::string& host_path)> hook) {
+    std::lock_guard<std::mutex> l(hook_mu);
+    write_hook = std::move(hook);
+}
+}  // namespace prepare_testing
+
+bool parse_claim(const std::string& text, Claim* out, std::string* err) {
+    if (text.size() > kMaxClaimBytes) {
+        *err = "the claim is larger than " + std::to_string(kMaxClaimBytes) + " bytes";
+        return false;
+    }
+    if (too_deep(text, kMaxJsonDepth)) {
+        *err = "the claim nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+        return false;
+    }
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        *err = j.is_discarded() ? "the claim is not valid JSON" : "the claim is not a JSON object";
+        return false;
+    }
+    Claim c;
+    const json* md = member(j, "metadata");
+    if (!md || !md->is_object()) {
+        *err = "metadata is missing or not an object";
+        return false;
+    }
+    if (!required_string(*md, "uid", "metadata", &c.uid, err) ||
+        !required_string(*md, "name", "metadata", &c.name, err) ||
+        !required_string(*md, "namespace", "metadata", &c.namespace_, err))
+        return false;
+    if (const json* g = member(*md, "generation"); g && g->is_number_integer())
+        c.generation = g->get<int64_t>();
+    if (const json* ann = member(*md, "annotations"); ann && ann->is_object())
+        if (const json* p = member(*ann, kPodClaimAnnotation)) {
+            // It names a directory the container sees: only a pod's claim name can be there.
+            if (!p->is_string() || !safe_component(p->get_ref<const std::string&>(), 253)) {
+                *err = std::string("metadata.annotations[") + kPodClaimAnnotation +
+                       "] is not a claim name";
+                return false;
+            }
+            c.pod_claim_name = p->get<std::string>();
+        }
+    const json* status = member(j, "status");
+    const json* alloc = status ? member(*status, "allocation") : nullptr;
+    if (status && !status->is_object()) {
+        *err = "status is not an object";
+        return false;
+    }
+    if (alloc) {
+        if (!alloc->is_object()) {
+            *err = "status.allocation is not an object";
+            return false;
+        }
+        c.allocated = true;
+        const json* devices = member(*alloc, "devices");
+        if (devices && !devices->is_object()) {
+            *err = "status.allocation.devices is not an object";
+            return false;
+        }
+        const json* results = devices ? member(*devices, "results") : nullptr;
+        if (results && (!results->is_array() || results->size() > kMaxResults)) {
+            *err = "status.allocation.devices.results is not a list of at most " +
+                   std::to_string(kMaxResults);
+            return false;
+        }
+        if (results)
+            for (size_t i = 0; i < results->size(); ++i) {
+                const json& r = (*results)[i];
+                const std::string where = "status.allocation.devices.results[" + std::to_string(i) + "]";
+                if (!r.is_object()) {
+                    *err = where + " is not an object";
+                    return false;
+                }
+                AllocatedDevice d;
+                if (!required_string(r, "request", where, &d.request, err) ||
+                    !required_string(r, "driver", where, &d.driver, err) ||
+                    !required_string(r, "pool", where, &d.pool, err) ||
+                    !required_string(r, "device", where, &d.device, err))
+                    return false;
+                c.results.push_back(std::move(d));
+            }
+    }
+    *out = std::move(c);
+    return true;
+}
+
+namespace {
+
+// The group rule's memory: which claim holds each IOMMU group, and through which function.
+struct GroupOwner {
+    std::string uid, who, address;
+};
+
+}  // namespace
+
+struct Preparer::Impl {
+    Options o;
+    std::string root;
+    KubeApi& api;
+    InventoryFn inventory;
+    const HostFs& host;
+
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::string, Checkpoint> claims;  // by UID: prepared, or intent left by a crash
+    std::set<std::string> busy;                // UIDs a call is working on
+    std::map<unsigned, GroupOwner> groups;
+
+    Impl(Options opts, std::string r, KubeApi& a, InventoryFn inv, const HostFs& h)
+        : o(std::move(opts)), root(std::move(r)), api(a), inventory(std::move(inv)), host(h) {}
+
+    std::string path(const std::string& host_path) const { return under_root(root, host_path); }
+    size_t root_len() const { return root.empty() || root == "/" ? 0 : under_root(root, "").size(); }
+
+    // Takes the claim for this call: a second call for the same claim waits for the first,
+    // so two never write the same files. Bounded: a call stuck on a hung disk does not hold
+    // the kubelet's next call for ever.
+    bool take(const std::string& uid, std::string* err) {
+        std::unique_lock<std::mutex> l(mu);
+        auto limit = o.request_timeout * 3 + std::chrono::seconds(30);
+        if (!cv.wait_for(l, limit, [&] { return !busy.count(uid); })) {
+            *err = "another Prepare or Unprepare of this claim is still running";
+            return false;
+        }
+        busy.insert(uid);
+        return true;
+    }
+    void give_back(const std::string& uid) {
+        {
+            std::lock_guard<std::mutex> l(mu);
+            busy.erase(uid);
+        }
+        cv.notify_all();
+    }
+
+    // Under mu: the groups held by `uid` are free again.
+    void release_groups(const std::string& uid) {
+        for (auto it = groups.begin(); it != groups.end();)
+            it = it->second.uid == uid ? groups.erase(it) : std::next(it);
+    }
+
+    bool file_is_ours(const std::string& uid, const std::string& f) const {
+        if (f == cdi_spec_path(o.cdi_dir, uid))
+            return true;
+        const std::string prefix = o.state_dir + "/metadata/" + uid + "/";
+        const std::string suffix = "/" + o.driver + "-metadata.json";
+        if (f.size() <= prefix.size() + suffix.size() || f.rfind(prefix, 0) != 0 ||
+            f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+            return false;
+        std::string request = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+        return safe_component(request, 63);
+    }
+
+    bool parse_checkpoint(const std::string& text, const std::string& uid, Checkpoint* out,
+                          std::string* err) const {
+        if (too_deep(text, 8)) {
+            *err = "nested too deeply";
+            return false;
+        }
+        json j = json::parse(text, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+            *err = "not a JSON object";
+            return false;
+        }
+        Checkpoint cp;
+        const json* v = member(j, "version");
+        const json* state = member(j, "state");
+        if (!v || !v->is_number_integer() || v->get<int64_t>() != kCheckpointVersion) {
+            *err = "unknown version";
+            return false;
+        }
+        if (!state || !state->is_string() ||
+            (*state != "prepared" && *state != "preparing")) {
+            *err = "state is neither 'prepared' nor 'preparing'";
+            return false;
+        }
+        cp.prepared = *state == "prepared";
+        if (!required_string(j, "uid", "checkpoint", &cp.claim.uid, err) ||
+            !required_string(j, "namespace", "checkpoint", &cp.claim.namespace_, err) ||
+            !required_string(j, "name", "checkpoint", &cp.claim.name, err))
+            return false;
+        if (cp.claim.uid != uid) {
+            *err = "its UID is not its file's name";
+            return false;
+        }
+        const json* devices = member(j, "devices");
+        if (!devices || !devices->is_array() || devices->size() > kMaxResults) {
+            *err = "devices is not a list of at most " + std::to_string(kMaxResults);
+            return false;
+        }
+        for (const json& d : *devices) {
+            Checkpoint::Device dev;
+            const json* g = member(d, "group");
+            if (!d.is_object() || !g || !g->is_number_unsigned() || g->get<uint64_t>() > 1u << 30) {
+                *err = "a device without its IOMMU group";
+                return false;
+            }
+            if (!required_string(d, "pool", "device", &dev.answer.pool, err) ||
+                !required_string(d, "device", "device", &dev.answer.device, err) ||
+                !required_string(d, "address", "device", &dev.address, err) ||
+                !string_list(d, "requests", kMaxResults, &dev.answer.requests, err) ||
+                !string_list(d, "cdiIDs", 16, &dev.answer.cdi_ids, err))
+                return false;
+            dev.group = g->get<unsigned>();
+            cp.devices.push_back(std::move(dev));
+        }
+        if (!string_list(j, "files", kMaxResults + 1, &cp.files, err))
+            return false;
+        for (const auto& f : cp.files)
+            if (!file_is_ours(uid, f)) {
+                // Unprepare removes what is listed: never a file that is not one of ours.
+                *err = "it lists " + printable(f, 200) + ", not a file this plugin writes";
+                return false;
+            }
+        *out = std::move(cp);
+        return true;
+    }
+
+    // Everything of the claim's files removed, then its checkpoint. "" or the first failure.
+    std::string remove_all(const Checkpoint& cp) {
+        std::string first;
+        std::set<std::string> dirs;
+        for (const auto& f : cp.files) {
+            std::string e = remove_file(path(f));
+            if (first.empty())
+                first = e;
+            if (f.rfind(o.state_dir + "/metadata/", 0) == 0)
+                dirs.insert(dir_of(path(f)));
+        }
+        // The per-request directories and the claim's own one are ours, made by Prepare.
+        for (const auto& d : dirs)
+            if (rmdir(d.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR && first.empty())
+                first = "cannot remove " + d + ": " + errno_text(errno);
+        const std::string claim_dir = path(o.state_dir + "/metadata/" + cp.claim.uid);
+        if (rmdir(claim_dir.c_str()) != 0 && errno != ENOENT && first.empty())
+            first = "cannot remove " + claim_dir + ": " + errno_text(errno);
+        if (!first.empty())
+            return first;
+        const std::string ck = path(checkpoint_path(o.state_dir, cp.claim.uid));
+        if (std::string e = remove_file(ck); !e.empty())
+            return e;
+        fsync_dir(dir_of(ck));
+        return "";
+    }
+
+    std::string write_checkpoint(const Checkpoint& cp) {
+        const std::string host_path = checkpoint_path(o.state_dir, cp.claim.uid);
+        return write_atomic(path(host_path), host_path, serialize(cp), 0600);
+    }
+
+    static std::vector<PreparedDevice> answer(const Checkpoint& cp) {
+        std::vector<PreparedDevice> out;
+        for (const auto& d : cp.devices)
+            out.push_back(d.answer);
+        return out;
+    }
+
+    PrepareResult prepare(const ClaimRef& ref);
+    std::string unprepare(const ClaimRef& ref);
+    bool load(std::string* err);
+};
+
+namespace {
+
+// What one Prepare will write: the checkpoint's devices and files, and each file's content.
+struct Plan {
+    Checkpoint cp;
+    std::vector<std::pair<std::string, std::string>> files;  // host path, content
+};
+
+}  // namespace
+
+PrepareResult Preparer::Impl::prepare(const ClaimRef& ref) {
+    const std::string who = "claim " + ref.str();
+    if (!safe_uid(ref.uid) || !safe_component(ref.namespace_) || !safe_component(ref.name))
+        return {who + ": the UID, namespace or name cannot be a Kubernetes one", {}};
+    std::string err;
+    if (!take(ref.uid, &err))
+        return {who + ": " + err, {}};
+    struct Give {
+        Impl& i;
+        const std::string& uid;
+        ~Give() { i.give_back(uid); }
+    } give{*this, ref.uid};
+
+    std::optional<Checkpoint> old;  // the intent a crash left, if any
+    {
+        std::lock_guard<std::mutex> l(mu);
+        if (auto it = claims.find(ref.uid); it != claims.end()) {
+            // Answered from the checkpoint, without asking the inventory again: the kubelet
+            // retries Prepare for pods that already run (after its own restart, say), and
+            // refusing them because vfiod is restarting would not undo what they hold.
+            if (it->second.prepared)
+                return {"", answer(it->second)};
+            old = it->second;
+        }
+    }
+
+    // The API's answer, with no lock held: a thousand claims wait for it side by side.
+    const std::string url = "/apis/resource.k8s.io/v1/namespaces/" + ref.namespace_ +
+                            "/resourceclaims/" + ref.name;
+    ApiResponse resp = api.request("GET", url, "", o.request_timeout);
+    if (!resp.ok())
+        return {who + ": GET " + url + ": " + resp.describe(), {}};
+    Claim claim;
+    if (!parse_claim(resp.body, &claim, &err))
+        return {who + ": the API server's answer to GET " + url + ": " + err, {}};
+    if (claim.uid != ref.uid)
+        return {who + ": the API server has UID " + printable(claim.uid) +
+                    " for it, not the kubelet's (deleted and made again?)", {}};
+    // Its name becomes the container path of the metadata file: the one the kubelet named.
+    if (claim.namespace_ != ref.namespace_ || claim.name != ref.name)
+        return {who + ": the API server answered for " + printable(claim.namespace_) + "/" +
+                    printable(claim.name), {}};
+    if (!claim.allocated)
+        return {who + ": not allocated (status.allocation is missing)", {}};
+
+    std::shared_ptr<const DraInventory> inv = inventory();
+    if (!inv)
+        return {who + ": vfiod's inventory is not known yet (is vfiod running?)", {}};
+
+    // Our results, by device (a device may serve several requests).
+    std::map<std::string, std::vector<std::string>> requests_of;
+    std::map<std::string, const DraDevice*> dev_of;
+    for (const auto& r : claim.results) {
+        if (r.driver != o.driver)
+            continue;
+        const std::string dev = printable(r.device);
+        if (r.pool != o.node)
+            return {who + ": device " + dev + " is allocated to node " + printable(r.pool) +
+                        "'s pool, not to this node's (" + o.node + ")", {}};
+        if (!safe_request(r.request))
+            return {who + ": request name '" + printable(r.request) + "' is not a request name", {}};
+        const DraDevice* d = inv->find(r.device);
+        if (!d) {
+            auto a = parse_device_name(r.device);
+            return {who + ": device " + dev + (a ? " (" + a->str() + ")" : std::string()) +
+                        " was released between scheduling and Prepare: vfiod no longer "
+                        "publishes it as bound", {}};
+        }
+        auto& rq = requests_of[r.device];
+        if (std::find(rq.begin(), rq.end(), r.request) == rq.end())
+            rq.push_back(r.request);
+        dev_of[r.device] = d;
+    }
+    if (dev_of.empty())
+        return {who + ": no device of it is allocated by driver " + o.driver, {}};
+
+    // The plan: the checkpoint's devices, the metadata files (one per request), the CDI spec.
+    Plan plan;
+    plan.cp.claim = ref;
+    std::map<std::string, json> by_request;  // parent request -> its metadata devices
+    for (const auto& [name, d] : dev_of) {
+        Checkpoint::Device cd;
+        cd.answer = {requests_of[name], o.node, name, {std::string(kCdiKind) + "=" + ref.uid + "-" + name}};
+        cd.group = d->group;
+        cd.address = d->address.str();
+        plan.cp.devices.push_back(cd);
+        std::vector<std::string> omitted;
+        json md_device = {{"driver", o.driver}, {"pool", o.node}, {"name", name},
+                          {"attributes", device_attributes(*d, &omitted)}};
+        std::set<std::string> parents;
+        for (const auto& r : requests_of[name])
+            parents.insert(parent_request(r));
+        for (const auto& p : parents)
+            by_request[p].push_back(md_device);
+    }
+    json meta_object = {{"name", claim.name},
+                        {"namespace", claim.namespace_},
+                        {"uid", claim.uid},
+                        {"generation", claim.generation}};
+    std::map<std::string, std::string> meta_host;  // parent request -> host path
+    for (const auto& [request, devices] : by_request) {
+        json md = {{"apiVersion", kMetadataApiVersion}, {"kind", "DeviceMetadata"},
+                   {"metadata", meta_object}};
+        // As the KEP's type: only a claim made from a template has a pod claim name.
+        if (!claim.pod_claim_name.empty())
+            md["podClaimName"] = claim.pod_claim_name;
+        md["requests"] = json::array({{{"name", request}, {"devices", devices}}});
+        std::string host_path = metadata_host_path(o.state_dir, ref.uid, request, o.driver);
+        meta_host[request] = host_path;
+        plan.files.emplace_back(host_path, dump(md, 1) + "\n");
+    }
+    json cdi_devices = json::array();
+    for (const auto& cd : plan.cp.devices) {
+        json nodes = json::array();
+        for (const auto& n : plugin::group_device_nodes(inv->snapshot, {cd.group}, host))
+            nodes.push_back({{"path", n.path}});
+        json mounts = json::array();
+        std::set<std::string> parents;
+        for (const auto& r : cd.answer.requests)
+            parents.insert(parent_request(r));
+        for (const auto& p : parents)
+            mounts.push_back({{"hostPath", meta_host[p]},
+                              {"containerPath", metadata_container_path(claim, p, o.driver)},
+                              {"type", "bind"},
+                              {"options", {"ro", "nosuid", "nodev", "bind"}}});
+        cdi_devices.push_back({{"name", ref.uid + "-" + cd.answer.device},
+                               {"containerEdits", {{"deviceNodes", nodes}, {"mounts", mounts}}}});
+    }
+    json spec = {{"cdiVersion", kCdiVersion}, {"kind", kCdiKind}, {"devices", cdi_devices}};
+    plan.files.emplace_back(cdi_spec_path(o.cdi_dir, ref.uid), dump(spec, 1) + "\n");
+    for (const auto& f : plan.files)
+        plan.cp.files.push_back(f.first);
+
+    // The group rule, checked and the groups taken in one step, so that of two claims racing
+    // for one group exactly one gets it.
+    {
+        std::lock_guard<std::mutex> l(mu);
+        for (const auto& cd : plan.cp.devices) {
+            auto it = groups.find(cd.group);
+            if (it != groups.end() && it->second.uid != ref.uid)
+                return {who + ": device " + cd.answer.device + " (" + cd.address +
+                            ") is in IOMMU group " + std::to_string(cd.group) +
+                            ", whose function " + it->second.address +
+                            " is prepared for claim " + it->second.who +
+                            "; a group is never split between claims", {}};
+        }
+        for (const auto& cd : plan.cp.devices)
+            groups.try_emplace(cd.group, GroupOwner{ref.uid, ref.str(), cd.address});
+    }
+
+    // Intent first (every file this call or a crashed one may have written), then the files,
+    // then the checkpoint final: a SIGKILL anywhere leaves what a retry or Unprepare finishes.
+    Checkpoint intent = plan.cp;
+    if (old)
+        for (const auto& f : old->files)
+            if (std::find(intent.files.begin(), intent.files.end(), f) == intent.files.end())
+                intent.files.push_back(f);
+    auto undo = [&](const std::string& why) -> PrepareResult {
+        std::string left = remove_all(intent);
+        std::lock_guard<std::mutex> l(mu);
+        if (left.empty()) {
+            claims.erase(ref.uid);
+            release_groups(ref.uid);
+            return {who + ": " + why, {}};
+        }
+        // Something could not be removed: keep the intent, so Unprepare can try again.
+        claims[ref.uid] = intent;
+        return {who + ": " + why + "; and cleaning up: " + left, {}};
+    };
+    std::string failed_dir;
+    const std::string claims_dir = path(o.state_dir + "/claims");
+    if (int e = make_dirs(claims_dir, root_len(), 0700, &failed_dir))
+        return undo("cannot create directory " + failed_dir + ": " + errno_text(e));
+    if (std::string e = write_checkpoint(intent); !e.empty())
+        return undo(e);
+    for (const auto& [host_path, content] : plan.files) {
+        const std::string p = path(host_path);
+        if (int e = make_dirs(dir_of(p), root_len(), 0755, &failed_dir))
+            return undo("cannot create directory " + failed_dir + ": " + errno_text(e));
+        if (std::string e = write_atomic(p, host_path, content, 0644); !e.empty())
+            return undo(e);
+    }
+    if (old)  // a crashed attempt's files that this one does not write
+        for (const auto& f : old->files)
+            if (std::find(plan.cp.files.begin(), plan.cp.files.end(), f) == plan.cp.files.end())
+                if (std::string e = remove_file(path(f)); !e.empty())
+                    return undo(e);
+    plan.cp.prepared = true;
+    if (std::string e = write_checkpoint(plan.cp); !e.empty())
+        return undo(e);
+    std::lock_guard<std::mutex> l(mu);
+    claims[ref.uid] = plan.cp;
+    return {"", answer(plan.cp)};
+}
+
+std::string Preparer::Impl::unprepare(const ClaimRef& ref) {
+    const std::string who = "claim " + ref.str();
+    if (!safe_uid(ref.uid))
+        return who + ": the UID cannot be a Kubernetes one";
+    std::string err;
+    if (!take(ref.uid, &err))
+        return who + ": " + err;
+    struct Give {
+        Impl& i;
+        const std::string& uid;
+        ~Give() { i.give_back(uid); }
+    } give{*this, ref.uid};
+    Checkpoint cp;
+    {
+        std::lock_guard<std::mutex> l(mu);
+        auto it = claims.find(ref.uid);
+        if (it == claims.end())
+            return "";  // never prepared, or already unprepared
+        cp = it->second;
+    }
+    if (std::string e = remove_all(cp); !e.empty())
+        return who + ": " + e;
+    std::lock_guard<std::mutex> l(mu);
+    claims.erase(ref.uid);
+    release_groups(ref.uid);  // the groups stay bound: that is vfiod's business
+    return "";
+}
+
+bool Preparer::Impl::load(std::string* err) {
+    const std::string dir = path(o.state_dir + "/claims");
+    std::string failed;
+    for (const std::string& d : {dir, path(o.state_dir + "/metadata")})
+        if (int e = make_dirs(d, root_len(), 0700, &failed)) {
+            *err = "cannot create the state directory " + failed + ": " + errno_text(e);
+            return false;
+        }
+    DIR* dp = opendir(dir.c_str());
+    if (!dp) {
+        *err = "cannot read the state directory " + dir + ": " + errno_text(errno);
+        return false;
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(dp))
+        names.emplace_back(e->d_name);
+    closedir(dp);
+    std::sort(names.begin(), names.end());
+
+    std::map<std::string, Checkpoint> loaded;
+    std::map<unsigned, GroupOwner> owners;
+    for (const auto& n : names) {
+        if (n == "." || n == "..")
+            continue;
+        const std::string full = dir + "/" + n;
+        if (n.front() == '.' && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
+            unlink(full.c_str());  // a write a crash cut short; what it replaced is still there
+            continue;
+        }
+        std::string uid = n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0
+                              ? n.substr(0, n.size() - 5)
+                              : std::string();
+        std::string why;
+        Checkpoint cp;
+        if (!safe_uid(uid)) {
+            why = "not a checkpoint's name";
+        } else {
+            int fd = open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+            struct stat st {};
+            std::string text;
+            if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                st.st_size > static_cast<off_t>(kMaxCheckpointBytes)) {
+                why = fd < 0 ? "unreadable: " + errno_text(errno) : "not a regular file of at most 1 MiB";
+            } else {
+                text.resize(static_cast<size_t>(st.st_size));
+                ssize_t got = read(fd, text.data(), text.size());
+                if (got != st.st_size)
+                    why = "could not be read whole";
+                else
+                    parse_checkpoint(text, uid, &cp, &why);
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        if (!why.empty()) {
+            // Never trusted, never deleted: set aside for a person to look at.
+            const std::string aside = path(o.state_dir + "/damaged");
+            std::string to = aside + "/" + n + "." + std::to_string(std::time(nullptr));
+            if (make_dirs(aside, root_len(), 0700, &failed) == 0 && rename(full.c_str(), to.c_str()) == 0)
+                spdlog::warn("checkpoint {} is damaged ({}): moved to {}", full, printable(why, 200), to);
+            else
+                spdlog::warn("checkpoint {} is damaged ({}) and could not be moved aside: {}", full,
+                             printable(why, 200), std::strerror(errno));
+            continue;
+        }
+        for (const auto& d : cp.devices) {
+            auto [it, fresh] = owners.try_emplace(d.group, GroupOwner{uid, cp.claim.str(), d.address});
+            if (!fresh && it->second.uid != uid)
+                spdlog::warn("checkpoints of claims {} and {} both hold IOMMU group {}",
+                             it->second.who, cp.claim.str(), d.group);
+        }
+        if (!cp.prepared)
+            spdlog::info("claim {} was being prepared when the plugin stopped: a retried Prepare "
+                         "finishes it, Unprepare removes it", cp.claim.str());
+        loaded.emplace(uid, std::move(cp));
+    }
+    std::lock_guard<std::mutex> l(mu);
+    claims = std::move(loaded);
+    groups = std::move(owners);
+    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), dir);
+    return true;
+}
+
+Preparer::Preparer(Options o, std::string root, KubeApi& api, InventoryFn inventory,
+                   const HostFs& host)
+    : impl_(std::make_shared<Impl>(std::move(o), std::move(root), api, std::move(inventory), host)) {}
+
+bool Preparer::load(std::string* err) {
+    try {
+        return impl_->load(err);
+    } catch (const std::exception& e) {
+        *err = std::string("reading the checkpoints: ") + e.what();
+        return false;
+    }
+}
+
+PrepareResult Preparer::prepare(const ClaimRef& claim) {
+    try {
+        return impl_->prepare(claim);
+    } catch (const std::exception& e) {
+        return {"claim " + claim.str() + ": " + e.what(), {}};
+    }
+}
+
+std::string Preparer::unprepare(const ClaimRef& claim) {
+    try {
+        return impl_->unprepare(claim);
+    } catch (const std::exception& e) {
+        return "claim " + claim.str() + ": " + e.what();
+    }
+}
+
+std::vector<std::string> Preparer::prepared() const {
+    std::lock_guard<std::mutex> l(impl_->mu);
+    std::vector<std::string> out;
+    for (const auto& [uid, cp] : impl_->claims)
+        if (cp.prepared)
+            out.push_back(uid);
+    return out;
+}
+
+}  // namespace vfiod::dra

@@ -5,6 +5,8 @@
 // Thread-safe: the kubelet may call for many claims at once from gRPC's threads.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,6 +60,24 @@ struct Claim {
 };
 // Strict about what Prepare relies on, lenient about the rest; false and *err naming the field.
 bool parse_claim(const std::string& json, Claim* out, std::string* err);
+
+// Where Preparer keeps what it writes, as host paths (the root is prefixed to reach them):
+// the CDI spec of a claim, the checkpoints, and the device-metadata files, one per request.
+std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid);
+std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid);
+std::string metadata_host_path(const std::string& state_dir, const std::string& claim_uid,
+                               const std::string& request, const std::string& driver);
+// Where the container sees a request's metadata file (DESIGN §10, KEP-5304): under
+// resourceclaimtemplates/<pod claim> when the claim came from a template, resourceclaims/<claim>
+// otherwise.
+std::string metadata_container_path(const Claim& claim, const std::string& request,
+                                    const std::string& driver);
+
+namespace prepare_testing {
+// Called before each file Preparer writes (its host path); a non-zero errno fails that write as
+// the kernel would (ENOSPC: a full disk). Empty: none. Tests only.
+void set_write_hook(std::function<int(const std::string& host_path)> hook);
+}  // namespace prepare_testing
 
 class Preparer {
 public:

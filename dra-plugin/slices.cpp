@@ -1,1 +1,604 @@
 #include "slices.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <exception>
+
+namespace vfiod::dra {
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::string_view kSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
+// Omission reports remembered (to log each once); past this many the memory is dropped and
+// reports may repeat, rather than growing without bound under churn.
+constexpr size_t kMaxRemembered = 65536;
+
+// j[key] when j is an object that has it; nullptr otherwise (no throwing, no asserting on
+// whatever the server sent).
+const json* member(const json* j, std::string_view key) {
+    if (!j || !j->is_object())
+        return nullptr;
+    auto it = j->find(key);
+    return it == j->end() ? nullptr : &*it;
+}
+std::string string_at(const json* j) { return j && j->is_string() ? j->get<std::string>() : ""; }
+std::string meta_string(const json& obj, std::string_view key) {
+    return string_at(member(member(&obj, "metadata"), key));
+}
+
+// resourceVersions are opaque to clients, but every API server in use hands out decimal
+// integers; where both are numbers the older of two copies of an object is recognised (a
+// watch event that lags behind the answer to our own write). Anything else: not comparable.
+std::optional<uint64_t> rv_number(const std::string& rv) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
+    if (ec != std::errc() || p != rv.data() + rv.size() || rv.empty())
+        return std::nullopt;
+    return v;
+}
+// Whether `incoming` is older than `have`.
+bool older(const std::string& incoming, const std::string& have) {
+    auto a = rv_number(incoming), b = rv_number(have);
+    return a && b && *a < *b;
+}
+
+// Every member `want` has is in `have` with the same value (arrays: same length, element by
+// element): what the server adds (defaults, metadata) is not a difference.
+bool contains(const json& have, const json& want) {
+    if (want.is_object()) {
+        if (!have.is_object())
+            return false;
+        for (auto it = want.begin(); it != want.end(); ++it) {
+            auto h = have.find(it.key());
+            if (h == have.end() || !contains(*h, it.value()))
+                return false;
+        }
+        return true;
+    }
+    if (want.is_array()) {
+        if (!have.is_array() || have.size() != want.size())
+            return false;
+        for (size_t i = 0; i < want.size(); ++i)
+            if (!contains(have[i], want[i]))
+                return false;
+        return true;
+    }
+    return have == want;
+}
+
+// Never throws: invalid UTF-8 (which D-Bus would not have delivered) is replaced.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse(const std::string& text) { return json::parse(text, nullptr, false); }
+
+}  // namespace
+
+struct SlicePublisher::Impl {
+    enum class Outcome { Ok, Retry, Refused };
+    using Object = std::shared_ptr<const json>;
+
+    KubeApi& api;
+    Options o;
+    std::string list_path;
+
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    bool started = false, stopping = false;
+    std::atomic<bool> stop_flag{false};
+    std::thread reconciler, watcher;
+
+    // Under mu.
+    std::optional<std::vector<DraDevice>> desired;  // none until the first publish()
+    std::map<std::string, Object> observed;          // our slices on the server, by name
+    bool listed = false;
+    int64_t max_seen_generation = 0;
+    bool dirty = false;
+    Stats stats;
+
+    // The reconcile thread's own.
+    std::string node_uid;
+    int64_t generation = 0;
+    std::vector<DraDevice> generation_devices;
+    bool have_generation = false;
+    std::vector<json> wanted;  // make_slices() for `generation`
+    int64_t wanted_generation = -1;
+    std::set<std::string> reported;  // omissions logged
+
+    Impl(KubeApi& a, Options opts) : api(a), o(std::move(opts)) {
+        list_path = std::string(kSlicesPath) + "?fieldSelector=" +
+                    query_escape("spec.nodeName=" + o.node + ",spec.driver=" + o.driver);
+    }
+
+    std::string slice_path(const std::string& name) const {
+        return std::string(kSlicesPath) + "/" + query_escape(name);
+    }
+
+    bool ours(const json& obj) const {
+        const json* spec = member(&obj, "spec");
+        return string_at(member(spec, "nodeName")) == o.node &&
+               string_at(member(spec, "driver")) == o.driver;
+    }
+
+    // Sleeps for d unless stop() comes first; false when stopping.
+    bool sleep_for(milliseconds d) {
+        std::unique_lock lk(mu);
+        return !cv.wait_for(lk, d, [&] { return stopping; });
+    }
+    milliseconds next(milliseconds* backoff) const {
+        milliseconds now = *backoff;
+        *backoff = std::min(o.backoff_max, *backoff * 2);
+        return now;
+    }
+
+    // The object the server has under `name`, unless a newer copy is known (force: in any case,
+    // after a conflict told us ours is stale). Under mu.
+    void store(const std::string& name, json obj, bool force) {
+        auto it = observed.find(name);
+        if (it != observed.end() && !force &&
+            older(meta_string(obj, "resourceVersion"), meta_string(*it->second, "resourceVersion")))
+            return;
+        observed[name] = std::make_shared<const json>(std::move(obj));
+    }
+    void store_locked(const std::string& name, json obj, bool force) {
+        std::lock_guard lk(mu);
+        store(name, std::move(obj), force);
+    }
+    void forget(const std::string& name) {
+        std::lock_guard lk(mu);
+        observed.erase(name);
+    }
+
+    void failed() {
+        std::lock_guard lk(mu);
+        ++stats.failures;
+    }
+    Outcome classify(const ApiResponse& r, const std::string& what) {
+        failed();
+        if (r.retryable() || r.status == 409 || r.status == 404) {
+            spdlog::warn("{}: {}; retrying", what, r.describe());
+            return Outcome::Retry;
+        }
+        // 401 after a token re-read, 403 (RBAC), 422 (a slice the API refuses): retrying soon
+        // cures nothing; retried at the slow end in case the cluster is fixed meanwhile.
+        spdlog::error("{}: {}; retrying in {} s", what, r.describe(), o.backoff_max.count() / 1000);
+        return Outcome::Refused;
+    }
+
+    // ---- the Node ----
+
+    void read_node_uid() {
+        milliseconds backoff = o.backoff_min;
+        const std::string path = "/api/v1/nodes/" + query_escape(o.node);
+        while (!stop_flag) {
+            ApiResponse r = api.request("GET", path, "", o.request_timeout);
+            std::string why;
+            if (r.ok()) {
+                json node = parse(r.body);
+                std::string uid = node.is_discarded() ? "" : meta_string(node, "uid");
+                if (!uid.empty()) {
+                    node_uid = uid;
+                    std::lock_guard lk(mu);
+                    stats.node_uid = uid;
+                    spdlog::info("Node {} has UID {}: it owns the ResourceSlices", o.node, uid);
+                    return;
+                }
+                why = "the answer is no Node with a metadata.uid";
+            } else {
+                why = r.describe();
+            }
+            failed();
+            // A Node not (yet) registered is worth waiting for at the normal pace.
+            bool slow = r.status != 0 && !r.retryable() && r.status != 404 && r.status != 200;
+            milliseconds wait = slow ? o.backoff_max : next(&backoff);
+            spdlog::warn("cannot read Node {} (GET {}): {}; no slices are written before its UID "
+                         "is known; retrying in {} ms",
+                         o.node, path, why, wait.count());
+            if (!sleep_for(wait))
+                return;
+        }
+    }
+
+    // ---- reconcile ----
+
+    Outcome create(const json& want, const std::string& name) {
+        ApiResponse r = api.request("POST", std::string(kSlicesPath), dump(want), o.request_timeout);
+        if (r.ok()) {
+            json got = parse(r.body);
+            {
+                std::lock_guard lk(mu);
+                ++stats.creates;
+                if (got.is_object())
+                    store(name, std::move(got), false);
+            }
+            spdlog::debug("ResourceSlice {} created", name);
+            return Outcome::Ok;
+        }
+        if (r.status == 409) {
+            // AlreadyExists: a slice of that name that the watch has not shown us yet (or one of
+            // an earlier run). Take it and make it ours.
+            ApiResponse g = api.request("GET", slice_path(name), "", o.request_timeout);
+            json got = g.ok() ? parse(g.body) : json();
+            if (!g.ok() || !got.is_object())
+                return classify(g.ok() ? ApiResponse{0, "", "garbage in answer"} : g,
+                                "ResourceSlice " + name + ": GET after 409 on create");
+            store_locked(name, got, true);
+            return update(want, name, got);
+        }
+        return classify(r, "ResourceSlice " + name + ": create");
+    }
+
+    Outcome update(const json& want, const std::string& name, const json& have) {
+        json body = want;
+        body["metadata"]["resourceVersion"] = meta_string(have, "resourceVersion");
+        ApiResponse r = api.request("PUT", slice_path(name), dump(body), o.request_timeout);
+        if (r.ok()) {
+            json got = parse(r.body);
+            std::lock_guard lk(mu);
+            ++stats.updates;
+            if (got.is_object())
+                store(name, std::move(got), false);
+            return Outcome::Ok;
+        }
+        if (r.status == 409) {
+            // Stale resourceVersion: read it again; the next pass (after the short backoff)
+            // writes on top of the current one.
+            ApiResponse g = api.request("GET", slice_path(name), "", o.request_timeout);
+            json got = g.ok() ? parse(g.body) : json();
+            if (got.is_object())
+                store_locked(name, std::move(got), true);
+            else if (g.status == 404)
+                forget(name);
+        } else if (r.status == 404) {
+            forget(name);  // deleted meanwhile: created again by the next pass
+        }
+        return classify(r, "ResourceSlice " + name + ": update");
+    }
+
+    Outcome remove(const std::string& name, const json& have) {
+        ApiResponse r = api.request("DELETE", slice_path(name), "", o.request_timeout);
+        if (r.ok() || r.status == 404) {
+            std::lock_guard lk(mu);
+            if (r.ok())
+                ++stats.deletes;
+            auto it = observed.find(name);
+            // Only the copy we meant to delete: one created meanwhile (by a later pass) stays.
+            if (it != observed.end() && meta_string(*it->second, "resourceVersion") ==
+                                            meta_string(have, "resourceVersion"))
+                observed.erase(it);
+            spdlog::info("stale ResourceSlice {} deleted", name);
+            return Outcome::Ok;
+        }
+        return classify(r, "ResourceSlice " + name + ": delete");
+    }
+
+    Outcome pass() {
+        std::vector<DraDevice> devices;
+        std::map<std::string, Object> have;
+        int64_t seen = 0;
+        {
+            std::lock_guard lk(mu);
+            devices = *desired;
+            have = observed;
+            seen = max_seen_generation;
+        }
+        if (!have_generation || devices != generation_devices) {
+            // Consumers take the pool's slices of the highest generation: a change must carry
+            // a generation above any an earlier run (or anyone) wrote.
+            generation = std::max(generation, seen) + 1;
+            generation_devices = std::move(devices);
+            have_generation = true;
+        }
+        if (wanted_generation != generation) {
+            std::vector<std::string> omitted;
+            wanted = make_slices(generation_devices,
+                                 Pool{o.driver, o.node, node_uid, generation}, &omitted);
+            wanted_generation = generation;
+            if (reported.size() > kMaxRemembered)
+                reported.clear();
+            for (const auto& what : omitted)
+                if (reported.insert(what).second)
+                    spdlog::warn("ResourceSlice attribute left out: {} (a string attribute "
+                                 "value is at most {} characters in the API)",
+                                 what, kMaxStringAttribute);
+        }
+
+        Outcome worst = Outcome::Ok;
+        auto note = [&](Outcome x) { worst = std::max(worst, x); };
+        std::set<std::string> names;
+        for (const auto& want : wanted) {
+            if (stop_flag)
+                return Outcome::Retry;
+            const std::string name = meta_string(want, "name");
+            names.insert(name);
+            auto it = have.find(name);
+            if (it == have.end()) {
+                note(create(want, name));
+            } else if (!contains(*it->second, json{{"spec", want["spec"]},
+                                                   {"metadata",
+                                                    {{"ownerReferences",
+                                                      want["metadata"].value(
+                                                          "ownerReferences", json::array())}}}})) {
+                note(update(want, name, *it->second));
+            }
+        }
+        for (const auto& [name, obj] : have) {
+            if (stop_flag)
+                return Outcome::Retry;
+            if (!names.count(name)) {
+                note(remove(name, *obj));
+            }
+        }
+        std::lock_guard lk(mu);
+        if (worst == Outcome::Ok)
+            stats.generation = generation;  // written now, or what the server has already
+        stats.in_sync = worst == Outcome::Ok && !dirty;
+        return worst;
+    }
+
+    void reconcile_main() {
+        read_node_uid();
+        milliseconds backoff = o.backoff_min;
+        while (true) {
+            {
+                std::unique_lock lk(mu);
+                cv.wait(lk, [&] { return stopping || (dirty && listed && desired); });
+                if (stopping)
+                    return;
+                dirty = false;
+            }
+            Outcome out = Outcome::Retry;
+            try {
+                out = pass();
+            } catch (const std::exception& e) {
+                spdlog::error("ResourceSlices of {}: {}; retrying", o.node, e.what());
+            }
+            if (out == Outcome::Ok) {
+                backoff = o.backoff_min;
+                continue;
+            }
+            milliseconds wait = out == Outcome::Refused ? o.backoff_max : next(&backoff);
+            {
+                std::lock_guard lk(mu);
+                dirty = true;
+                stats.in_sync = false;
+            }
+            // The whole wait, whatever arrives meanwhile: a failing server is not hammered
+            // because events or publish() calls keep coming.
+            if (!sleep_for(wait))
+                return;
+        }
+    }
+
+    // ---- list and watch ----
+
+    // False: garbage or not a list. Replaces what is observed.
+    bool take_list(const std::string& body, std::string* rv) {
+        json list = parse(body);
+        const json* items = member(&list, "items");
+        if (list.is_discarded() || !items || !items->is_array())
+            return false;
+        std::map<std::string, Object> mine;
+        int64_t max_gen = 0;
+        for (const auto& item : *items) {
+            if (!ours(item))
+                continue;  // the field selector should have left it out; ignored if not
+            std::string name = meta_string(item, "name");
+            if (name.empty())
+                continue;
+            const json* gen = member(member(member(&item, "spec"), "pool"), "generation");
+            if (gen && gen->is_number_integer())
+                max_gen = std::max(max_gen, gen->get<int64_t>());
+            mine[name] = std::make_shared<const json>(item);
+        }
+        *rv = meta_string(list, "resourceVersion");
+        std::lock_guard lk(mu);
+        observed = std::move(mine);
+        max_seen_generation = std::max(max_seen_generation, max_gen);
+        listed = true;
+        dirty = true;
+        ++stats.lists;
+        cv.notify_all();
+        return true;
+    }
+
+    enum class LineResult { Ok, Gone, Error, Garbage };
+
+    LineResult take_event(const std::string& line, std::string* rv) {
+        json ev = parse(line);
+        if (ev.is_discarded() || !ev.is_object())
+            return LineResult::Garbage;
+        std::string type = string_at(member(&ev, "type"));
+        const json* obj = member(&ev, "object");
+        if (!obj || !obj->is_object())
+            return LineResult::Garbage;
+        if (type == "BOOKMARK") {
+            std::string v = meta_string(*obj, "resourceVersion");
+            if (!v.empty())
+                *rv = v;
+            return LineResult::Ok;
+        }
+        if (type == "ERROR") {
+            const json* code = member(obj, "code");
+            if (code && code->is_number_integer() && code->get<int64_t>() == 410)
+                return LineResult::Gone;
+            spdlog::warn("watch of ResourceSlices for {}: ERROR event: {}", o.node,
+                         string_at(member(obj, "message")));
+            return LineResult::Error;
+        }
+        if (type != "ADDED" && type != "MODIFIED" && type != "DELETED")
+            return LineResult::Garbage;
+        std::string name = meta_string(*obj, "name");
+        if (name.empty())
+            return LineResult::Garbage;
+        std::string v = meta_string(*obj, "resourceVersion");
+        {
+            std::lock_guard lk(mu);
+            ++stats.watch_events;
+            if (type == "DELETED" || !ours(*obj)) {
+                auto it = observed.find(name);
+                if (it != observed.end() &&
+                    !older(v, meta_string(*it->second, "resourceVersion")))
+                    observed.erase(it);
+            } else {
+                store(name, *obj, false);
+            }
+            dirty = true;
+            cv.notify_all();
+        }
+        if (type == "DELETED")
+            spdlog::info("ResourceSlice {} was deleted; writing it again", name);
+        if (!v.empty())
+            *rv = v;
+        return LineResult::Ok;
+    }
+
+    void watch_main() {
+        milliseconds backoff = o.backoff_min;
+        while (!stop_flag) {
+            ApiResponse r;
+            std::string rv;
+            try {
+                r = api.request("GET", list_path, "", o.request_timeout);
+                if (r.ok() && !take_list(r.body, &rv)) {
+                    r.status = 0;
+                    r.error = "the answer is not a ResourceSliceList (garbage JSON)";
+                }
+            } catch (const std::exception& e) {
+                r.status = 0;
+                r.error = e.what();
+            }
+            if (!r.ok()) {
+                failed();
+                bool slow = r.status != 0 && !r.retryable();
+                milliseconds wait = slow ? o.backoff_max : next(&backoff);
+                spdlog::warn("cannot list ResourceSlices (GET {}): {}; retrying in {} ms",
+                             list_path, r.describe(), wait.count());
+                if (!sleep_for(wait))
+                    return;
+                continue;
+            }
+            // Watch from the list's resourceVersion until a relist is needed.
+            while (!stop_flag) {
+                std::string path = list_path + "&watch=true&allowWatchBookmarks=true" +
+                                   "&timeoutSeconds=" + std::to_string(o.watch_timeout_seconds);
+                if (!rv.empty())
+                    path += "&resourceVersion=" + query_escape(rv);
+                LineResult end = LineResult::Ok;
+                size_t events = 0;
+                auto on_line = [&](const std::string& line) {
+                    if (line.find_first_not_of(" \t\r\n") == std::string::npos)
+                        return true;
+                    try {
+                        end = take_event(line, &rv);
+                    } catch (const std::exception&) {
+                        end = LineResult::Garbage;
+                    }
+                    ++events;
+                    return end == LineResult::Ok;
+                };
+                ApiResponse w;
+                try {
+                    w = api.watch(path, on_line, stop_flag, o.watch_idle);
+                } catch (const std::exception& e) {
+                    w.status = 0;
+                    w.error = e.what();
+                }
+                if (stop_flag)
+                    return;
+                if (end == LineResult::Gone || w.status == 410) {
+                    // Compacted history: list again (at once the first time).
+                    spdlog::debug("watch of ResourceSlices: resourceVersion {} expired", rv);
+                    if (events == 0 && !sleep_for(next(&backoff)))
+                        return;
+                    break;
+                }
+                if (end == LineResult::Ok && w.ok()) {
+                    // The server ended a healthy watch (timeoutSeconds): go on from rv. One that
+                    // ends without an event keeps the backoff, so it cannot make us spin.
+                    if (events > 0) {
+                        backoff = o.backoff_min;
+                    } else if (!sleep_for(next(&backoff))) {
+                        return;
+                    }
+                    continue;
+                }
+                failed();
+                milliseconds wait = next(&backoff);
+                if (end == LineResult::Garbage)
+                    spdlog::warn("watch of ResourceSlices sent garbage; listing again in {} ms",
+                                 wait.count());
+                else
+                    spdlog::warn("watch of ResourceSlices ended: {}; listing again in {} ms",
+                                 w.ok() ? std::string("ERROR event") : w.describe(), wait.count());
+                if (!sleep_for(wait))
+                    return;
+                break;
+            }
+        }
+    }
+};
+
+SlicePublisher::SlicePublisher(KubeApi& api, Options o)
+    : impl_(std::make_unique<Impl>(api, std::move(o))) {}
+
+SlicePublisher::~SlicePublisher() { stop(); }
+
+void SlicePublisher::start() {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->started || impl_->stopping)
+        return;
+    impl_->started = true;
+    Impl* i = impl_.get();
+    i->watcher = std::thread([i] {
+        try {
+            i->watch_main();
+        } catch (const std::exception& e) {
+            spdlog::critical("ResourceSlice watch stopped: {}", e.what());
+        }
+    });
+    i->reconciler = std::thread([i] {
+        try {
+            i->reconcile_main();
+        } catch (const std::exception& e) {
+            spdlog::critical("ResourceSlice writer stopped: {}", e.what());
+        }
+    });
+}
+
+void SlicePublisher::publish(std::vector<DraDevice> devices) {
+    std::sort(devices.begin(), devices.end(),
+              [](const DraDevice& a, const DraDevice& b) { return a.name < b.name; });
+    std::lock_guard lk(impl_->mu);
+    if (impl_->desired && *impl_->desired == devices)
+        return;
+    impl_->desired = std::move(devices);
+    impl_->dirty = true;
+    impl_->stats.in_sync = false;
+    impl_->cv.notify_all();
+}
+
+void SlicePublisher::stop() {
+    {
+        std::lock_guard lk(impl_->mu);
+        impl_->stopping = true;
+    }
+    impl_->stop_flag = true;
+    impl_->cv.notify_all();
+    if (impl_->watcher.joinable())
+        impl_->watcher.join();
+    if (impl_->reconciler.joinable())
+        impl_->reconciler.join();
+}
+
+SlicePublisher::Stats SlicePublisher::stats() const {
+    std::lock_guard lk(impl_->mu);
+    return impl_->stats;
+}
+
+}  // namespace vfiod::dra

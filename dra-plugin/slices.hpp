@@ -30,12 +30,23 @@ public:
         std::string driver;  // "vfio.vfiod.io"
         std::string node;
         std::chrono::milliseconds request_timeout{10000};
+        // Retries after a failure: backoff_min doubling up to backoff_max; a refusal that
+        // retrying will not cure (403, 422) waits backoff_max. Tests shorten them.
+        std::chrono::milliseconds backoff_min{100};
+        std::chrono::milliseconds backoff_max{30000};
+        // The watch: the server ends it after this (timeoutSeconds), and a stream silent for
+        // watch_idle (no event, no bookmark) is taken for a dead connection and listed again.
+        int watch_timeout_seconds = 300;
+        std::chrono::milliseconds watch_idle{120000};
     };
     // What the publisher has done, for tests and benchmarks.
     struct Stats {
         uint64_t creates = 0, updates = 0, deletes = 0, failures = 0;
         int64_t generation = 0;   // the pool's generation last written
         bool in_sync = false;     // the server's slices are the ones wanted, as far as known
+        uint64_t lists = 0;       // the slices listed (at start, after a 410 or a dropped watch)
+        uint64_t watch_events = 0;  // ADDED, MODIFIED, DELETED seen
+        std::string node_uid;     // the Node's UID once read
     };
 
     SlicePublisher(KubeApi& api, Options o);

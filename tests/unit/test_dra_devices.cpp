@@ -1,2 +1,332 @@
+// What vfiod-dra-plugin publishes (dra-plugin/devices.cpp, DESIGN §10): device names both ways,
+// attributes (limits included), which functions are published, and the pool's slices.
 #include <gtest/gtest.h>
-TEST(Placeholder, NotWrittenYet) { GTEST_SKIP() << "placeholder"; }
+
+#include <regex>
+#include <set>
+
+#include "core/state.hpp"
+#include "devices.hpp"
+#include "fake_tree.hpp"
+#include "io/host_fs.hpp"
+
+namespace vfiod::dra {
+namespace {
+
+PciAddress addr(const char* s) { return *PciAddress::parse(s); }
+
+// What Kubernetes takes as an object name (IsDNS1123Subdomain).
+bool is_subdomain(const std::string& s) {
+    static const std::regex re("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+    return !s.empty() && s.size() <= 253 && std::regex_match(s, re);
+}
+bool is_label(const std::string& s) {
+    static const std::regex re("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+    return !s.empty() && s.size() <= 63 && std::regex_match(s, re);
+}
+
+TEST(DraDevices, NamesBothWays) {
+    EXPECT_EQ(device_name(addr("0000:01:00.0")), "pci-0000-01-00-0");
+    EXPECT_EQ(device_name(addr("0000:af:1f.7")), "pci-0000-af-1f-7");
+    EXPECT_EQ(device_name(addr("10000:e1:00.3")), "pci-10000-e1-00-3");  // a VMD domain
+    for (const char* a : {"0000:01:00.0", "0000:af:1f.7", "10000:e1:00.3", "ffff:ff:1f.7"}) {
+        std::string n = device_name(addr(a));
+        EXPECT_TRUE(is_label(n)) << n;
+        auto back = parse_device_name(n);
+        ASSERT_TRUE(back) << n;
+        EXPECT_EQ(back->str(), a);
+    }
+}
+
+TEST(DraDevices, HostileNamesNameNoDevice) {
+    for (const std::string& bad : std::vector<std::string>{"", "pci-", "pci-0000-01-00", "pci-0000-01-00-0-", "PCI-0000-01-00-0",
+          "pci-0000-AF-00-0", "pci-0000-1-00-0", "pci-000-01-00-0", "pci-0000-01-00-8",
+          "pci-0000-01-20-0", "pci-0000:01:00.0", "0000-01-00-0", "pci-0000-01-00-0\n",
+          "pci--0000-01-00-0", "pci-0000--01-00-0", "pci-zzzz-01-00-0", "pci-+000-01-00-0",
+          std::string("pci-0000-01-00-0\0", 17), "pci-" + std::string(100, '0') + "-01-00-0"})
+        EXPECT_FALSE(parse_device_name(bad)) << bad;
+}
+
+DraDevice sample() {
+    DraDevice d;
+    d.address = addr("0000:01:00.0");
+    d.name = device_name(d.address);
+    d.group = 13;
+    d.resource_name = "nvidia.com/GH100";
+    d.vendor = 0x10de;
+    d.device = 0x2331;
+    d.class_code = 0x030200;
+    d.driver = "vfio-pci";
+    d.numa_node = 1;
+    d.pcie_root = "pci0000:00";
+    return d;
+}
+
+TEST(DraDevices, Attributes) {
+    std::vector<std::string> omitted;
+    auto a = device_attributes(sample(), &omitted);
+    EXPECT_TRUE(omitted.empty());
+    nlohmann::json want = {
+        {"resource.kubernetes.io/pciBusID", {{"string", "0000:01:00.0"}}},
+        {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:00"}}},
+        {"resourceName", {{"string", "nvidia.com/GH100"}}},
+        {"vendor", {{"string", "10de"}}},
+        {"device", {{"string", "2331"}}},
+        {"class", {{"string", "030200"}}},
+        {"iommuGroup", {{"int", 13}}},
+        {"numaNode", {{"int", 1}}},
+        {"driver", {{"string", "vfio-pci"}}},
+    };
+    EXPECT_EQ(a, want) << a.dump(2);
+}
+
+TEST(DraDevices, AbsentAttributes) {
+    DraDevice d = sample();
+    d.numa_node = -1;
+    d.pcie_root.clear();
+    d.resource_name.clear();
+    d.class_code = 0x000001;
+    d.vendor = 0x0001;
+    std::vector<std::string> omitted;
+    auto a = device_attributes(d, &omitted);
+    EXPECT_FALSE(a.contains("numaNode"));
+    EXPECT_FALSE(a.contains("resource.kubernetes.io/pcieRoot"));
+    EXPECT_FALSE(a.contains("resourceName"));
+    EXPECT_EQ(a["class"], (nlohmann::json{{"string", "000001"}}));
+    EXPECT_EQ(a["vendor"], (nlohmann::json{{"string", "0001"}}));
+    EXPECT_TRUE(omitted.empty());  // absent is not omitted
+    d.numa_node = 0;
+    EXPECT_EQ(device_attributes(d, nullptr)["numaNode"], (nlohmann::json{{"int", 0}}));
+}
+
+TEST(DraDevices, OverlongValuesAreOmittedAndReported) {
+    DraDevice d = sample();
+    d.resource_name = "example.com/" + std::string(64 - 12, 'r');
+    ASSERT_EQ(d.resource_name.size(), 64u);
+    std::vector<std::string> omitted;
+    EXPECT_TRUE(device_attributes(d, &omitted).contains("resourceName"));  // 64 is allowed
+    EXPECT_TRUE(omitted.empty());
+
+    d.resource_name += "x";  // 65
+    d.driver = std::string(80, 'd');
+    auto a = device_attributes(d, &omitted);
+    EXPECT_FALSE(a.contains("resourceName"));
+    EXPECT_FALSE(a.contains("driver"));
+    EXPECT_TRUE(a.contains("resource.kubernetes.io/pciBusID"));  // the rest stays
+    EXPECT_EQ(omitted, (std::vector<std::string>{"resourceName", "driver"}));
+
+    // make_slices names the device with the attribute, and the slice still carries the device.
+    Pool pool{"vfio.vfiod.io", "node1", "uid-1", 1};
+    omitted.clear();
+    auto slices = make_slices({d}, pool, &omitted);
+    ASSERT_EQ(slices.size(), 1u);
+    EXPECT_EQ(slices[0]["spec"]["devices"].size(), 1u);
+    EXPECT_EQ(omitted, (std::vector<std::string>{"pci-0000-01-00-0: resourceName",
+                                                 "pci-0000-01-00-0: driver"}));
+    for (const auto& [k, v] : slices[0]["spec"]["devices"][0]["attributes"].items()) {
+        if (v.contains("string")) {
+            EXPECT_LE(v["string"].get<std::string>().size(), kMaxStringAttribute) << k;
+        }
+    }
+}
+
+// A hand-built inventory: only allowlisted functions of bound groups whose /dev/vfio node
+// exists are published; facts come from vfiod's records, pcieRoot from the tree.
+PlannedDevice rec(const char* a, Role role, const char* resource, const char* driver = "vfio-pci") {
+    PlannedDevice d;
+    d.address = addr(a);
+    d.role = role;
+    if (resource)
+        d.resource_name = std::string(resource);
+    d.vendor = 0x10de;
+    d.device = 0x2331;
+    d.class_code = 0x030200;
+    d.driver = driver;
+    return d;
+}
+client::DaemonGroup grp(unsigned id, const char* state, std::vector<PlannedDevice> devs, int numa) {
+    client::DaemonGroup g;
+    g.plan.group = id;
+    g.state = state;
+    g.state_value = parse_group_state(state);
+    g.plan.devices = std::move(devs);
+    for (auto& d : g.plan.devices)
+        d.numa_node = numa;
+    return g;
+}
+
+TEST(DraDevices, InventoryPublishesHealthyAllowlistedFunctionsOnly) {
+    test::FakeTree tree;
+    tree.enable_iommu();
+    tree.add_function(test::FakeTree::pci("0000:00:01.0", "8086", "1901", "060400", "pcieport", 1));
+    tree.add_function(test::FakeTree::pci("0000:01:00.0", "10de", "2331", "030200", "vfio-pci", 13,
+                                          "0000:00:01.0"));
+    tree.add_function(test::FakeTree::pci("0000:01:00.1", "10de", "22a3", "040300", "vfio-pci", 13,
+                                          "0000:00:01.0"));
+    // 0000:40:00.0 sits on another root complex; 0000:05:00.0 has no sysfs entry at all.
+    tree.add_function(test::FakeTree::pci("0000:40:00.0", "15b3", "101d", "020000", "mlx5_vfio_pci",
+                                          16));
+    KernelHostFs host(tree.root());
+
+    client::DaemonView v;
+    v.iommu = true;
+    v.groups.push_back(grp(13, "bound",
+                           {rec("0000:01:00.0", Role::Allowlisted, "nvidia.com/GH100"),
+                            rec("0000:01:00.1", Role::Companion, nullptr),
+                            rec("0000:00:01.0", Role::Bridge, nullptr, "pcieport")},
+                           0));
+    v.groups.push_back(grp(14, "released", {rec("0000:02:00.0", Role::Allowlisted, "nvidia.com/GH100")}, 0));
+    v.groups.push_back(grp(15, "bound", {rec("0000:03:00.0", Role::Allowlisted, "nvidia.com/GH100")}, 0));
+    v.groups.push_back(grp(16, "bound",
+                           {rec("0000:40:00.0", Role::Allowlisted, nullptr, "mlx5_vfio_pci")}, -1));
+    v.groups.push_back(grp(17, "refused", {rec("0000:04:00.0", Role::Allowlisted, "x.com/y")}, 0));
+    v.groups.push_back(grp(18, "bound", {rec("0000:05:00.0", Role::Allowlisted, "x.com/y")}, 1));
+    v.groups.push_back(grp(19, "pending", {rec("0000:06:00.0", Role::Allowlisted, "x.com/y")}, 1));
+
+    std::vector<unsigned> asked;
+    auto inv = make_inventory(v, [&](unsigned g) {
+        asked.push_back(g);
+        return g != 15;  // group 15's /dev/vfio/15 is missing
+    }, host);
+    // Each group's node is looked at once at most.
+    EXPECT_EQ(std::set<unsigned>(asked.begin(), asked.end()).size(), asked.size());
+
+    std::vector<std::string> names;
+    for (const auto& d : inv->devices)
+        names.push_back(d.name);
+    EXPECT_EQ(names, (std::vector<std::string>{"pci-0000-01-00-0", "pci-0000-05-00-0",
+                                               "pci-0000-40-00-0"}));
+    const DraDevice* gpu = inv->find("pci-0000-01-00-0");
+    ASSERT_TRUE(gpu);
+    EXPECT_EQ(gpu->address, addr("0000:01:00.0"));
+    EXPECT_EQ(gpu->group, 13u);
+    EXPECT_EQ(gpu->resource_name, "nvidia.com/GH100");
+    EXPECT_EQ(gpu->vendor, 0x10de);
+    EXPECT_EQ(gpu->class_code, 0x030200u);
+    EXPECT_EQ(gpu->driver, "vfio-pci");
+    EXPECT_EQ(gpu->numa_node, 0);
+    EXPECT_EQ(gpu->pcie_root, "pci0000:00");
+    const DraDevice* nic = inv->find("pci-0000-40-00-0");
+    ASSERT_TRUE(nic);
+    EXPECT_EQ(nic->pcie_root, "pci0000:40");
+    EXPECT_EQ(nic->driver, "mlx5_vfio_pci");
+    EXPECT_EQ(nic->resource_name, "");
+    EXPECT_EQ(nic->numa_node, -1);
+    EXPECT_EQ(inv->find("pci-0000-05-00-0")->pcie_root, "");  // no sysfs entry: no pcieRoot
+    EXPECT_FALSE(device_attributes(*inv->find("pci-0000-05-00-0"), nullptr)
+                     .contains("resource.kubernetes.io/pcieRoot"));
+    for (const char* gone : {"pci-0000-01-00-1", "pci-0000-00-01-0", "pci-0000-02-00-0",
+                             "pci-0000-03-00-0", "pci-0000-04-00-0", "pci-0000-06-00-0", "x", ""})
+        EXPECT_FALSE(inv->find(gone)) << gone;
+    // The device plugin's snapshot rides along for Prepare (group mates).
+    EXPECT_EQ(inv->snapshot.group_functions.at(13).size(), 2u);
+}
+
+std::vector<DraDevice> many(size_t n) {
+    std::vector<DraDevice> out;
+    for (size_t i = 0; i < n; ++i) {
+        DraDevice d = sample();
+        d.address = PciAddress{static_cast<uint32_t>(i / 256), static_cast<uint8_t>(i % 256), 0, 0};
+        d.name = device_name(d.address);
+        d.group = static_cast<unsigned>(i);
+        out.push_back(d);
+    }
+    // Not in name order: make_slices sorts.
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
+TEST(DraDevices, FourThousandEightyDevicesMakeThirtyTwoSlices) {
+    Pool pool{"vfio.vfiod.io", "worker-1", "0b9f6c1e-uid", 7};
+    auto devices = many(4080);
+    std::vector<std::string> omitted;
+    auto slices = make_slices(devices, pool, &omitted);
+    ASSERT_EQ(slices.size(), 32u);
+    EXPECT_TRUE(omitted.empty());
+    std::set<std::string> slice_names, device_names;
+    std::string last;
+    for (size_t i = 0; i < slices.size(); ++i) {
+        const auto& s = slices[i];
+        EXPECT_EQ(s["apiVersion"], "resource.k8s.io/v1");
+        EXPECT_EQ(s["kind"], "ResourceSlice");
+        EXPECT_FALSE(s["metadata"].contains("resourceVersion"));
+        std::string name = s["metadata"]["name"];
+        EXPECT_EQ(name, slice_name(pool, i));
+        EXPECT_TRUE(is_subdomain(name)) << name;
+        slice_names.insert(name);
+        EXPECT_EQ(s["metadata"]["ownerReferences"],
+                  (nlohmann::json::array({{{"apiVersion", "v1"}, {"kind", "Node"},
+                                           {"name", "worker-1"}, {"uid", "0b9f6c1e-uid"},
+                                           {"controller", true}}})));
+        EXPECT_EQ(s["spec"]["driver"], "vfio.vfiod.io");
+        EXPECT_EQ(s["spec"]["nodeName"], "worker-1");
+        EXPECT_EQ(s["spec"]["pool"], (nlohmann::json{{"name", "worker-1"}, {"generation", 7},
+                                                     {"resourceSliceCount", 32}}));
+        const auto& devs = s["spec"]["devices"];
+        EXPECT_LE(devs.size(), kMaxDevicesPerSlice);
+        EXPECT_GT(devs.size(), 0u);
+        for (const auto& d : devs) {
+            std::string n = d["name"];
+            EXPECT_GT(n, last);  // name order across all slices
+            last = n;
+            device_names.insert(n);
+        }
+    }
+    EXPECT_EQ(slice_names.size(), 32u);
+    EXPECT_EQ(device_names.size(), 4080u);
+    // Deterministic: the same input gives the same bytes.
+    auto again = make_slices(many(4080), pool, nullptr);
+    ASSERT_EQ(again.size(), slices.size());
+    for (size_t i = 0; i < slices.size(); ++i)
+        EXPECT_EQ(again[i].dump(), slices[i].dump());
+
+    // 128 is one slice, 129 two; none, none.
+    EXPECT_EQ(make_slices(many(128), pool, nullptr).size(), 1u);
+    auto two = make_slices(many(129), pool, nullptr);
+    ASSERT_EQ(two.size(), 2u);
+    EXPECT_EQ(two[1]["spec"]["devices"].size(), 1u);
+    EXPECT_EQ(two[0]["spec"]["pool"]["resourceSliceCount"], 2);
+    EXPECT_TRUE(make_slices({}, pool, nullptr).empty());
+}
+
+TEST(DraDevices, NoOwnerReferenceWithoutNodeUid) {
+    Pool pool{"vfio.vfiod.io", "worker-1", "", 1};
+    auto slices = make_slices(many(3), pool, nullptr);
+    ASSERT_EQ(slices.size(), 1u);
+    EXPECT_FALSE(slices[0]["metadata"].contains("ownerReferences"));
+}
+
+TEST(DraDevices, SliceNames) {
+    Pool pool{"vfio.vfiod.io", "worker-1", "", 1};
+    EXPECT_EQ(slice_name(pool, 0), "worker-1-vfio.vfiod.io-0");
+    EXPECT_EQ(slice_name(pool, 31), "worker-1-vfio.vfiod.io-31");
+
+    // Long node names (253 characters is legal for a Node) stay within 253, stay distinct per
+    // index and per node, and are the same every time.
+    std::set<std::string> seen;
+    for (std::string node : {std::string(253, 'a'), std::string(252, 'a') + "b",
+                             std::string(200, 'n') + "." + std::string(52, 'm'),
+                             std::string(240, 'a') + "-" + std::string(12, 'b')}) {
+        Pool p{"vfio.vfiod.io", node, "", 1};
+        for (size_t i : {size_t{0}, size_t{1}, size_t{31}, size_t{12345678}}) {
+            std::string n = slice_name(p, i);
+            EXPECT_TRUE(is_subdomain(n)) << n;
+            EXPECT_EQ(n, slice_name(p, i));
+            EXPECT_TRUE(seen.insert(n).second) << n;
+        }
+    }
+    // Hostile node and driver names still give valid, distinct names.
+    for (auto [node, driver] :
+         std::vector<std::pair<std::string, std::string>>{
+             {"Node_A", "vfio.vfiod.io"}, {"node-a", "vfio.vfiod.io"}, {"..", "-"},
+             {"", ""}, {"a/b", "c"}, {"a..b", "x.-y"}, {std::string("n\0x", 3), "d"},
+             {"ü", "d"}, {"-", "."}}) {
+        Pool p{driver, node, "", 1};
+        std::string n = slice_name(p, 3);
+        EXPECT_TRUE(is_subdomain(n)) << "'" << node << "' '" << driver << "' -> " << n;
+        EXPECT_TRUE(seen.insert(n).second) << n;
+    }
+}
+
+}  // namespace
+}  // namespace vfiod::dra
