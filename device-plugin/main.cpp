@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "infra/fd.hpp"
+#include "infra/instance_lock.hpp"
 #include "infra/logging.hpp"
 #include "infra/loop.hpp"
 #include "plugin.hpp"
@@ -89,17 +90,15 @@ int parse(int argc, char** argv, Options* o) {
 // The lock is on the directory itself, which the kubelet never removes.
 bool lock_instance(const std::string& dir, Fd* lock) {
     mkdir(dir.c_str(), 0750);  // the kubelet may not have run yet; it creates it the same way
-    lock->reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (lock->get() < 0) {
-        spdlog::critical("cannot open the kubelet directory {}: {}", dir, std::strerror(errno));
-        return false;
-    }
-    if (flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
-        spdlog::critical("another vfiod-device-plugin already serves {} ({}); exiting", dir,
-                         errno == EWOULDBLOCK ? "its lock is held" : std::strerror(errno));
-        return false;
-    }
-    return true;
+    bool held = false;
+    std::string err;
+    if (lock_directory(dir, lock, &held, &err))
+        return true;
+    if (held)
+        spdlog::critical("another vfiod-device-plugin already serves {} ({}); exiting", dir, err);
+    else
+        spdlog::critical("the kubelet directory: {}", err);
+    return false;
 }
 
 }  // namespace

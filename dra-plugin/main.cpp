@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "infra/fd.hpp"
+#include "infra/instance_lock.hpp"
 #include "infra/logging.hpp"
 #include "infra/loop.hpp"
 #include "plugin.hpp"
@@ -176,17 +177,15 @@ bool lock_instance(const std::string& dir, Fd* lock) {
         path = dir.substr(0, pos);
         mkdir(path.c_str(), 0700);
     }
-    lock->reset(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (lock->get() < 0) {
-        spdlog::critical("cannot open the state directory {}: {}", dir, std::strerror(errno));
-        return false;
-    }
-    if (flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
-        spdlog::critical("another vfiod-dra-plugin already uses {} ({}); exiting", dir,
-                         errno == EWOULDBLOCK ? "its lock is held" : std::strerror(errno));
-        return false;
-    }
-    return true;
+    bool held = false;
+    std::string err;
+    if (lock_directory(dir, lock, &held, &err))
+        return true;
+    if (held)
+        spdlog::critical("another vfiod-dra-plugin already uses {} ({}); exiting", dir, err);
+    else
+        spdlog::critical("the state directory: {}", err);
+    return false;
 }
 
 }  // namespace
