@@ -477,17 +477,24 @@ TEST_F(DraKubeletTest, CallsBeyondTheQueueAreRefusedAndTheRestAnswered) {
     servers_->set_limits(1, 2);
     hold_ = true;
     start();
-    // One call works, two wait, three are refused at once.
+    // One call works, two wait, three are refused at once. The first is inside the worker
+    // before the others are sent: otherwise two calls may still both be queued when the rest
+    // arrive, and four are refused.
     std::mutex m;
     std::vector<grpc::StatusCode> codes;
     std::vector<std::thread> calls;
-    for (int i = 0; i < 6; ++i)
+    auto call = [&](int i) {
         calls.emplace_back([&, i] {
             FakeDraKubelet k(std::chrono::seconds(60));
             auto r = k.prepare(dra_, {{"u" + std::to_string(i), "ns", "ok"}});
             std::lock_guard l(m);
             codes.push_back(r.status.error_code());
         });
+    };
+    call(0);
+    EXPECT_TRUE(wait_for([&] { return inside_.load() == 1; }));
+    for (int i = 1; i < 6; ++i)
+        call(i);
     auto count = [&](grpc::StatusCode c) {
         std::lock_guard l(m);
         return std::count(codes.begin(), codes.end(), c);
