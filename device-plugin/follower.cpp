@@ -21,13 +21,19 @@ client::DaemonView InventoryFollower::view() const {
     return (before ? *before : inventory_).view();
 }
 
-void InventoryFollower::follow(sdbus::IConnection& bus) {
-    watch_ = client::watch_inventory(
-        bus,
-        [this](sdbus::Message& m) { guarded("a change from vfiod", [&] { on_change(m); }); },
-        [this](bool owner) {
-            guarded("vfiod's bus name changing hands", [&] { owner_changed(owner); });
-        });
+bool InventoryFollower::follow(sdbus::IConnection& bus, std::string* err) {
+    try {
+        watch_ = client::watch_inventory(
+            bus,
+            [this](sdbus::Message& m) { guarded("a change from vfiod", [&] { on_change(m); }); },
+            [this](bool owner) {
+                guarded("vfiod's bus name changing hands", [&] { owner_changed(owner); });
+            });
+    } catch (const sdbus::Error& e) {
+        *err = "cannot follow vfiod's signals on the bus: " + e.getMessage();
+        return false;
+    }
+    return true;
 }
 
 void InventoryFollower::read() {

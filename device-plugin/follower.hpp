@@ -37,8 +37,9 @@ public:
     InventoryFollower(sdbus::IConnection& bus, Loop& loop, std::function<void(Update)> updated);
 
     // Subscribes to vfiod's signals and its bus name; a whole read follows at the next
-    // settle(). Throws sdbus::Error when the bus refuses a subscription.
-    void follow(sdbus::IConnection& bus);
+    // settle(). False with *err when the bus refuses a subscription: a plugin without the
+    // signals would serve a stale inventory forever, so it exits and is started again.
+    bool follow(sdbus::IConnection& bus, std::string* err);
     // The inventory to serve: while removals wait for their check, the one before them.
     client::DaemonView view() const;
     // After each loop turn: a whole read if one is due, then the heap trimmed after a read.

@@ -1,15 +1,11 @@
 // vfiod-device-plugin: the kubelet device plugin fed by vfiod's D-Bus inventory (DESIGN §9).
 // This file parses the command line, takes the per-kubelet-directory lock, connects to the bus
 // and hands over to plugin::Plugin (plugin.hpp), which does the work on one Loop.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -86,21 +82,6 @@ int parse(int argc, char** argv, Options* o) {
     return 0;
 }
 
-// One plugin per kubelet directory: a second one would take over the first one's sockets.
-// The lock is on the directory itself, which the kubelet never removes.
-bool lock_instance(const std::string& dir, Fd* lock) {
-    mkdir(dir.c_str(), 0750);  // the kubelet may not have run yet; it creates it the same way
-    bool held = false;
-    std::string err;
-    if (lock_directory(dir, lock, &held, &err))
-        return true;
-    if (held)
-        spdlog::critical("another vfiod-device-plugin already serves {} ({}); exiting", dir, err);
-    else
-        spdlog::critical("the kubelet directory: {}", err);
-    return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,8 +94,12 @@ int main(int argc, char** argv) {
     block_signals(signals);
     signal(SIGPIPE, SIG_IGN);
 
+    // One plugin per kubelet directory: a second one would take over the first one's sockets.
+    // The lock is on the directory itself, which the kubelet never removes; it may not have run
+    // yet, and creates the directory the same way.
+    mkdir(opts.kubelet_dir.c_str(), 0750);
     Fd lock;
-    if (!lock_instance(opts.kubelet_dir, &lock))
+    if (!lock_instance("vfiod-device-plugin", opts.kubelet_dir, &lock))
         return 1;
     std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
     if (!bus)

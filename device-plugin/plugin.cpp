@@ -149,16 +149,8 @@ void Plugin::stop(int signo) {
 
 int Plugin::run(sdbus::IConnection& bus) {
     std::string err;
-    if (!watches_.open(endpoints_.kubelet_dir, &err)) {
+    if (!watches_.open(endpoints_.kubelet_dir, &err) || !follower_.follow(bus, &err)) {
         spdlog::critical("{}", err);
-        return 1;
-    }
-    try {
-        follower_.follow(bus);
-    } catch (const sdbus::Error& e) {
-        // Without the signals the plugin would serve a stale inventory forever: exit, and let
-        // systemd (or the DaemonSet) start us again once the bus lets us subscribe.
-        spdlog::critical("cannot follow vfiod's signals on the bus: {}", e.getMessage());
         return 1;
     }
     loop_.watch(watches_.fd(), [this] { guarded("inotify", [this] { handle_inotify(); }); });

@@ -1,16 +1,12 @@
 // vfiod-dra-plugin: the Kubernetes DRA kubelet plugin fed by vfiod's D-Bus inventory (DESIGN
 // §10). This file parses the command line, finds the API server, takes the per-driver lock,
 // connects to the bus and hands over to DraPlugin (plugin.hpp).
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -168,24 +164,13 @@ bool find_api_server(const Options& o, ApiEndpoint* ep, std::string* err) {
     return true;
 }
 
-// One plugin per driver and root: a second one would take over the first one's sockets and
-// fight it over the slices. The lock is on the state directory, made here if need be.
-bool lock_instance(const std::string& dir, Fd* lock) {
-    std::string path;
+// The state directory and its parents, as the package would make them: the instance lock is
+// taken on it before anything is written there.
+void make_state_dir(const std::string& dir) {
     for (size_t pos = 1; pos != std::string::npos;) {
         pos = dir.find('/', pos + 1);
-        path = dir.substr(0, pos);
-        mkdir(path.c_str(), 0700);
+        mkdir(dir.substr(0, pos).c_str(), 0700);
     }
-    bool held = false;
-    std::string err;
-    if (lock_directory(dir, lock, &held, &err))
-        return true;
-    if (held)
-        spdlog::critical("another vfiod-dra-plugin already uses {} ({}); exiting", dir, err);
-    else
-        spdlog::critical("the state directory: {}", err);
-    return false;
 }
 
 }  // namespace
@@ -212,8 +197,12 @@ int main(int argc, char** argv) {
         spdlog::critical("{}", err);
         return 1;
     }
+    // One plugin per driver and root: a second one would take over the first one's sockets and
+    // fight it over the slices.
+    const std::string state_dir = opts.under_root(opts.state_dir);
+    make_state_dir(state_dir);
     Fd lock;
-    if (!lock_instance(opts.under_root(opts.state_dir), &lock))
+    if (!lock_instance("vfiod-dra-plugin", state_dir, &lock))
         return 1;
     std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
     if (!bus)

@@ -88,24 +88,10 @@ void DraPlugin::stop(int signo) {
 
 int DraPlugin::run(sdbus::IConnection& bus) {
     std::string err;
-    if (!preparer_.load(&err)) {
+    if (!preparer_.load(&err) || !servers_.start(&err) ||
+        !watches_.open(opts_.under_root(opts_.registrar_dir), &err) ||
+        !follower_.follow(bus, &err)) {
         spdlog::critical("{}", err);
-        return 1;
-    }
-    if (!servers_.start(&err)) {
-        spdlog::critical("{}", err);
-        return 1;
-    }
-    if (!watches_.open(opts_.under_root(opts_.registrar_dir), &err)) {
-        spdlog::critical("{}", err);
-        return 1;
-    }
-    try {
-        follower_.follow(bus);
-    } catch (const sdbus::Error& e) {
-        // Without the signals the slices would go stale forever: exit, and let systemd (or the
-        // DaemonSet) start us again once the bus lets us subscribe.
-        spdlog::critical("cannot follow vfiod's signals on the bus: {}", e.getMessage());
         return 1;
     }
     publisher_.start();

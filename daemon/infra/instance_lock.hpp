@@ -9,8 +9,8 @@
 
 namespace vfiod {
 
-// Opens `dir` and takes flock(LOCK_EX | LOCK_NB) on it, held as long as *lock is. False with
-// *err saying why; *held is then true when another process holds the lock.
-bool lock_directory(const std::string& dir, Fd* lock, bool* held, std::string* err);
+// Opens `dir` and takes flock(LOCK_EX | LOCK_NB) on it, held as long as *lock is. False, after
+// logging why (another `program` holds it, or the directory cannot be opened or locked).
+bool lock_instance(const char* program, const std::string& dir, Fd* lock);
 
 }  // namespace vfiod
