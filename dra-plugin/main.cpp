@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -135,7 +137,7 @@ int parse(int argc, char** argv, Options* o) {
     if (!plugin_dir_given)
         o->plugin_dir = "/var/lib/kubelet/plugins/" + o->driver;
     for (const std::string* dir : {&o->registrar_dir, &o->plugin_dir, &o->cdi_dir, &o->state_dir})
-        if (dir->front() != '/')
+        if (dir->empty() || dir->front() != '/')
             return usage_error("'" + *dir + "' is not an absolute path");
     bool flags = !o->api_server.empty() || !o->token_file.empty() || !o->ca_file.empty();
     if (flags && !o->kubeconfig.empty())
@@ -164,13 +166,21 @@ bool find_api_server(const Options& o, ApiEndpoint* ep, std::string* err) {
     return true;
 }
 
-// The state directory and its parents, as the package would make them: the instance lock is
-// taken on it before anything is written there.
-void make_state_dir(const std::string& dir) {
-    for (size_t pos = 1; pos != std::string::npos;) {
-        pos = dir.find('/', pos + 1);
-        mkdir(dir.substr(0, pos).c_str(), 0700);
+// The state directory and its parents, as the package would make them, made beneath the root (a
+// link on the way out of a --root tree is refused): the instance lock is taken on it before
+// anything is written there.
+bool make_state_dir(const Options& o, std::string* err) {
+    KernelHostFs host(o.root);
+    int e = 0;
+    const std::string& d = o.state_dir;
+    Fd dir = host.open_own_dir(std::string_view(d).substr(std::min(d.find_first_not_of('/'), d.size())),
+                               true, &e);
+    if (dir.get() < 0 || ::fchmod(dir.get(), 0700) != 0) {
+        *err = "cannot create the state directory " + o.under_root(o.state_dir) + ": " +
+               std::strerror(dir.get() < 0 ? e : errno);
+        return false;
     }
+    return true;
 }
 
 }  // namespace
@@ -199,10 +209,12 @@ int main(int argc, char** argv) {
     }
     // One plugin per driver and root: a second one would take over the first one's sockets and
     // fight it over the slices.
-    const std::string state_dir = opts.under_root(opts.state_dir);
-    make_state_dir(state_dir);
+    if (!make_state_dir(opts, &err)) {
+        spdlog::critical("{}", err);
+        return 1;
+    }
     Fd lock;
-    if (!lock_instance("vfiod-dra-plugin", state_dir, &lock))
+    if (!lock_instance("vfiod-dra-plugin", opts.under_root(opts.state_dir), &lock))
         return 1;
     std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
     if (!bus)

@@ -23,7 +23,7 @@ DraPlugin::DraPlugin(const Options& o, sdbus::IConnection& bus, Loop& loop, Kube
       host_(o.root),
       follower_(bus, loop, [this](plugin::InventoryFollower::Update how) { updated(how); }),
       publisher_(api, SlicePublisher::Options{o.driver, o.node}),
-      preparer_(Preparer::Options{o.driver, o.node, o.cdi_dir, o.state_dir}, o.root, api,
+      preparer_(Preparer::Options{o.driver, o.node, o.cdi_dir, o.state_dir}, api,
                 [this] { return inventory(); }, host_),
       servers_(KubeletServers::Options{o.driver, o.under_root(o.registrar_dir),
                                        o.under_root(o.plugin_dir), o.plugin_dir + "/dra.sock"},

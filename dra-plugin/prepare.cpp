@@ -1,6 +1,5 @@
 #include "prepare.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -138,99 +137,16 @@ bool safe_request(const std::string& r) {
     return safe_component(r.substr(0, slash), 63) && safe_component(r.substr(slash + 1), 63);
 }
 
-std::string under_root(const std::string& root, const std::string& host_path) {
-    if (root.empty() || root == "/")
-        return host_path;
-    std::string r = root;
-    while (r.size() > 1 && r.back() == '/')
-        r.pop_back();
-    return r + host_path;
-}
-
+// A host path's directory and last component ("/a/b/c.json": "/a/b", "c.json"), and the path
+// as HostFs takes it, relative to the root ("a/b/c.json").
 std::string dir_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
-std::string temp_of(const std::string& p) {
-    auto slash = p.rfind('/');
-    return p.substr(0, slash + 1) + "." + p.substr(slash + 1) + ".tmp";
+std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+std::string rel_of(const std::string& p) {
+    size_t at = p.find_first_not_of('/');
+    return at == std::string::npos ? std::string() : p.substr(at);
 }
 
-// mkdir -p of `path`'s components after the first `keep` characters (the root, made by
-// someone else). 0 or the errno, *failed naming the component.
-int make_dirs(const std::string& path, size_t keep, mode_t mode, std::string* failed) {
-    for (size_t pos = std::max<size_t>(keep, 1); pos != std::string::npos;) {
-        pos = path.find('/', pos + 1);
-        std::string p = path.substr(0, pos);
-        if (p.size() <= keep)
-            continue;
-        if (mkdir(p.c_str(), mode) == 0)
-            continue;
-        int e = errno;
-        struct stat st {};
-        if (e == EEXIST && stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-            continue;
-        *failed = p;
-        return e == EEXIST ? ENOTDIR : e;
-    }
-    return 0;
-}
-
-int fsync_dir(const std::string& dir) {
-    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return errno;
-    int r = fsync(fd) == 0 ? 0 : errno;
-    close(fd);
-    return r;
-}
-
-// Replaces `path` atomically with `data`: a temp file beside it (a fixed name, so that a crash
-// leaves nothing that cleanup does not know of), written, fsynced, renamed, the directory
-// fsynced. The temp file never outlives a failure. "" or why, naming the path and the errno.
-std::string write_atomic(const std::string& path, const std::string& host_path,
-                         const std::string& data, mode_t mode) {
-    const std::string tmp = temp_of(path);
-    auto fail = [&](const std::string& what, int e) {
-        unlink(tmp.c_str());
-        return "cannot write " + path + ": " + what + ": " + errno_text(e);
-    };
-    if (int e = hooked_errno(host_path))
-        return fail("write", e);
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
-        return "cannot write " + path + ": create " + tmp + ": " + errno_text(errno);
-    size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EIO;
-            close(fd);
-            return fail("write", e);
-        }
-        done += static_cast<size_t>(n);
-    }
-    if (fchmod(fd, mode) != 0 || fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return fail("fsync", e);
-    }
-    if (close(fd) != 0)
-        return fail("close", errno);
-    if (rename(tmp.c_str(), path.c_str()) != 0)
-        return fail("rename", errno);
-    if (int e = fsync_dir(dir_of(path)))
-        return "cannot write " + path + ": fsync of its directory: " + errno_text(e);
-    return "";
-}
-
-// Removes a file and its temp sibling; "" when both are gone (ENOENT counts as gone).
-std::string remove_file(const std::string& path) {
-    unlink(temp_of(path).c_str());
-    // ENOTDIR: a file where a directory of the path should be, so nothing of ours is there.
-    if (unlink(path.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
-        return "cannot remove " + path + ": " + errno_text(errno);
-    return "";
-}
+bool gone(int e) { return e == ENOENT || e == ENOTDIR; }
 
 // A checkpoint: what Prepare decided and every file it writes. "preparing" is written before the
 // first file, "prepared" after the last: a crash in between leaves the intent, so a retried
@@ -406,7 +322,6 @@ struct GroupOwner {
 
 struct Preparer::Impl {
     Options o;
-    std::string root;
     KubeApi& api;
     InventoryFn inventory;
     const HostFs& host;
@@ -417,11 +332,71 @@ struct Preparer::Impl {
     std::set<std::string> busy;                // UIDs a call is working on
     std::map<unsigned, GroupOwner> groups;
 
-    Impl(Options opts, std::string r, KubeApi& a, InventoryFn inv, const HostFs& h)
-        : o(std::move(opts)), root(std::move(r)), api(a), inventory(std::move(inv)), host(h) {}
+    Impl(Options opts, KubeApi& a, InventoryFn inv, const HostFs& h)
+        : o(std::move(opts)), api(a), inventory(std::move(inv)), host(h) {}
 
-    std::string path(const std::string& host_path) const { return under_root(root, host_path); }
-    size_t root_len() const { return root.empty() || root == "/" ? 0 : under_root(root, "").size(); }
+    // Every file is reached through a directory opened beneath the root (HostFs::open_own_dir):
+    // a link on the way that leads out of a --root tree is refused, never followed, so nothing
+    // is written, renamed or removed outside it. The paths below are for messages.
+    std::string path(const std::string& host_path) const { return host.path(rel_of(host_path)); }
+
+    // The directory at host path `dir`, made (0755) when missing and `create`; else errno in *e.
+    Fd open_dir(const std::string& dir, bool create, int* e) const {
+        return host.open_own_dir(rel_of(dir), create, e);
+    }
+    // One of the plugin's own directories (checkpoints, metadata, damaged ones): made and kept
+    // 0700, whoever made it before.
+    Fd open_private(const std::string& dir, int* e) const {
+        Fd fd = open_dir(dir, true, e);
+        if (fd.get() >= 0 && ::fchmod(fd.get(), 0700) != 0) {
+            *e = errno;
+            return Fd();
+        }
+        return fd;
+    }
+
+    // Replaces the file at host path `host_path` whole (HostFs::replace_own). "" or why, naming
+    // the file and the errno.
+    std::string write_file(const std::string& host_path, const std::string& data, mode_t mode,
+                           bool private_dir = false) const {
+        int e = hooked_errno(host_path);
+        if (e)
+            return "cannot write " + path(host_path) + ": " + errno_text(e);
+        Fd dir = private_dir ? open_private(dir_of(host_path), &e) : open_dir(dir_of(host_path), true, &e);
+        if (dir.get() < 0)
+            return "cannot create directory " + path(dir_of(host_path)) + ": " + errno_text(e);
+        if ((e = HostFs::replace_own(dir.get(), base_of(host_path), data, mode)))
+            return "cannot write " + path(host_path) + ": " + errno_text(e);
+        return "";
+    }
+
+    // Removes a file and its temp sibling; "" when both are gone (a missing directory on the
+    // way counts as gone). durable: the directory is fsynced after.
+    std::string remove_file(const std::string& host_path, bool durable = false) const {
+        int e = 0;
+        Fd dir = open_dir(dir_of(host_path), false, &e);
+        if (dir.get() < 0)
+            return gone(e) ? "" : "cannot remove " + path(host_path) + ": " + errno_text(e);
+        const std::string name = base_of(host_path);
+        ::unlinkat(dir.get(), (name + ".tmp").c_str(), 0);
+        if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
+            return "cannot remove " + path(host_path) + ": " + errno_text(errno);
+        if (durable)
+            ::fsync(dir.get());
+        return "";
+    }
+
+    // Removes the empty directory at host path `dir`; "" when it is gone.
+    std::string remove_dir(const std::string& dir) const {
+        int e = 0;
+        Fd parent = open_dir(dir_of(dir), false, &e);
+        if (parent.get() >= 0) {
+            if (::unlinkat(parent.get(), base_of(dir).c_str(), AT_REMOVEDIR) == 0)
+                return "";
+            e = errno;
+        }
+        return gone(e) ? "" : "cannot remove " + path(dir) + ": " + errno_text(e);
+    }
 
     // Takes the claim for this call: a second call for the same claim waits for the first,
     // so two never write the same files. Bounded: a call stuck on a hung disk does not hold
@@ -532,31 +507,24 @@ struct Preparer::Impl {
         std::string first;
         std::set<std::string> dirs;
         for (const auto& f : cp.files) {
-            std::string e = remove_file(path(f));
+            std::string e = remove_file(f);
             if (first.empty())
                 first = e;
             if (f.rfind(o.state_dir + "/metadata/", 0) == 0)
-                dirs.insert(dir_of(path(f)));
+                dirs.insert(dir_of(f));
         }
         // The per-request directories and the claim's own one are ours, made by Prepare.
-        for (const auto& d : dirs)
-            if (rmdir(d.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR && first.empty())
-                first = "cannot remove " + d + ": " + errno_text(errno);
-        const std::string claim_dir = path(o.state_dir + "/metadata/" + cp.claim.uid);
-        if (rmdir(claim_dir.c_str()) != 0 && errno != ENOENT && first.empty())
-            first = "cannot remove " + claim_dir + ": " + errno_text(errno);
+        dirs.insert(o.state_dir + "/metadata/" + cp.claim.uid);
+        for (auto d = dirs.rbegin(); d != dirs.rend(); ++d)  // "<uid>/<request>" before "<uid>"
+            if (std::string e = remove_dir(*d); first.empty())
+                first = e;
         if (!first.empty())
             return first;
-        const std::string ck = path(checkpoint_path(o.state_dir, cp.claim.uid));
-        if (std::string e = remove_file(ck); !e.empty())
-            return e;
-        fsync_dir(dir_of(ck));
-        return "";
+        return remove_file(checkpoint_path(o.state_dir, cp.claim.uid), true);
     }
 
     std::string write_checkpoint(const Checkpoint& cp) {
-        const std::string host_path = checkpoint_path(o.state_dir, cp.claim.uid);
-        return write_atomic(path(host_path), host_path, serialize(cp), 0600);
+        return write_file(checkpoint_path(o.state_dir, cp.claim.uid), serialize(cp), 0600, true);
     }
 
     static std::vector<PreparedDevice> answer(const Checkpoint& cp) {
@@ -750,23 +718,15 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref) {
         claims[ref.uid] = intent;
         return {who + ": " + why + "; and cleaning up: " + left, {}};
     };
-    std::string failed_dir;
-    const std::string claims_dir = path(o.state_dir + "/claims");
-    if (int e = make_dirs(claims_dir, root_len(), 0700, &failed_dir))
-        return undo("cannot create directory " + failed_dir + ": " + errno_text(e));
     if (std::string e = write_checkpoint(intent); !e.empty())
         return undo(e);
-    for (const auto& [host_path, content] : plan.files) {
-        const std::string p = path(host_path);
-        if (int e = make_dirs(dir_of(p), root_len(), 0755, &failed_dir))
-            return undo("cannot create directory " + failed_dir + ": " + errno_text(e));
-        if (std::string e = write_atomic(p, host_path, content, 0644); !e.empty())
+    for (const auto& [host_path, content] : plan.files)
+        if (std::string e = write_file(host_path, content, 0644); !e.empty())
             return undo(e);
-    }
     if (old)  // a crashed attempt's files that this one does not write
         for (const auto& f : old->files)
             if (std::find(plan.cp.files.begin(), plan.cp.files.end(), f) == plan.cp.files.end())
-                if (std::string e = remove_file(path(f)); !e.empty())
+                if (std::string e = remove_file(f); !e.empty())
                     return undo(e);
     plan.cp.prepared = true;
     if (std::string e = write_checkpoint(plan.cp); !e.empty())
@@ -805,32 +765,22 @@ std::string Preparer::Impl::unprepare(const ClaimRef& ref) {
 }
 
 bool Preparer::Impl::load(std::string* err) {
-    const std::string dir = path(o.state_dir + "/claims");
-    std::string failed;
-    for (const std::string& d : {dir, path(o.state_dir + "/metadata")})
-        if (int e = make_dirs(d, root_len(), 0700, &failed)) {
-            *err = "cannot create the state directory " + failed + ": " + errno_text(e);
+    const std::string claims_dir = o.state_dir + "/claims";
+    Fd dir;
+    for (const std::string& d : {o.state_dir + "/metadata", claims_dir}) {
+        int e = 0;
+        dir = open_private(d, &e);
+        if (dir.get() < 0) {
+            *err = "cannot create the state directory " + path(d) + ": " + errno_text(e);
             return false;
         }
-    DIR* dp = opendir(dir.c_str());
-    if (!dp) {
-        *err = "cannot read the state directory " + dir + ": " + errno_text(errno);
-        return false;
     }
-    std::vector<std::string> names;
-    while (dirent* e = readdir(dp))
-        names.emplace_back(e->d_name);
-    closedir(dp);
-    std::sort(names.begin(), names.end());
-
     std::map<std::string, Checkpoint> loaded;
     std::map<unsigned, GroupOwner> owners;
-    for (const auto& n : names) {
-        if (n == "." || n == "..")
-            continue;
-        const std::string full = dir + "/" + n;
-        if (n.front() == '.' && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
-            unlink(full.c_str());  // a write a crash cut short; what it replaced is still there
+    for (const auto& n : HostFs::list_own(dir.get())) {
+        const std::string full = path(claims_dir + "/" + n);
+        if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
+            ::unlinkat(dir.get(), n.c_str(), 0);  // a write a crash cut short; what it replaced is still there
             continue;
         }
         std::string uid = n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0
@@ -840,33 +790,27 @@ bool Preparer::Impl::load(std::string* err) {
         Checkpoint cp;
         if (!safe_uid(uid)) {
             why = "not a checkpoint's name";
+        } else if (auto text = HostFs::read_own(dir.get(), n, kMaxCheckpointBytes + 1, &why); !text) {
+            why = why.empty() ? "unreadable" : why;
+        } else if (text->size() > kMaxCheckpointBytes) {
+            why = "larger than 1 MiB";
         } else {
-            int fd = open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-            struct stat st {};
-            std::string text;
-            if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-                st.st_size > static_cast<off_t>(kMaxCheckpointBytes)) {
-                why = fd < 0 ? "unreadable: " + errno_text(errno) : "not a regular file of at most 1 MiB";
-            } else {
-                text.resize(static_cast<size_t>(st.st_size));
-                ssize_t got = read(fd, text.data(), text.size());
-                if (got != st.st_size)
-                    why = "could not be read whole";
-                else
-                    parse_checkpoint(text, uid, &cp, &why);
-            }
-            if (fd >= 0)
-                close(fd);
+            parse_checkpoint(*text, uid, &cp, &why);
         }
         if (!why.empty()) {
             // Never trusted, never deleted: set aside for a person to look at.
-            const std::string aside = path(o.state_dir + "/damaged");
-            std::string to = aside + "/" + n + "." + std::to_string(std::time(nullptr));
-            if (make_dirs(aside, root_len(), 0700, &failed) == 0 && rename(full.c_str(), to.c_str()) == 0)
-                spdlog::warn("checkpoint {} is damaged ({}): moved to {}", full, printable(why, 200), to);
+            const std::string aside = o.state_dir + "/damaged";
+            const std::string to = n + "." + std::to_string(std::time(nullptr));
+            int e = 0;
+            Fd aside_dir = open_private(aside, &e);
+            if (aside_dir.get() >= 0 && ::renameat(dir.get(), n.c_str(), aside_dir.get(), to.c_str()) != 0)
+                e = errno;
+            if (aside_dir.get() >= 0 && !e)
+                spdlog::warn("checkpoint {} is damaged ({}): moved to {}", full, printable(why, 200),
+                             path(aside + "/" + to));
             else
                 spdlog::warn("checkpoint {} is damaged ({}) and could not be moved aside: {}", full,
-                             printable(why, 200), std::strerror(errno));
+                             printable(why, 200), errno_text(e));
             continue;
         }
         for (const auto& d : cp.devices) {
@@ -883,13 +827,12 @@ bool Preparer::Impl::load(std::string* err) {
     std::lock_guard<std::mutex> l(mu);
     claims = std::move(loaded);
     groups = std::move(owners);
-    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), dir);
+    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), path(claims_dir));
     return true;
 }
 
-Preparer::Preparer(Options o, std::string root, KubeApi& api, InventoryFn inventory,
-                   const HostFs& host)
-    : impl_(std::make_shared<Impl>(std::move(o), std::move(root), api, std::move(inventory), host)) {}
+Preparer::Preparer(Options o, KubeApi& api, InventoryFn inventory, const HostFs& host)
+    : impl_(std::make_shared<Impl>(std::move(o), api, std::move(inventory), host)) {}
 
 bool Preparer::load(std::string* err) {
     try {

@@ -90,9 +90,9 @@ public:
     };
     using InventoryFn = std::function<std::shared_ptr<const DraInventory>()>;
 
-    // `root` as --root: every file is written under it, every answer names host paths.
-    Preparer(Options o, std::string root, KubeApi& api, InventoryFn inventory,
-             const HostFs& host);
+    // Every file is written under host.root() (--root), through directories opened beneath it;
+    // every answer names host paths.
+    Preparer(Options o, KubeApi& api, InventoryFn inventory, const HostFs& host);
     // Reads the checkpoints: claims prepared before a restart. Damaged ones are logged, named
     // and set aside, never trusted. False and *err when the state directory cannot be used.
     bool load(std::string* err);

@@ -88,20 +88,6 @@ bool fail(std::string* err, std::string msg) {
     return false;
 }
 
-int write_all(int fd, const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return errno;
-        }
-        done += static_cast<size_t>(n);
-    }
-    return 0;
-}
-
 std::string group_name(unsigned group) { return "group-" + std::to_string(group); }
 
 // The entry names load_all() takes: exactly "group-" and a group number as store() writes it, so
@@ -114,26 +100,6 @@ std::optional<unsigned> group_of_name(const std::string& name) {
     if (*end || g > 0xffffffffUL || name != "group-" + std::to_string(g))
         return std::nullopt;
     return static_cast<unsigned>(g);
-}
-
-// The names in an open directory, "." and ".." left out (dirfd stays open).
-std::vector<std::string> names_in(int dirfd) {
-    std::vector<std::string> out;
-    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-    if (!d) {
-        if (fd >= 0)
-            ::close(fd);
-        return out;
-    }
-    while (const dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..")
-            out.push_back(std::move(name));
-    }
-    ::closedir(d);
-    std::sort(out.begin(), out.end());
-    return out;
 }
 
 }  // namespace
@@ -375,7 +341,7 @@ void Journal::each_name(std::vector<std::string>* errors, const NameVisitor& vis
             errors->push_back(derr);
         return;
     }
-    for (const auto& name : names_in(dir.get())) {
+    for (const auto& name : HostFs::list_own(dir.get())) {
         std::string err;
         visit(dir.get(), name, &err);
         if (errors && !err.empty())
@@ -434,32 +400,9 @@ void Journal::note_released(unsigned group, bool released) {
 int Journal::store_text(const std::string& name, const std::string& text) {
     int err = 0;
     Fd dir = open_dir(true, &err);
-    if (dir.get() < 0)
-        return err;
-    const std::string tmp = name + ".tmp";
-    // Whatever is at the temp name goes first, and O_EXCL opens only the file created here: a
-    // FIFO left there would block open(O_WRONLY) forever, on the operation's thread, holding the
-    // group's queue and, at SIGTERM, the daemon's exit.
-    if (::unlinkat(dir.get(), tmp.c_str(), 0) != 0 && errno != ENOENT)
-        return errno;
-    int fd = ::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                      0644);
-    if (fd < 0)
-        return errno;
-    err = write_all(fd, text);
-    if (!err && ::fsync(fd) != 0)
-        err = errno;
-    if (::close(fd) != 0 && !err)
-        err = errno;
-    // renameat replaces whatever has the entry's name, a symlink included, never its target.
-    if (!err && ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0)
-        err = errno;
-    if (err) {
-        ::unlinkat(dir.get(), tmp.c_str(), 0);
-        return err;
-    }
-    // The rename is durable only once the directory is.
-    return ::fsync(dir.get()) == 0 ? 0 : errno;
+    // A FIFO left at the temp name cannot block the write (replace_own creates it O_EXCL): it
+    // would hold the group's queue and, at SIGTERM, the daemon's exit.
+    return dir.get() < 0 ? err : HostFs::replace_own(dir.get(), name, text, 0644);
 }
 
 int Journal::remove_name(const std::string& name) {

@@ -321,6 +321,57 @@ std::optional<std::string> HostFs::read_own(int dirfd, const std::string& name, 
     return read_fd(fd, max_bytes, why);
 }
 
+int HostFs::replace_own(int dirfd, const std::string& name, std::string_view text,
+                        unsigned mode) {
+    const std::string tmp = name + ".tmp";
+    if (::unlinkat(dirfd, tmp.c_str(), 0) != 0 && errno != ENOENT)
+        return errno;
+    int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      static_cast<mode_t>(mode));
+    if (fd < 0)
+        return errno;
+    int err = 0;
+    for (size_t done = 0; done < text.size() && !err;) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n > 0)
+            done += static_cast<size_t>(n);
+        else if (n == 0 || errno != EINTR)
+            err = n == 0 ? EIO : errno;
+    }
+    // The mode as asked, whatever the umask took from it.
+    if (!err && (::fchmod(fd, static_cast<mode_t>(mode)) != 0 || ::fsync(fd) != 0))
+        err = errno;
+    if (::close(fd) != 0 && !err)
+        err = errno;
+    if (!err && ::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0)
+        err = errno;
+    if (err) {
+        ::unlinkat(dirfd, tmp.c_str(), 0);
+        return err;
+    }
+    // The rename is durable only once the directory is.
+    return ::fsync(dirfd) == 0 ? 0 : errno;
+}
+
+std::vector<std::string> HostFs::list_own(int dirfd) {
+    std::vector<std::string> out;
+    int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            ::close(fd);
+        return out;
+    }
+    while (const dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name != "." && name != "..")
+            out.push_back(std::move(name));
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 std::optional<std::string> KernelHostFs::readlink(std::string_view rel, const Dir* in) const {
     if (rel.empty())
         return std::nullopt;

@@ -168,6 +168,16 @@ public:
     // through a symlink: vfiod writes none there. Touches only dirfd, never the root.
     static std::optional<std::string> read_own(int dirfd, const std::string& name,
                                                size_t max_bytes, std::string* why);
+    // Replaces the file `name` in such a directory with `text`, whole or not at all: written to
+    // "<name>.tmp" (whatever had that name removed first, the new one created O_EXCL, so a FIFO
+    // planted there cannot block the write), fsynced, renamed over `name` (a symlink there is
+    // replaced, never followed), and the directory fsynced. The temp file never outlives a
+    // failure. 0 or the errno of the call that failed.
+    static int replace_own(int dirfd, const std::string& name, std::string_view text,
+                           unsigned mode);
+    // The entry names of such a directory, sorted, "." and ".." left out; empty when it cannot
+    // be read. Touches only dirfd.
+    static std::vector<std::string> list_own(int dirfd);
 };
 
 // The kernel's answers: paths resolved under one root directory with the system calls described

@@ -181,7 +181,7 @@ protected:
         return o;
     }
     std::unique_ptr<Preparer> make(Preparer::Options o) {
-        auto p = std::make_unique<Preparer>(o, root, api, [this] {
+        auto p = std::make_unique<Preparer>(o, api, [this] {
             std::lock_guard<std::mutex> l(inv_mu);
             return inv;
         }, *host);
@@ -474,7 +474,7 @@ TEST_F(Prepare, KilledAfterTheCdiWriteIsFinishedOrCleaned) {
         pid_t pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
-            Preparer p(options(), root, api, [this] { return inv; }, *host);
+            Preparer p(options(), api, [this] { return inv; }, *host);
             std::string e;
             if (!p.load(&e))
                 _exit(3);
@@ -733,6 +733,62 @@ TEST_F(Prepare, ThousandConcurrentClaimsKeepTheGroupRule) {
     for (const auto& [g, n] : winners)
         EXPECT_EQ(n, 1) << "group " << g;
     EXPECT_EQ(p->prepared().size(), static_cast<size_t>(kClaims / 2));
+}
+
+// --root is a fence: a link in the tree that leads out of it (absolute, or ".." past the root) is
+// refused where Prepare, Unprepare and the start would write, rename or remove, never followed.
+TEST_F(Prepare, LinksOutOfTheRootAreRefusedNeverFollowed) {
+    char tmpl[] = "/tmp/test_dra_prepare_outside.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string outside = tmpl;
+    struct Cleanup {
+        std::string dir;
+        ~Cleanup() { fs::remove_all(dir); }
+    } cleanup{outside};
+    api.put(make_claim("uid-a", "vms", "c", json::array({result("r", "pci-0000-01-00-0")})));
+
+    // The state directory's checkpoints, linked out: the start fails and names the directory.
+    fs::create_directories(root + "/var/lib/vfiod-dra-plugin");
+    fs::create_directory_symlink(outside, root + "/var/lib/vfiod-dra-plugin/claims");
+    {
+        Preparer p(options(), api, [this] { return inv; }, *host);
+        std::string err;
+        EXPECT_FALSE(p.load(&err));
+        EXPECT_NE(err.find(root + "/var/lib/vfiod-dra-plugin/claims"), std::string::npos) << err;
+        EXPECT_NE(err.find("errno 18"), std::string::npos) << err;  // EXDEV
+    }
+    fs::remove(root + "/var/lib/vfiod-dra-plugin/claims");
+    auto p = make();
+
+    // The CDI directory, absolute and relative: Prepare fails and writes nothing there. It cannot
+    // look behind the link either, so its intent stays for a retry or Unprepare to finish.
+    fs::create_directories(root + "/var/run");
+    for (const std::string& link : {outside, "../../../../../../../../.." + outside}) {
+        fs::create_directory_symlink(link, root + "/var/run/cdi");
+        PrepareResult r = p->prepare({"uid-a", "vms", "c"});
+        EXPECT_NE(r.error.find("cannot create directory " + root + "/var/run/cdi: Invalid cross-device link"),
+                  std::string::npos) << r.error;
+        EXPECT_TRUE(p->prepared().empty());
+        EXPECT_TRUE(tree(outside).empty()) << link;
+        EXPECT_EQ(json::parse(read_text(checkpoint("uid-a")))["state"], "preparing");
+        fs::remove(root + "/var/run/cdi");
+    }
+
+    // Prepared, then the directory swapped for a link to one holding a file of the same name:
+    // Unprepare says it cannot remove the spec, and the file outside stays.
+    ASSERT_EQ(p->prepare({"uid-a", "vms", "c"}).error, "");
+    fs::rename(root + "/var/run/cdi", root + "/var/run/cdi.real");
+    fs::create_directory_symlink(outside, root + "/var/run/cdi");
+    write_text(outside + "/vfiod.io-vfio-uid-a.json", "not ours");
+    std::string e = p->unprepare({"uid-a", "vms", "c"});
+    EXPECT_NE(e.find("cannot remove " + root + "/var/run/cdi/vfiod.io-vfio-uid-a.json"),
+              std::string::npos) << e;
+    EXPECT_EQ(read_text(outside + "/vfiod.io-vfio-uid-a.json"), "not ours");
+    // The link gone again, Unprepare finishes.
+    fs::remove(root + "/var/run/cdi");
+    fs::rename(root + "/var/run/cdi.real", root + "/var/run/cdi");
+    EXPECT_EQ(p->unprepare({"uid-a", "vms", "c"}), "");
+    EXPECT_FALSE(fs::exists(cdi_file("uid-a")));
 }
 
 }  // namespace
