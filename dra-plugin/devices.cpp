@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/pci_paths.hpp"
 #include "core/plan_json.hpp"
 #include "core/state.hpp"
 
@@ -82,7 +83,8 @@ const DraDevice* DraInventory::find(std::string_view name) const {
 
 std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& view,
                                                    const std::function<bool(unsigned)>& vfio_exists,
-                                                   const HostFs& host) {
+                                                   const HostFs& host,
+                                                   const DraInventory* before) {
     auto inv = std::make_shared<DraInventory>();
     // The device plugin's rule decides health (make_snapshot); each group's /dev/vfio node is
     // asked once, and the answer given to the snapshot is the one used here.
@@ -114,14 +116,16 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
             out.class_code = d.class_code;
             out.driver = d.driver;
             out.numa_node = d.numa_node;
-            if (auto where = host.resolve("sys/bus/pci/devices/" + d.address.str())) {
+            const DraDevice* known = before ? before->find(out.name) : nullptr;
+            if (known && known->address == d.address)
+                out.pcie_root = known->pcie_root;
+            else if (auto where = host.resolve(pci_paths::device(d.address))) {
                 // "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0" -> "pci0000:00"
                 constexpr std::string_view devices_dir = "sys/devices/";
                 if (where->starts_with(devices_dir)) {
                     std::string rest = where->substr(devices_dir.size());
                     std::string first = rest.substr(0, rest.find('/'));
-                    if (first.starts_with("pci") && first.size() > 3 &&
-                        first.find('/') == std::string::npos)
+                    if (first.starts_with("pci") && first.size() > 3)
                         out.pcie_root = first;
                 }
             }

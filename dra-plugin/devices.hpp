@@ -56,10 +56,13 @@ struct DraInventory {
 };
 
 // pcie_root is read from `host`: the function's sys/bus/pci/devices/<BDF> link resolved, its
-// first component under sys/devices ("pci0000:00").
+// first component under sys/devices ("pci0000:00"). A function `before` publishes keeps the
+// root found then (where a function sits does not change while it is there), so a change costs
+// host lookups for the new functions only, not for all of them on every signal.
 std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& view,
                                                    const std::function<bool(unsigned)>& vfio_exists,
-                                                   const HostFs& host);
+                                                   const HostFs& host,
+                                                   const DraInventory* before = nullptr);
 
 // The device's attributes in the ResourceSlice's form ({"string": "0000:01:00.0"}, {"int": 13}):
 // "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot" (absent when unknown),

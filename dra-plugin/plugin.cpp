@@ -46,13 +46,13 @@ void DraPlugin::updated(plugin::InventoryFollower::Update how) {
 
 void DraPlugin::rebuild() {
     watches_.watch_vfio_dir(host_);
+    std::shared_ptr<const DraInventory> before = inventory();
     auto after = make_inventory(follower_.view(), [this](unsigned g) {
         return host_.exists(pci_paths::vfio_group(g));
-    }, host_);
-    std::shared_ptr<const DraInventory> before;
+    }, host_, before.get());
     {
         std::lock_guard lock(mu_);
-        before = std::exchange(inventory_, after);
+        inventory_ = after;
     }
     if (before && before->devices == after->devices)
         return;

@@ -2,6 +2,7 @@
 // attributes (limits included), which functions are published, and the pool's slices.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 #include <string_view>
 
@@ -234,6 +235,18 @@ TEST(DraDevices, InventoryPublishesHealthyAllowlistedFunctionsOnly) {
         EXPECT_FALSE(inv->find(gone)) << gone;
     // The device plugin's snapshot rides along for Prepare (group mates).
     EXPECT_EQ(inv->snapshot.group_functions.at(13).size(), 2u);
+
+    // The next inventory takes the roots of the functions published before from them, and reads
+    // only the new function's: with the GPU's sysfs link gone, its root is still known, while
+    // the NIC, released meanwhile and back, is read again.
+    std::filesystem::remove(tree.root() + "/sys/bus/pci/devices/0000:01:00.0");
+    std::filesystem::remove(tree.root() + "/sys/bus/pci/devices/0000:40:00.0");
+    auto without_nic = v;
+    without_nic.groups.erase(without_nic.groups.begin() + 3);
+    auto between = make_inventory(without_nic, [](unsigned) { return true; }, host, inv.get());
+    auto next = make_inventory(v, [](unsigned) { return true; }, host, between.get());
+    EXPECT_EQ(next->find("pci-0000-01-00-0")->pcie_root, "pci0000:00");
+    EXPECT_EQ(next->find("pci-0000-40-00-0")->pcie_root, "");
 }
 
 std::vector<DraDevice> many(size_t n) {
