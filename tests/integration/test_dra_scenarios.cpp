@@ -24,6 +24,7 @@
 #include "fake_vfiod_peer.hpp"
 #include "kube_api.hpp"
 #include "plugin_env.hpp"
+#include "scenarios.hpp"
 
 namespace vfiod::test {
 namespace {
@@ -57,25 +58,7 @@ const char kStateDir[] = "/var/lib/vfiod-dra-plugin";
 // DESIGN §10 (KEP-5304): where the metadata file appears in the container.
 const char kMetadataBase[] = "/var/run/kubernetes.io/dra-device-attributes";
 
-// The device plugin's test host (tests/support/scenarios.cpp, k8s-host): bound in enforce mode
-// are the GPU and its audio function (group 13, NUMA 0), the NICs 03:00.0 (group 15, NUMA 0) and
-// 05:00.0 (group 17, NUMA 1); the bonded NIC 04:00.0 and the root NVMe are refused, the iGPU
-// protected, the rest not allowlisted.
-const char kConfig[] = R"([daemon]
-mode = "enforce"
-[[device]]
-selector = "10de:*"
-resource_name = "nvidia.com/GH100"
-[[device]]
-selector = "8086:1533"
-resource_name = "intel.com/I210"
-[[device]]
-selector = "144d:a808"
-resource_name = "samsung.com/PM9A1"
-[[protect]]
-address = "0000:00:02.0"
-)";
-
+// What vfiod binds of k8s-host under kK8sHostConfig (tests/support/scenarios.hpp) and allowlists.
 const std::set<std::string> kBound = {"pci-0000-01-00-0", "pci-0000-01-00-1",
                                       "pci-0000-03-00-0", "pci-0000-05-00-0"};
 
@@ -220,7 +203,7 @@ protected:
         ASSERT_TRUE(env.start_bus());
         work = env.work;
         config = work + "/vfiod.toml";
-        spit(config, kConfig);
+        spit(config, kK8sHostConfig);
         api_dir = work + "/api";
         fs::create_directories(api_dir);
         ASSERT_TRUE(api.start(api_dir)) << "the fake API server did not start";
@@ -854,12 +837,17 @@ TEST_F(DraScenarioTest, SlicesAreBackAfterAKubeletRestart) {
     EXPECT_EQ(deleted["items"].size(), 1u) << "the delete took no slice: the test tests nothing";
     EXPECT_TRUE(publishes(kBound, kServedLimit)) << "published: " << joined(published_names());
     std::printf("# slices deleted by the kubelet -> back: %ld ms\n", ms_since(t0));
-    // Back because the plugin wrote them again, not because the delete missed them.
+    // Back because the plugin wrote them again, not because the delete missed them. The fake
+    // logs a write just before answering it, a moment after the slice is in its store: waited for.
     size_t creates = 0;
-    auto all = api.writes();
-    for (size_t i = writes; i < all.size(); ++i)
-        creates += all[i].value("method", "") == "POST" &&
-                   all[i].value("path", "").rfind("/apis/resource.k8s.io/v1/resourceslices", 0) == 0;
+    eventually([&] {
+        auto all = api.writes();
+        creates = 0;
+        for (size_t i = writes; i < all.size(); ++i)
+            creates += all[i].value("method", "") == "POST" &&
+                       all[i].value("path", "").rfind("/apis/resource.k8s.io/v1/resourceslices", 0) == 0;
+        return creates >= 1;
+    }, kServedLimit);
     EXPECT_GE(creates, 1u) << "no slice was created after the delete";
     auto ss = slices();
     ASSERT_TRUE(ss);

@@ -638,10 +638,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if self.close_connection:
             self.send_header("Connection", "close")
+        self.status_sent = code
+        self.flush_log()
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self.status_sent = code
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -726,9 +727,15 @@ class Handler(BaseHTTPRequestHandler):
         body = b""
         fault = None
         is_write = method in ("POST", "PUT", "PATCH", "DELETE") and not path.startswith("/_fake/")
+        # Logged (writes.jsonl too) before the answer goes out: a client that has its answer
+        # finds its request in the log.
+        self.pending_log = None if path.startswith("/_fake/") else {
+            "method": method, "target": target, "body": b"", "is_write": is_write, "fault": None}
         try:
             try:
                 body = self.read_body()
+                if self.pending_log:
+                    self.pending_log["body"] = body
                 token = self.server.current_token()
                 auth = self.headers.get("Authorization", "")
                 if not token or auth != f"Bearer {token}":
@@ -737,6 +744,8 @@ class Handler(BaseHTTPRequestHandler):
                     self.control(method, path, query, body)
                     return
                 fault = self.server.take_fault(method, target, is_watch, self.served > 1)
+                if fault:
+                    self.pending_log["fault"] = fault["action"]
                 if fault:
                     self.apply_fault(fault, is_watch)
                     if fault["action"] != "delay":
@@ -757,9 +766,14 @@ class Handler(BaseHTTPRequestHandler):
         except Dropped:
             pass
         finally:
-            if not path.startswith("/_fake/"):
-                self.server.log_request(method, target, self.status_sent, body, is_write,
-                                        fault["action"] if fault else None)
+            self.flush_log()   # no answer was sent (dropped), or a watch's stream ended
+
+    def flush_log(self):
+        p = getattr(self, "pending_log", None)
+        if p:
+            self.pending_log = None
+            self.server.log_request(p["method"], p["target"], self.status_sent, p["body"],
+                                    p["is_write"], p["fault"])
 
     def apply_fault(self, fault, is_watch):
         action = fault["action"]
