@@ -21,6 +21,7 @@
 #include "fake_kubelet.hpp"
 #include "fake_vfiod_peer.hpp"
 #include "plugin_env.hpp"
+#include "scenarios.hpp"
 
 namespace vfiod::test {
 namespace {
@@ -43,21 +44,6 @@ const char* const kGpu = "nvidia.com/GH100";
 const char* const kNic = "intel.com/I210";
 const char* const kNvme = "samsung.com/PM9A1";
 
-const char kConfig[] = R"([daemon]
-mode = "enforce"
-[[device]]
-selector = "10de:*"
-resource_name = "nvidia.com/GH100"
-[[device]]
-selector = "8086:1533"
-resource_name = "intel.com/I210"
-[[device]]
-selector = "144d:a808"
-resource_name = "samsung.com/PM9A1"
-[[protect]]
-address = "0000:00:02.0"
-)";
-
 class DevicePluginTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -65,7 +51,7 @@ protected:
         work = env.work;
         kubelet_dir = env.kubelet_dir;
         config = work + "/vfiod.toml";
-        spit(config, kConfig);
+        spit(config, kK8sHostConfig);
         kubelet = std::make_unique<FakeKubelet>(kubelet_dir, work + "/pod-resources.sock");
     }
 
@@ -400,7 +386,7 @@ TEST_F(DevicePluginTest, ReloadAddsAndRemovesResources) {
     ASSERT_TRUE(kubelet->start());
     start_plugin();
     ASSERT_TRUE(listed({kGpu, kNic, kNvme}));
-    std::string renamed = kConfig;
+    std::string renamed = kK8sHostConfig;
     renamed.replace(renamed.find("intel.com/I210"), 14, "intel.com/igb");
     renamed.erase(renamed.find("[[device]]\nselector = \"144d"),
                   std::string("[[device]]\nselector = \"144d:a808\"\nresource_name = "
@@ -526,7 +512,7 @@ TEST_F(DevicePluginTest, VfiodStopAndStartResyncsAndNeverActivates) {
     EXPECT_EQ(kubelet->list_count(kNic), lists + 2);
     EXPECT_FALSE(env.activated()) << "the plugin D-Bus-activated vfiod";
 
-    std::string renamed = kConfig;
+    std::string renamed = kK8sHostConfig;
     renamed.replace(renamed.find("intel.com/I210"), 14, "intel.com/igb");
     spit(config, renamed);
     start_vfiod();

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dra.pb.h"
+#include "eventually.hpp"
 #include "fake_dra_kubelet.hpp"
 #include "kubelet.hpp"
 #include "pluginregistration.pb.h"
@@ -166,15 +168,8 @@ protected:
     }
 };
 
-template <class Pred>
-bool wait_for(Pred pred, std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    auto until = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() > until)
-            return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
+bool wait_for(const std::function<bool()>& pred) {
+    return vfiod::test::eventually(pred, std::chrono::seconds(30));
 }
 
 TEST_F(DraKubeletTest, RegistrationAnswersExactlyAndRecordsTheVerdict) {

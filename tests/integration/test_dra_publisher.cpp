@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "devices.hpp"
+#include "dra_fixtures.hpp"
+#include "eventually.hpp"
 #include "fake_apiserver.hpp"
 #include "kube_api.hpp"
 #include "slices.hpp"
@@ -22,6 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using test::dra_device;
 
 const std::string kSlices = "/apis/resource.k8s.io/v1/resourceslices";
 const std::string kDriver = "vfio.vfiod.io";
@@ -30,27 +33,7 @@ const std::string kDriver = "vfio.vfiod.io";
 constexpr auto kLimit = 5s;
 
 bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit = kLimit) {
-    auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-        if (cond())
-            return true;
-        std::this_thread::sleep_for(20ms);
-    }
-    return cond();
-}
-
-DraDevice device(const std::string& address, unsigned group) {
-    DraDevice d;
-    d.address = *PciAddress::parse(address);
-    d.name = device_name(d.address);
-    d.group = group;
-    d.resource_name = "nvidia.com/GH100";
-    d.vendor = 0x10de;
-    d.device = 0x2331;
-    d.class_code = 0x030200;
-    d.driver = "vfio-pci";
-    d.pcie_root = "pci0000:00";
-    return d;
+    return test::eventually(cond, limit);
 }
 
 // A slice as an earlier run (or someone) left it for `node`.
@@ -140,7 +123,7 @@ TEST_F(PublisherTest, AnEarlierRunsSlicesAreReplacedAndAnotherNodesKept) {
               201);
     ASSERT_EQ(server_.control("POST", kSlices, planted("n2-theirs", "n2", 3).dump()).status, 201);
     start_publisher();
-    publisher_->publish({device("0000:01:00.0", 13), device("0000:02:00.0", 14)});
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:02:00.0", 14)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-02-00-0"}); }))
         << slices().size() << " slice(s)";
     auto mine = slices();
@@ -158,7 +141,7 @@ TEST_F(PublisherTest, FailedWritesAreRetriedWithBackoff) {
     ASSERT_TRUE(server_.fault("POST", kSlices, "500", 2));
     ASSERT_TRUE(server_.fault("POST", kSlices, "429", 1));
     start_publisher();
-    publisher_->publish({device("0000:01:00.0", 13)});
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }, 10s));
     EXPECT_GE(publisher_->stats().failures, 3u);
     // Three failures, then one create: no write loop.
@@ -173,16 +156,16 @@ TEST_F(PublisherTest, GarbageAndDroppedAnswersAreSurvived) {
     ASSERT_TRUE(server_.fault("GET", kSlices, "drop", 1));
     ASSERT_TRUE(server_.fault("PUT", kSlices, "drop", 1));
     start_publisher();
-    publisher_->publish({device("0000:01:00.0", 13)});
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }, 10s));
     // A change after the faults: the update goes through too.
-    publisher_->publish({device("0000:01:00.0", 13), device("0000:03:00.0", 15)});
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:03:00.0", 15)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-03-00-0"}); }, 10s));
 }
 
 TEST_F(PublisherTest, SlicesAKubeletDeletesComeBack) {
     start_publisher();
-    publisher_->publish({device("0000:01:00.0", 13), device("0000:02:00.0", 14)});
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:02:00.0", 14)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-02-00-0"}); }));
     // What a restarted kubelet sends: delete the node's slices.
     auto t0 = Clock::now();
@@ -197,10 +180,10 @@ TEST_F(PublisherTest, SlicesAKubeletDeletesComeBack) {
 
 TEST_F(PublisherTest, AReleaseWithdrawsTheDevice) {
     start_publisher();
-    publisher_->publish({device("0000:01:00.0", 13), device("0000:02:00.0", 14)});
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:02:00.0", 14)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-02-00-0"}); }));
     int64_t before = slices().begin()->second["spec"]["pool"]["generation"].get<int64_t>();
-    publisher_->publish({device("0000:02:00.0", 14)});
+    publisher_->publish({dra_device("0000:02:00.0", 14)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-02-00-0"}); }));
     EXPECT_GT(slices().begin()->second["spec"]["pool"]["generation"].get<int64_t>(), before);
     // Nothing left to publish: the pool's slices go.

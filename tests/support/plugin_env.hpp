@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.hpp"
 #include "private_bus.hpp"
 
 extern char** environ;
@@ -93,17 +94,6 @@ private:
     pid_t pid_ = -1;
 };
 
-inline bool eventually(const std::function<bool()>& f, std::chrono::milliseconds timeout) {
-    auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-        if (f())
-            return true;
-        std::this_thread::sleep_for(10ms);
-    }
-    return f();
-}
-
-
 // A work directory with a private bus (DBUS_SYSTEM_BUS_ADDRESS points at it) whose service
 // directory would start a marker script, not vfiod, if anything asked for org.vfiod1.
 struct PluginEnv {
@@ -149,7 +139,6 @@ struct PluginEnv {
 
 }  // namespace plugin_env_detail
 
-using plugin_env_detail::eventually;
 using plugin_env_detail::PluginEnv;
 using plugin_env_detail::Proc;
 using plugin_env_detail::slurp;

@@ -20,6 +20,26 @@ void build_gpu_host(FakeTree& t);
 void build_sriov_host(FakeTree& t);
 inline constexpr char kSriovPf[] = "0000:02:00.0";
 
+// The vfiod.toml both kubelet plugins' scenarios (test_device_plugin, test_dra_scenarios) run
+// vfiod with on "k8s-host" (the demo host plus a free NIC on NUMA node 1, group 17): enforce
+// mode, companions by default. Bound are the GPU and its audio function (group 13, NUMA 0), the
+// NICs 03:00.0 (group 15, NUMA 0) and 05:00.0 (group 17, NUMA 1); the bonded NIC 04:00.0 and
+// the root NVMe are refused, the iGPU protected, the rest not allowlisted.
+inline constexpr char kK8sHostConfig[] = R"([daemon]
+mode = "enforce"
+[[device]]
+selector = "10de:*"
+resource_name = "nvidia.com/GH100"
+[[device]]
+selector = "8086:1533"
+resource_name = "intel.com/I210"
+[[device]]
+selector = "144d:a808"
+resource_name = "samsung.com/PM9A1"
+[[protect]]
+address = "0000:00:02.0"
+)";
+
 // The names build_scenario accepts, and the builder behind each.
 std::vector<std::string> scenario_names();
 bool build_scenario(const std::string& name, FakeTree& t);

@@ -8,6 +8,7 @@
 
 #include "core/state.hpp"
 #include "devices.hpp"
+#include "dra_fixtures.hpp"
 #include "fake_tree.hpp"
 #include "io/host_fs.hpp"
 
@@ -63,17 +64,8 @@ TEST(DraDevices, HostileNamesNameNoDevice) {
 }
 
 DraDevice sample() {
-    DraDevice d;
-    d.address = addr("0000:01:00.0");
-    d.name = device_name(d.address);
-    d.group = 13;
-    d.resource_name = "nvidia.com/GH100";
-    d.vendor = 0x10de;
-    d.device = 0x2331;
-    d.class_code = 0x030200;
-    d.driver = "vfio-pci";
+    DraDevice d = test::dra_device("0000:01:00.0", 13);
     d.numa_node = 1;
-    d.pcie_root = "pci0000:00";
     return d;
 }
 

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "devices.hpp"
+#include "dra_fixtures.hpp"
 #include "io/host_fs.hpp"
 #include "prepare.hpp"
 
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vfiod;
 using namespace vfiod::dra;
+using vfiod::test::dra_device;
 
 namespace {
 
@@ -120,20 +122,6 @@ json make_claim(const std::string& uid, const std::string& ns, const std::string
     if (!results.is_null())
         c["status"] = {{"allocation", {{"devices", {{"results", results}}}}}};
     return c;
-}
-
-DraDevice dra_device(const std::string& addr, unsigned group) {
-    DraDevice d;
-    d.address = *PciAddress::parse(addr);
-    d.name = device_name(d.address);
-    d.group = group;
-    d.resource_name = "example.com/nic";
-    d.vendor = 0x8086;
-    d.device = 0x1521;
-    d.class_code = 0x020000;
-    d.driver = "vfio-pci";
-    d.pcie_root = "pci0000:00";
-    return d;
 }
 
 // An inventory by hand: the devices given, each group's functions for the device nodes.
