@@ -5,10 +5,10 @@ Every verb and option that `vfioctl --help` (and each `vfioctl VERB --help`) nam
 vfioctl(1), each verb's options in that verb's entry; every option of `vfiod --help` is in
 vfiod(8); every configuration table and key that the config loader accepts - learnt from the
 loader itself, by feeding it an unknown key in each table - is in vfiod.toml(5) under its
-table's section and in the README's key table; the plugin's options are in
-vfiod-device-plugin(8) when the plugin is built.
+table's section and in the README's key table; each kubelet plugin's options are in its man
+page (vfiod-device-plugin(8), vfiod-dra-plugin(8)) when the plugin is built.
 
-usage: docs_test.py --vfioctl P --vfiod P --man DIR --readme README [--plugin P]
+usage: docs_test.py --vfioctl P --vfiod P --man DIR --readme README [--plugin P]...
 """
 import argparse
 import os
@@ -177,12 +177,15 @@ def check_config_page(tables, page, readme):
             check(f"README key table has {table} {key}", in_readme)
 
 
-def check_plugin(plugin, page):
+def check_plugin(plugin, man):
+    name = os.path.basename(plugin)
     rc, out = run(plugin, "--help")
-    check("vfiod-device-plugin --help exits 0", rc == 0, out)
-    bold = bold_words(page)
-    for flag in sorted(flags_of(out)):
-        check(f"vfiod-device-plugin(8) has {flag}", flag in bold)
+    check(f"{name} --help exits 0", rc == 0, out)
+    bold = bold_words(os.path.join(man, name + ".8"))
+    flags = sorted(flags_of(out))
+    check(f"{name} --help lists flags", len(flags) > 2, out)
+    for flag in flags:
+        check(f"{name}(8) has {flag}", flag in bold)
 
 
 def main():
@@ -191,13 +194,14 @@ def main():
     p.add_argument("--vfiod", required=True)
     p.add_argument("--man", required=True)
     p.add_argument("--readme", required=True)
-    p.add_argument("--plugin")
+    p.add_argument("--plugin", action="append", default=[],
+                   help="a kubelet plugin whose --help its man page must cover (repeatable)")
     a = p.parse_args()
     check_vfioctl(a.vfioctl, os.path.join(a.man, "vfioctl.1"))
     check_vfiod(a.vfiod, os.path.join(a.man, "vfiod.8"))
     check_config_page(config_keys(a.vfioctl), os.path.join(a.man, "vfiod.toml.5"), a.readme)
-    if a.plugin:
-        check_plugin(a.plugin, os.path.join(a.man, "vfiod-device-plugin.8"))
+    for plugin in a.plugin:
+        check_plugin(plugin, a.man)
     print(f"# {failures} failure(s)")
     return 1 if failures else 0
 

@@ -42,12 +42,15 @@ if [ -f "$BUILD/man/vfiod.8" ]; then
     for f in man8/vfiod.8 man1/vfioctl.1 man5/vfiod.toml.5; do
         if [ -s "$DEST$prefix/share/man/$f" ]; then pass "installed man/$f"; else fail "installed man/$f"; fi
     done
-    plugin_man=$DEST$prefix/share/man/man8/vfiod-device-plugin.8
-    if [ -e "$DEST$prefix/sbin/vfiod-device-plugin" ] || [ ! -e "$plugin_man" ]; then
-        pass "vfiod-device-plugin(8) only with the plugin"
-    else
-        fail "vfiod-device-plugin(8) only with the plugin"
-    fi
+    for plugin in vfiod-device-plugin vfiod-dra-plugin; do
+        plugin_man=$DEST$prefix/share/man/man8/$plugin.8
+        if { [ -e "$DEST$prefix/sbin/$plugin" ] && [ -s "$plugin_man" ]; } ||
+           { [ ! -e "$DEST$prefix/sbin/$plugin" ] && [ ! -e "$plugin_man" ]; }; then
+            pass "$plugin(8) exactly with the plugin"
+        else
+            fail "$plugin(8) exactly with the plugin"
+        fi
+    done
     grep -q '^Documentation=man:vfiod(8)' "$DEST$unitdir/vfiod.service" \
         && pass "unit documents man:vfiod(8)" || fail "unit documents man:vfiod(8)"
 fi
