@@ -24,6 +24,7 @@ packages=(
   libcurl4-openssl-dev nlohmann-json3-dev libyaml-cpp-dev openssl
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
+  python3-yaml  # the deploy-manifests test: tests/deploy/check_manifests.py parses the YAML
   # the systemd guest runs Debian's real polkitd from this machine's /usr (daemon-polkit, daemon-access)
   polkitd
   # the Debian packages (debian/): dpkg-buildpackage, debhelper's meson build, lintian
