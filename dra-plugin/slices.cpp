@@ -96,6 +96,7 @@ struct SlicePublisher::Impl {
     // Under mu.
     std::optional<std::vector<DraDevice>> desired;  // none until the first publish()
     std::map<std::string, Object> observed;          // our slices on the server, by name
+    std::set<std::string> removing;  // deleted by remove(): their DELETED event is no news
     bool listed = false;
     int64_t max_seen_generation = 0;
     bool dirty = false;
@@ -261,7 +262,15 @@ struct SlicePublisher::Impl {
     }
 
     Outcome remove(const std::string& name, const json& have) {
+        {
+            std::lock_guard lk(mu);
+            removing.insert(name);
+        }
         ApiResponse r = api.request("DELETE", slice_path(name), "", o.request_timeout);
+        if (!r.ok()) {
+            std::lock_guard lk(mu);
+            removing.erase(name);  // no DELETED event of ours will come
+        }
         if (r.ok() || r.status == 404) {
             std::lock_guard lk(mu);
             if (r.ok())
@@ -399,6 +408,7 @@ struct SlicePublisher::Impl {
         *rv = meta_string(list, "resourceVersion");
         std::lock_guard lk(mu);
         observed = std::move(mine);
+        removing.clear();  // a relist: events of earlier deletes may never come
         max_seen_generation = std::max(max_seen_generation, max_gen);
         listed = true;
         dirty = true;
@@ -451,8 +461,13 @@ struct SlicePublisher::Impl {
             dirty = true;
             cv.notify_all();
         }
-        if (type == "DELETED")
-            spdlog::info("ResourceSlice {} was deleted; writing it again", name);
+        bool news = false;
+        if (type == "DELETED") {
+            std::lock_guard lk(mu);
+            news = removing.erase(name) == 0;
+        }
+        if (news)
+            spdlog::info("ResourceSlice {} was deleted; writing it again if it is wanted", name);
         if (!v.empty())
             *rv = v;
         return LineResult::Ok;
