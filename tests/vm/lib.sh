@@ -122,6 +122,18 @@ signal_time() {
 }
 now_s() { date +%s.%N; }
 
+# group_viable DEVNODE: "viable" when the group opens as QEMU opens it (/dev/vfio/N, O_RDWR) and
+# VFIO_GROUP_GET_STATUS (_IO(';', 100 + 3)) says VIABLE; "not-viable" or python's error otherwise
+# (systemd guest: python3 from the host's /).
+group_viable() {
+    python3 -c '
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+argsz, flags = struct.unpack("II", fcntl.ioctl(fd, 0x3b67, struct.pack("II", 8, 0)))
+print("viable" if flags & 1 else "not-viable")
+' "$1" 2>&1
+}
+
 # Raw and without echo, so answers arrive as written and nothing is sent back; set once here to
 # keep it out of the timed path of a request.
 stty -F "$CONTROL" raw -echo 2>/dev/null

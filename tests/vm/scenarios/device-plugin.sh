@@ -88,14 +88,8 @@ check allocate-ok sh -c "echo '$a' | grep -q '^allocate ok PCI_RESOURCE_VMTEST_N
 missing=
 for p in $(echo "$a" | tr ' ' '\n' | grep '^/dev/'); do [ -e "$p" ] || missing="$missing $p"; done
 expect_eq allocate-paths-exist "" "$missing"
-# As QEMU does: open the group and ask VFIO_GROUP_GET_STATUS (_IO(';', 100 + 3)) for VIABLE.
-viable=$(python3 -c '
-import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-argsz, flags = struct.unpack("II", fcntl.ioctl(fd, 0x3b67, struct.pack("II", 8, 0)))
-print("viable" if flags & 1 else "not-viable")
-' /dev/vfio/$grp 2>&1)
-expect_eq group-viable viable "$viable"
+# As QEMU does: open the group and ask VFIO_GROUP_GET_STATUS for VIABLE.
+expect_eq group-viable viable "$(group_viable /dev/vfio/$grp)"
 
 errs=$(journalctl -u vfiod-device-plugin -p warning -q --no-pager)
 expect_eq plugin-no-errors "" "$errs"
