@@ -1,7 +1,7 @@
 #!/bin/bash
 # `meson install` with DESTDIR produces the DESIGN §7 tree, and the installed unit is hardened to
-# an exposure of at most 2.0 by `systemd-analyze security --offline=yes` (the device plugin's,
-# when built, to 2.5).
+# an exposure of at most 2.0 by `systemd-analyze security --offline=yes` (the device plugin's
+# and the DRA plugin's, when built, to 2.5).
 # Usage: install_test.sh BUILD_DIR
 set -u
 BUILD=$1
@@ -123,6 +123,46 @@ if [ -e "$DEST$prefix/sbin/vfiod-device-plugin" ]; then
         pass "plugin exposure $level <= 2.5"
     else
         fail "plugin exposure <= 2.5" "$out"
+    fi
+fi
+# vfiod-dra-plugin, when this build has it (option dra_plugin): binary, unit, hardening. Unlike
+# the device plugin it talks HTTPS to the API server, and writes CDI specs and its state.
+if [ -e "$DEST$prefix/sbin/vfiod-dra-plugin" ]; then
+    dunit=$DEST$unitdir/vfiod-dra-plugin.service
+    grep -q "^ExecStart=$prefix/sbin/vfiod-dra-plugin \$VFIOD_DRA_PLUGIN_ARGS\$" "$dunit" \
+        && pass "DRA unit runs the installed plugin" || fail "DRA unit runs the installed plugin"
+    for need in "Wants=vfiod.service" "EnvironmentFile=-/etc/default/vfiod-dra-plugin" \
+                "ReadWritePaths=-/var/lib/kubelet/plugins_registry -/var/lib/kubelet/plugins" \
+                "RuntimeDirectory=cdi" "RuntimeDirectoryPreserve=yes" \
+                "StateDirectory=vfiod-dra-plugin" "StateDirectoryMode=0700" \
+                "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" "CapabilityBoundingSet=" \
+                "DevicePolicy=closed" "ProtectSystem=strict"; do
+        grep -qxF "$need" "$dunit" && pass "DRA unit has $need" || fail "DRA unit has $need"
+    done
+    grep -qE '^After=.*vfiod\.service' "$dunit" && pass "DRA unit orders after vfiod.service" \
+        || fail "DRA unit orders after vfiod.service"
+    # The API server is reached over IP: no private network, no address deny list.
+    for forbidden in "PrivateNetwork=yes" "IPAddressDeny=any" "PrivateDevices=yes"; do
+        grep -qxF "$forbidden" "$dunit" && fail "DRA unit lacks $forbidden" || pass "DRA unit lacks $forbidden"
+    done
+    grep -qxF "ConditionPathIsDirectory=/var/lib/kubelet/plugins_registry" "$dunit" \
+        && pass "DRA unit is skipped without the kubelet's directory" \
+        || fail "DRA unit is skipped without the kubelet's directory"
+    dpath=$DEST$unitdir/vfiod-dra-plugin.path
+    grep -qxF "PathExists=/var/lib/kubelet/plugins_registry" "$dpath" 2>/dev/null \
+        && grep -qxF "Also=vfiod-dra-plugin.path" "$dunit" \
+        && pass "DRA path unit starts it once the directory exists" \
+        || fail "DRA path unit starts it once the directory exists"
+    # Verifying the path unit loads the service too; a warning about either is a failure.
+    out=$(systemd-analyze verify --man=no "$dpath" 2>&1) && [ -z "$out" ] && pass "DRA units verify" \
+        || fail "DRA units verify" "$out"
+    out=$(systemd-analyze security --offline=yes "$dunit" 2>&1)
+    level=$(sed -n 's/.*Overall exposure level for vfiod-dra-plugin.service: \([0-9.]*\).*/\1/p' <<<"$out")
+    echo "# DRA plugin unit: exposure $level"
+    if [ -n "$level" ] && awk "BEGIN { exit !($level <= 2.5) }"; then
+        pass "DRA plugin exposure $level <= 2.5"
+    else
+        fail "DRA plugin exposure <= 2.5" "$out"
     fi
 fi
 echo "# $failures failure(s)"

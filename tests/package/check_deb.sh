@@ -37,11 +37,11 @@ for p in $(cd "$SRC" && ls systemd/*.policy config/*.policy 2>/dev/null); do
     f=/usr/share/polkit-1/actions/$(basename "$p")
     has "$f" && pass "vfiod ships $f" || fail "vfiod ships $f"
 done
-# Nothing of the plugin's, and no gRPC: hosts without Kubernetes need neither.
-bad=$(grep -E 'device-plugin|grpc' <<<"$files")
+# Nothing of the plugins', and no gRPC: hosts without Kubernetes need neither.
+bad=$(grep -E 'device-plugin|dra-plugin|grpc' <<<"$files")
 [ -z "$bad" ] && pass "vfiod ships nothing of the device plugin" || fail "vfiod ships nothing of the device plugin" "$bad"
 deps=$(dpkg-deb -f "$deb" Depends)
-case $deps in *grpc*|*protobuf*) fail "vfiod does not depend on gRPC" "$deps" ;; *) pass "vfiod does not depend on gRPC" ;; esac
+case $deps in *grpc*|*protobuf*|*curl*|*yaml*) fail "vfiod does not depend on gRPC" "$deps" ;; *) pass "vfiod does not depend on gRPC" ;; esac
 
 ctl=$(mktemp -d)
 trap 'rm -rf "$ctl"' EXIT
@@ -127,6 +127,78 @@ if grep -q '^Package: vfiod-device-plugin$' "$SRC/debian/control"; then
             || fail "vfiod-device-plugin depends on vfiod" "$pdeps"
     else
         fail "$plugin was built"
+    fi
+fi
+
+# The DRA plugin's package, when the source builds one: the plugin, its units (not enabled on
+# install: it needs the node's name and credentials first), its manifests as examples.
+dra=$DEBS/vfiod-dra-plugin_${version}_${arch}.deb
+if grep -q '^Package: vfiod-dra-plugin$' "$SRC/debian/control"; then
+    if [ -f "$dra" ]; then
+        dfiles=$(dpkg-deb -c "$dra" | awk '{ print $6 }' | sed 's|^\./|/|')
+        want=(/usr/sbin/vfiod-dra-plugin /usr/share/man/man8/vfiod-dra-plugin.8.gz
+              "$unitdir/vfiod-dra-plugin.service" "$unitdir/vfiod-dra-plugin.path"
+              /usr/share/doc/vfiod-dra-plugin/copyright)
+        # Every DRA manifest of deploy/kubernetes, uncompressed (dh_compress spares examples/).
+        for m in $(cd "$SRC/deploy/kubernetes" && ls vfiod-dra-plugin*.yaml kubevirt-vm-dra.yaml); do
+            want+=("/usr/share/doc/vfiod-dra-plugin/examples/$m")
+        done
+        for f in "${want[@]}"; do
+            grep -qxF "$f" <<<"$dfiles" && pass "vfiod-dra-plugin ships $f" \
+                || fail "vfiod-dra-plugin ships $f"
+        done
+        bad=$(grep -E 'device-plugin|/usr/bin/vfioctl|/usr/sbin/vfiod$|/etc/' <<<"$dfiles")
+        [ -z "$bad" ] && pass "vfiod-dra-plugin ships only its own files" \
+            || fail "vfiod-dra-plugin ships only its own files" "$bad"
+        downers=$(dpkg-deb -c "$dra" | awk '$2 != "root/root" { print $2, $6 }')
+        [ -z "$downers" ] && pass "every DRA plugin file is root:root" \
+            || fail "every DRA plugin file is root:root" "$downers"
+        dctl=$ctl/dra && mkdir "$dctl" && dpkg-deb -e "$dra" "$dctl"
+        for s in postinst prerm postrm; do
+            sh -n "$dctl/$s" && pass "DRA plugin $s parses" || fail "DRA plugin $s parses"
+        done
+        # Install runs postinst with deb-systemd-helper's defaults (not debian-installed, was
+        # enabled): nothing may be enabled, nothing started. Every command is a stub.
+        printf '#!/bin/sh\necho "deb-systemd-helper $*" >>"$STUB_LOG"\n[ "$1" != debian-installed ]\n' \
+            >"$stub/deb-systemd-helper"
+        : >"$ctl/calls"
+        PATH=$stub:$PATH STUB_LOG=$ctl/calls sh "$dctl/postinst" configure
+        units="'vfiod-dra-plugin.path' 'vfiod-dra-plugin.service'"
+        if grep -qE '^deb-systemd-helper enable|^systemctl (enable|start)' "$ctl/calls"; then
+            fail "DRA plugin postinst enables and starts nothing" "$(cat "$ctl/calls")"
+        else
+            pass "DRA plugin postinst enables and starts nothing"
+        fi
+        grep -q "deb-systemd-helper update-state 'vfiod-dra-plugin.service'" "$dctl/postinst" \
+            && grep -q "deb-systemd-helper update-state 'vfiod-dra-plugin.path'" "$dctl/postinst" \
+            && pass "DRA plugin postinst records both units for purge" \
+            || fail "DRA plugin postinst records both units for purge"
+        # deb-systemd-invoke starts no disabled unit, and restarts one only while it runs.
+        grep -q '_dh_action=restart' "$dctl/postinst" && pass "DRA plugin postinst restarts a running plugin on upgrade" \
+            || fail "DRA plugin postinst restarts a running plugin on upgrade"
+        grep -qF "deb-systemd-invoke stop $units" "$dctl/prerm" && pass "DRA plugin prerm stops both units" \
+            || fail "DRA plugin prerm stops both units"
+        mkdir -p "$root/var/lib/vfiod-dra-plugin/claims"
+        PATH=$stub:$PATH DPKG_ROOT=$root STUB_LOG=$ctl/calls sh "$dctl/postrm" purge
+        [ ! -e "$root/var/lib/vfiod-dra-plugin" ] \
+            && pass "DRA plugin postrm purge removes DPKG_ROOT's /var/lib/vfiod-dra-plugin" \
+            || fail "DRA plugin postrm purge removes DPKG_ROOT's /var/lib/vfiod-dra-plugin"
+        ddata=$ctl/dra-data && mkdir "$ddata" && dpkg-deb -x "$dra" "$ddata"
+        dunit=$ddata$unitdir/vfiod-dra-plugin.service
+        grep -qx 'ConditionPathIsDirectory=/var/lib/kubelet/plugins_registry' "$dunit" \
+            && pass "the DRA plugin's service starts only with the kubelet's directory" \
+            || fail "the DRA plugin's service starts only with the kubelet's directory"
+        grep -qx 'ExecStart=/usr/sbin/vfiod-dra-plugin $VFIOD_DRA_PLUGIN_ARGS' "$dunit" \
+            && grep -qx 'EnvironmentFile=-/etc/default/vfiod-dra-plugin' "$dunit" \
+            && pass "DRA unit runs /usr/sbin/vfiod-dra-plugin with /etc/default's arguments" \
+            || fail "DRA unit runs /usr/sbin/vfiod-dra-plugin with /etc/default's arguments"
+        ddeps=$(dpkg-deb -f "$dra" Depends)
+        grep -qE '(^|, )vfiod \(= '"$version"'\)' <<<"$ddeps" && pass "vfiod-dra-plugin depends on this vfiod" \
+            || fail "vfiod-dra-plugin depends on this vfiod" "$ddeps"
+        grep -q 'libcurl' <<<"$ddeps" && pass "vfiod-dra-plugin depends on libcurl" \
+            || fail "vfiod-dra-plugin depends on libcurl" "$ddeps"
+    else
+        fail "$dra was built"
     fi
 fi
 

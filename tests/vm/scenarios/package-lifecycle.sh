@@ -4,20 +4,31 @@
 # reboot (a hot-plugged allowlisted function starts a stopped vfiod), use (release and bind of the
 # "GPU" group with vfioctl), dpkg -i over itself (restart), dpkg -r (stopped, programs gone,
 # bindings and configuration kept), dpkg -P (/etc/vfiod and /run/vfiod gone, nothing of the
-# package left) and dpkg -i again.
+# package left) and dpkg -i again. The vfiod-dra-plugin package goes along: installed beside
+# vfiod with its units neither enabled nor started (skipped without a kubelet, run by hand with
+# /etc/default/vfiod-dra-plugin's arguments), upgraded, removed before vfiod (it depends on it;
+# its state stays), purged (its state goes) and installed again.
 # install: debs
 # checks: not-installed-before install install-enabled install-started install-name-owned
 # checks: install-vfioctl install-binds-nothing install-man install-completion dbus-activation
+# checks: dra-install dra-install-not-enabled dra-install-not-started dra-install-runs dra-install-man
+# checks: dra-install-examples dra-skipped-without-kubelet dra-runs-with-default-args
+# checks: dra-path-not-enabled
 # checks: rule-live use-bound-by-rule use-release use-bind use-completion-addresses
-# checks: upgrade upgrade-restarts upgrade-keeps-binding
+# checks: upgrade upgrade-restarts upgrade-keeps-binding dra-upgrade dra-upgrade-not-enabled
+# checks: dra-remove dra-remove-programs-gone dra-remove-keeps-state
 # checks: remove remove-stopped remove-programs-gone remove-not-activatable remove-keeps-bindings
 # checks: remove-keeps-config remove-config-files-state
+# checks: dra-purge dra-purge-state-gone
 # checks: purge purge-config-gone purge-state-gone purge-unknown purge-leaves-nothing
 # checks: reinstall reinstall-started reinstall-name-owned reinstall-fresh-config
+# checks: dra-reinstall dra-reinstall-not-enabled
 . /vmtest/lib.sh
 
 HP=0000:03:00.0
 DEB=$(ls /vmtest/debs/vfiod_*.deb)
+DRA_DEB=$(ls /vmtest/debs/vfiod-dra-plugin_*.deb)
+DRA_UNITS="vfiod-dra-plugin.service vfiod-dra-plugin.path"
 # No man-db index rebuild (its dpkg trigger) over 9p under TCG: minutes, and not vfiod's.
 rm -f /var/lib/man-db/auto-update
 
@@ -25,7 +36,8 @@ rm -f /var/lib/man-db/auto-update
 snapshot() {
     find /etc /usr/sbin /usr/bin /usr/lib/systemd/system /usr/lib/udev/rules.d /usr/share/dbus-1 \
         /usr/share/polkit-1 /usr/share/man/man1 /usr/share/man/man5 /usr/share/man/man8 \
-        /usr/share/bash-completion/completions /usr/share/doc/vfiod /var/lib/systemd /run/vfiod \
+        /usr/share/bash-completion/completions /usr/share/doc/vfiod /usr/share/doc/vfiod-dra-plugin \
+        /var/lib/systemd /var/lib/vfiod-dra-plugin /run/vfiod \
         2>/dev/null | LC_ALL=C sort
     find /var/lib/dpkg/info -name 'vfiod*' | LC_ALL=C sort
 }
@@ -56,8 +68,9 @@ complete_vfioctl() {
 }
 
 # --- install -------------------------------------------------------------------------------------
-if dpkg -s vfiod >/dev/null 2>&1 || [ -e /usr/sbin/vfiod ]; then
-    not_ok not-installed-before "$(dpkg -l vfiod 2>&1 | tail -n1) $(ls -l /usr/sbin/vfiod 2>&1)"
+if dpkg -s vfiod >/dev/null 2>&1 || [ -e /usr/sbin/vfiod ] ||
+   dpkg -s vfiod-dra-plugin >/dev/null 2>&1 || [ -e /usr/sbin/vfiod-dra-plugin ]; then
+    not_ok not-installed-before "$(dpkg -l 'vfiod*' 2>&1 | tail -n2) $(ls -l /usr/sbin/vfiod* 2>&1)"
 else
     ok not-installed-before
 fi
@@ -86,6 +99,44 @@ check install-man man_pages
 verbs=$(vfioctl --help | sed -n '/^Commands:/,/^[^ ]/s/^  \([a-z][a-z-]*\).*/\1/p' |
     LC_ALL=C sort | paste -sd" ")
 expect_eq install-completion "$verbs" "$(complete_vfioctl "")"
+
+# --- the DRA plugin's package: beside vfiod, its units neither enabled nor started ---------------
+dpkg_step dra-install -i "$DRA_DEB"
+# shellcheck disable=SC2086
+expect_eq dra-install-not-enabled "disabled disabled" \
+    "$(systemctl is-enabled $DRA_UNITS 2>&1 | paste -sd' ')"
+# shellcheck disable=SC2086
+expect_eq dra-install-not-started "inactive inactive" \
+    "$(systemctl is-active $DRA_UNITS 2>&1 | paste -sd' ')"
+# Its shared libraries (gRPC, libcurl, yaml-cpp) are what the package depends on.
+check dra-install-runs vfiod-dra-plugin --version
+dra_man() {
+    _path=$(man -w 8 vfiod-dra-plugin) && [ "$_path" = /usr/share/man/man8/vfiod-dra-plugin.8.gz ] &&
+        zcat "$_path" | grep -q '^\.TH'
+}
+check dra-install-man dra_man
+check dra-install-examples test -s /usr/share/doc/vfiod-dra-plugin/examples/vfiod-dra-plugin.yaml \
+    -a -s /usr/share/doc/vfiod-dra-plugin/examples/kubevirt-vm-dra.yaml
+# Started by hand on a host without a kubelet: skipped, not failed (and not restarted).
+systemctl start vfiod-dra-plugin.service
+expect_eq dra-skipped-without-kubelet "inactive no" \
+    "$(systemctl show -P ActiveState vfiod-dra-plugin.service) $(systemctl show -P ConditionResult vfiod-dra-plugin.service)"
+# With the kubelet's directory: the unit runs the plugin, in its sandbox, with the arguments of
+# /etc/default/vfiod-dra-plugin (here --version: no API server in this guest). Its state
+# directory is made for it.
+mkdir -p /var/lib/kubelet/plugins_registry
+echo 'VFIOD_DRA_PLUGIN_ARGS="--version"' >/etc/default/vfiod-dra-plugin
+systemctl start vfiod-dra-plugin.service
+dra_ran() { [ "$(systemctl show -P ExecMainCode vfiod-dra-plugin.service)" = 1 ]; }
+wait_for 10 dra_ran
+expect_eq dra-runs-with-default-args "success 0 inactive 700" \
+    "$(systemctl show -P Result vfiod-dra-plugin.service) $(systemctl show -P ExecMainStatus vfiod-dra-plugin.service) $(systemctl is-active vfiod-dra-plugin.service) $(stat -c %a /var/lib/vfiod-dra-plugin 2>&1)"
+journalctl -u vfiod-dra-plugin -q --no-pager -o cat | tail -n 3 | while read -r line; do note "dra: $line"; done
+# The path unit is not enabled either: the directory alone starts nothing.
+expect_eq dra-path-not-enabled "disabled inactive" \
+    "$(systemctl is-enabled vfiod-dra-plugin.path 2>&1) $(systemctl is-active vfiod-dra-plugin.path 2>&1)"
+rm -f /etc/default/vfiod-dra-plugin
+rm -rf /var/lib/kubelet
 
 # --- D-Bus activation: a call to org.vfiod1 starts a stopped vfiod ------------------------------
 systemctl stop vfiod.service
@@ -131,6 +182,17 @@ else not_ok upgrade-restarts "MainPID $pid before, $new_pid after"; fi
 wait_for 10 state_is "$grp" bound
 expect_eq upgrade-keeps-binding "bound vfio-pci vfio-pci" \
     "$(group_state "$grp") $(driver_of $HP) $(driver_of $GPU)"
+dpkg_step dra-upgrade -i "$DRA_DEB"
+# shellcheck disable=SC2086
+expect_eq dra-upgrade-not-enabled "disabled disabled inactive" \
+    "$(systemctl is-enabled $DRA_UNITS 2>&1 | paste -sd' ') $(systemctl is-active vfiod-dra-plugin.service 2>&1)"
+
+# --- remove the DRA plugin first (it depends on vfiod): programs gone, its state kept -----------
+dpkg_step dra-remove -r vfiod-dra-plugin
+left=$(ls -d /usr/sbin/vfiod-dra-plugin /usr/lib/systemd/system/vfiod-dra-plugin.service \
+    /usr/lib/systemd/system/vfiod-dra-plugin.path 2>&1 | grep -v 'No such file')
+if [ -z "$left" ]; then ok dra-remove-programs-gone; else not_ok dra-remove-programs-gone "$left"; fi
+check dra-remove-keeps-state test -d /var/lib/vfiod-dra-plugin
 
 # --- remove: stopped, programs gone, bindings and configuration stay ----------------------------
 [ -d /run/vfiod ] || note "no /run/vfiod while vfiod ran"
@@ -153,6 +215,8 @@ expect_eq remove-config-files-state "deinstall ok config-files" \
     "$(dpkg-query -W -f='${Status}' vfiod 2>&1)"
 
 # --- purge: configuration and binding journal gone, nothing of the package left ------------------
+dpkg_step dra-purge -P vfiod-dra-plugin
+check dra-purge-state-gone test ! -e /var/lib/vfiod-dra-plugin
 dpkg_step purge -P vfiod
 check purge-config-gone test ! -e /etc/vfiod
 check purge-state-gone test ! -e /run/vfiod
@@ -170,4 +234,8 @@ wait_for 10 name_owned
 check reinstall-name-owned name_owned
 got=$(ls /etc/vfiod; grep -cE '^[[:space:]]*\[\[(device|protect)\]\]' /etc/vfiod/vfiod.toml)
 expect_eq reinstall-fresh-config "vfiod.toml 0" "$(echo $got)"
+dpkg_step dra-reinstall -i "$DRA_DEB"
+# shellcheck disable=SC2086
+expect_eq dra-reinstall-not-enabled "disabled disabled" \
+    "$(systemctl is-enabled $DRA_UNITS 2>&1 | paste -sd' ')"
 journalctl -u vfiod -q --no-pager -o short-monotonic | tail -n 30 | while read -r line; do note "$line"; done
