@@ -140,7 +140,7 @@ std::vector<FakeVfiodPeer::Function> peer_functions(int resources, int per) {
     for (int r = 0; r < resources; ++r)
         for (int i = 0; i < per; ++i) {
             unsigned n = static_cast<unsigned>(r * per + i);
-            char addr[16];
+            char addr[24];  // room for any unsigned, so -Og sees no truncation
             std::snprintf(addr, sizeof addr, "0000:%02x:%02x.0", n / 32 + 1, n % 32);
             out.push_back({addr, 100 + n, "example.com/r" + std::to_string(r), "bound"});
         }
