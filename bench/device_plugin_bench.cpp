@@ -35,8 +35,10 @@
 #include "fake_kubelet.hpp"
 #include "fake_vfiod_peer.hpp"
 #include "plugin_env.hpp"
+#include "proc_stats.hpp"
 
 using namespace vfiod::test;
+using namespace vfiod::bench;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -50,80 +52,6 @@ resource_name = "intel.com/I210"
 )";
 const char* const kRes = "intel.com/I210";
 
-long status_kb(pid_t pid, const char* key) {
-    std::string s = slurp("/proc/" + std::to_string(pid) + "/status");
-    auto at = s.find(key);
-    return at == std::string::npos ? -1 : std::atol(s.c_str() + at + std::strlen(key));
-}
-
-// Context switches of every thread: each is a wakeup (or a preemption).
-long switches(pid_t pid) {
-    long n = 0;
-    std::error_code ec;
-    for (const auto& t : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(pid) + "/task", ec)) {
-        std::string s = slurp(t.path().string() + "/status");
-        for (const char* key : {"voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"}) {
-            auto at = s.find(key);
-            if (at != std::string::npos)
-                n += std::atol(s.c_str() + at + std::strlen(key));
-        }
-    }
-    return n;
-}
-
-// utime + stime in clock ticks.
-long cpu_ticks(pid_t pid) {
-    std::string s = slurp("/proc/" + std::to_string(pid) + "/stat");
-    auto close = s.rfind(')');
-    std::istringstream in(s.substr(close + 2));
-    std::string field;
-    long ut = 0, st = 0;
-    for (int i = 3; in >> field; ++i) {
-        if (i == 14)
-            ut = std::atol(field.c_str());
-        if (i == 15) {
-            st = std::atol(field.c_str());
-            break;
-        }
-    }
-    return ut + st;
-}
-
-// RSS by mapping (a library's file, or "[anon]", "[heap]", "[stack]"), largest first: where the
-// plugin's pages are.
-std::vector<std::pair<long, std::string>> rss_by_mapping(pid_t pid) {
-    std::map<std::string, long> kb;
-    std::istringstream in(slurp("/proc/" + std::to_string(pid) + "/smaps"));
-    std::string line, name;
-    while (std::getline(in, line)) {
-        if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
-            line.find('-') < line.find(' ')) {
-            // "start-end perms offset dev inode [path]"
-            std::istringstream f(line);
-            std::string range, perms, offset, dev, inode;
-            f >> range >> perms >> offset >> dev >> inode;
-            std::getline(f >> std::ws, name);
-            if (name.empty())
-                name = "[anon]";
-            name = name.substr(name.rfind('/') + 1);
-        } else if (line.rfind("Rss:", 0) == 0) {
-            kb[name] += std::atol(line.c_str() + 4);
-        }
-    }
-    std::vector<std::pair<long, std::string>> out;
-    for (const auto& [n, k] : kb)
-        out.emplace_back(k, n);
-    std::sort(out.rbegin(), out.rend());
-    return out;
-}
-
-long lines(const std::string& path) {
-    std::string s = slurp(path);
-    return std::count(s.begin(), s.end(), '\n');
-}
-
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 struct World {
     PluginEnv env;
@@ -392,10 +320,6 @@ int main() {
             early += lat.back() < 0;
         }
         bus->leaveEventLoop();
-        auto summary = [](std::vector<double> v) {
-            std::sort(v.begin(), v.end());
-            return std::array<double, 3>{v[v.size() / 2], v[v.size() * 99 / 100], v.back()};
-        };
         auto [median, p99, max] = summary(lat);
         std::printf("PropertiesChanged -> ListAndWatch over %zu changes: median %.2f ms, p99 "
                     "%.2f ms, max %.2f ms (goal: median <= 20, p99 <= 100)\n",
@@ -425,11 +349,8 @@ int main() {
         std::printf("RSS serving 256 devices: %ld KiB (peak %ld KiB; anonymous %ld KiB, "
                     "file-backed %ld KiB) (goal <= 16384)\n",
                     rss, hwm, status_kb(pid, "RssAnon:"), status_kb(pid, "RssFile:"));
-        std::printf("  threads: %ld; largest mappings (KiB):", status_kb(pid, "Threads:"));
-        auto maps = rss_by_mapping(pid);
-        for (size_t i = 0; i < maps.size() && i < 12; ++i)
-            std::printf(" %s %ld;", maps[i].second.c_str(), maps[i].first);
-        std::printf("\n");
+        std::printf("  threads: %ld\n", status_kb(pid, "Threads:"));
+        print_largest_mappings(pid, 12);
         good = good && rss <= 16384;
         long l0 = lines(w.env.work + "/plugin.log"), s0 = switches(pid), c0 = cpu_ticks(pid);
         std::this_thread::sleep_for(10s);

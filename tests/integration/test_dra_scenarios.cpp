@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dbus_client.hpp"
+#include "dra_cluster.hpp"
 #include "fake_apiserver.hpp"
 #include "fake_dra_kubelet.hpp"
 #include "fake_vfiod_peer.hpp"
@@ -45,9 +46,6 @@ long ms_since(Clock::time_point t0) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-const char kNode[] = "node-1";
-const char kNodeUid[] = "6b1f0d52-1c3e-4d8e-9a57-000000000001";
-const char kDriver[] = "vfio.vfiod.io";
 const char kPciBusId[] = "resource.kubernetes.io/pciBusID";
 const char kPcieRoot[] = "resource.kubernetes.io/pcieRoot";
 // Host paths, as the kubelet and the plugin name them; the plugin finds them under --root.
@@ -80,42 +78,6 @@ std::string joined(const std::set<std::string>& s) {
     for (const auto& x : s)
         out += (out.empty() ? "" : ", ") + x;
     return out;
-}
-
-// A ResourceClaim (resource.k8s.io/v1) allocated on this node's pool: one result per
-// {request, device}.
-struct Alloc {
-    std::string request, device;
-};
-json claim_json(const std::string& name, const std::string& uid, const std::vector<Alloc>& allocs,
-                const std::string& pod_claim_name = "") {
-    json requests = json::array(), results = json::array();
-    std::set<std::string> seen;
-    for (const auto& a : allocs) {
-        if (seen.insert(a.request).second)
-            requests.push_back({{"name", a.request},
-                                {"exactly", {{"deviceClassName", kDriver},
-                                             {"allocationMode", "ExactCount"},
-                                             {"count", 1}}}});
-        results.push_back(
-            {{"request", a.request}, {"driver", kDriver}, {"pool", kNode}, {"device", a.device}});
-    }
-    json meta = {{"name", name}, {"namespace", "default"}, {"uid", uid}, {"generation", 1},
-                 {"resourceVersion", "1"}};
-    if (!pod_claim_name.empty())
-        meta["annotations"] = {{"resource.kubernetes.io/pod-claim-name", pod_claim_name}};
-    json selector = {
-        {"nodeSelectorTerms",
-         {{{"matchFields",
-            {{{"key", "metadata.name"}, {"operator", "In"}, {"values", {kNode}}}}}}}}};
-    return {{"apiVersion", "resource.k8s.io/v1"},
-            {"kind", "ResourceClaim"},
-            {"metadata", meta},
-            {"spec", {{"devices", {{"requests", requests}}}}},
-            {"status",
-             {{"allocation", {{"devices", {{"results", results}}}, {"nodeSelector", selector}}},
-              {"reservedFor",
-               {{{"resource", "pods"}, {"name", "virt-launcher-" + name}, {"uid", uid + "-pod"}}}}}}};
 }
 
 // What KubeVirt's pkg/dra (GetPCIAddressForClaim, v1.9) does in virt-launcher: the claim's
@@ -207,11 +169,7 @@ protected:
         api_dir = work + "/api";
         fs::create_directories(api_dir);
         ASSERT_TRUE(api.start(api_dir)) << "the fake API server did not start";
-        auto r = api.control("POST", "/_fake/nodes",
-                             json{{"apiVersion", "v1"},
-                                  {"kind", "Node"},
-                                  {"metadata", {{"name", kNode}, {"uid", kNodeUid}}}}
-                                 .dump());
+        auto r = add_this_node(api);
         ASSERT_TRUE(r.ok()) << r.describe();
     }
 
@@ -290,23 +248,7 @@ protected:
         return ok;
     }
 
-    // The node's ResourceSlices on the API server; nullopt when the list failed.
-    std::optional<std::vector<json>> slices() {
-        auto r = api.control("GET", "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=" +
-                                        dra::query_escape(std::string("spec.nodeName=") + kNode),
-                             "");
-        if (r.status != 200)
-            return std::nullopt;
-        try {
-            json list = json::parse(r.body);
-            std::vector<json> out;
-            for (const auto& s : list.at("items"))
-                out.push_back(s);
-            return out;
-        } catch (const std::exception&) {
-            return std::nullopt;
-        }
-    }
+    std::optional<std::vector<json>> slices() { return node_slices(api); }
     // The devices those slices publish, by name; names published twice in *twice (while the
     // slices are rewritten a device may move between two of them, so only a settled pool is
     // held to it).
@@ -330,28 +272,7 @@ protected:
             out.insert(n);
         return out;
     }
-    // The pool as the scheduler takes it: every slice of one generation, as many slices as
-    // their resourceSliceCount says, and together exactly `names`, none twice. While the plugin
-    // rewrites the pool (one release can move devices between slices) it is not settled.
-    bool settled(const std::set<std::string>& names) {
-        auto ss = slices();
-        if (!ss)
-            return false;
-        if (ss->empty())
-            return names.empty();
-        std::set<int64_t> generations;
-        std::set<std::string> seen;
-        for (const auto& s : *ss) {
-            const json& pool = s["spec"]["pool"];
-            generations.insert(pool.value("generation", int64_t{-1}));
-            if (pool.value("resourceSliceCount", int64_t{-1}) != static_cast<int64_t>(ss->size()))
-                return false;
-            for (const auto& d : s["spec"].value("devices", json::array()))
-                if (!seen.insert(d.value("name", "")).second)
-                    return false;
-        }
-        return generations.size() == 1 && seen == names;
-    }
+    bool settled(const std::set<std::string>& names) { return pool_settled(api, names); }
     bool publishes(const std::set<std::string>& names, std::chrono::milliseconds t) {
         return eventually([&] { return settled(names); }, t);
     }

@@ -49,9 +49,14 @@ bool DraCallResult::all_ok(const std::vector<DraClaim>& asked) const {
     return true;
 }
 
+void FakeDraKubelet::keep_connection(const std::string& socket) {
+    kept_socket_ = socket;
+    kept_ = channel_to(socket);
+}
+
 grpc::Status FakeDraKubelet::call_bytes(const std::string& socket, const std::string& method,
                                         const std::string& request, std::string* response) {
-    auto channel = channel_to(socket);
+    auto channel = kept_ && socket == kept_socket_ ? kept_ : channel_to(socket);
     grpc::GenericStub stub(channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + deadline_);

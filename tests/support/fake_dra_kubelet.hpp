@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@
 
 namespace google::protobuf {
 class Message;
+}
+namespace grpc {
+class Channel;
 }
 
 namespace vfiod::test {
@@ -71,6 +75,10 @@ public:
                          const std::string& endpoint_root = "");
     // Where register_plugin dialled the last registered plugin ("" before).
     const std::string& dra_socket() const { return dra_socket_; }
+    // From now on every call on `socket` goes over one connection, as a kubelet's calls do (by
+    // default each call dials its own: a shared channel that just failed to connect would fail
+    // the next call at once). Call it before calls begin on other threads.
+    void keep_connection(const std::string& socket);
 
     DraCallResult prepare(const std::string& dra_socket, const std::vector<DraClaim>& claims);
     DraCallResult unprepare(const std::string& dra_socket, const std::vector<DraClaim>& claims);
@@ -87,6 +95,8 @@ public:
 private:
     std::chrono::milliseconds deadline_;
     std::string dra_socket_;
+    std::string kept_socket_;
+    std::shared_ptr<grpc::Channel> kept_;
 };
 
 }  // namespace vfiod::test

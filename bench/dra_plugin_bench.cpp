@@ -1,0 +1,509 @@
+// vfiod-dra-plugin's figures (issue 27), measured, not asserted in timed tests:
+//   1. from vfiod's PropertiesChanged (a group's State bound/released, as this process receives
+//      it) to the ResourceSlice write that shows the change reaching the fake API server (the
+//      time it logs the request), over 200 changes (goal: median <= 50 ms, p99 <= 200 ms). The
+//      test build of vfiod on the fake kernel (k8s-host), its Release and Bind of 0000:03:00.0;
+//   2. on 256 devices (the tests' stand-in vfiod, 256 one-function groups, two slices): the
+//      plugin's RSS, and idle for 10 s: log lines, CPU, wakeups (context switches of all its
+//      threads). The fake API server sends a watch BOOKMARK every 60 s here, not every second.
+//      Then measure 1 again from the stand-in's signal, which changes nothing else;
+//   3. NodePrepareResources latency, median and p99: 1 claim at a time (200 calls), and 100
+//      claims at once (100 calls in flight, 5 rounds), one device per claim, each claim read
+//      from the API server; then one call carrying all 100. The fake kubelet keeps one
+//      connection, as the kubelet does; every answer is checked;
+//   4. 4,080 functions (32 slices): the plugin's CPU, and the Python fake API server's, from
+//      start to the pool settled and for one release.
+// Private bus, the fake API server (HTTPS, tests/support/fake_apiserver.py), the real plugin
+// binary, the fake DRA kubelet. `meson test -C build --benchmark dra-plugin`, or run it directly;
+// VFIOD_BENCH_ONLY=latency|256|4080 runs one part. Exit 1 when a setup or an answer fails or
+// measure 1's goal is missed.
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <latch>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <sdbus-c++/sdbus-c++.h>
+
+#include "dbus_client.hpp"
+#include "devices.hpp"
+#include "dra_cluster.hpp"
+#include "fake_apiserver.hpp"
+#include "fake_dra_kubelet.hpp"
+#include "fake_vfiod_peer.hpp"
+#include "plugin_env.hpp"
+#include "proc_stats.hpp"
+#include "scenarios.hpp"
+
+using namespace vfiod::test;
+using namespace vfiod::bench;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Host paths as the kubelet names them; the plugin finds them under --root.
+const char kRegistrarDir[] = "/var/lib/kubelet/plugins_registry";
+const char kPluginDir[] = "/var/lib/kubelet/plugins/vfio.vfiod.io";
+const char kCdiDir[] = "/var/run/cdi";
+const char kStateDir[] = "/var/lib/vfiod-dra-plugin";
+
+double wall_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// A private bus, the fake API server with this node, vfiod (the fake-kernel build or the
+// stand-in) and the plugin.
+struct World {
+    PluginEnv env;
+    FakeApiServer api;
+    FakeVfiodPeer peer;
+    Proc vfiod, plugin;
+    FakeDraKubelet kubelet;
+    std::string root;
+
+    ~World() {
+        plugin.stop();
+        peer.stop();
+        vfiod.stop();
+        api.stop();
+        env.bus.stop();
+        if (!failed)
+            std::filesystem::remove_all(env.work);
+    }
+    bool fail(const char* what) {
+        failed = true;
+        std::fprintf(stderr, "%s; logs in %s\n", what, env.work.c_str());
+        return false;
+    }
+    bool start_api(std::vector<std::string> api_args = {}) {
+        if (!env.start_bus())
+            return fail("no private bus");
+        if (!api.start(env.work + "/api", api_args))
+            return fail("the fake API server did not start");
+        return add_this_node(api).ok() || fail("the Node was not added");
+    }
+    bool start_fake_vfiod(const char* scenario, const char* config) {
+        spit(env.work + "/vfiod.toml", config);
+        root = env.start_fake_vfiod(&vfiod, scenario, env.work + "/vfiod.toml", 60s);
+        return !root.empty() || fail("vfiod did not get ready");
+    }
+    bool start_peer(std::vector<FakeVfiodPeer::Function> fns) {
+        root = env.work + "/root";
+        std::filesystem::create_directories(root + "/dev/vfio");
+        spit(root + "/dev/vfio/vfio", "");
+        for (const auto& f : fns)
+            spit(root + "/dev/vfio/" + std::to_string(f.group), "");
+        peer.set_inventory(std::move(fns));
+        return peer.start() || fail("the stand-in vfiod did not start");
+    }
+    void start_plugin() {
+        plugin = Proc({VFIOD_DRA_PLUGIN, "--node-name", kNode, "--driver-name", kDriver, "--root",
+                       root, "--registrar-dir", kRegistrarDir, "--plugin-dir", kPluginDir,
+                       "--cdi-dir", kCdiDir, "--state-dir", kStateDir, "--kubeconfig",
+                       api.kubeconfig()},
+                      env.work + "/plugin.log");
+    }
+    bool publishes(const std::set<std::string>& names, std::chrono::seconds t) {
+        return eventually([&] { return pool_settled(api, names); }, t) ||
+               fail("the pool never settled on the devices expected");
+    }
+    bool registered() {
+        std::string err;
+        DraPluginInfo info;
+        if (!eventually([&] {
+                return kubelet.register_plugin(root + kRegistrarDir + "/" + kDriver + "-reg.sock",
+                                               &info, &err, root);
+            }, 20s))
+            return fail(("not registered: " + err).c_str());
+        kubelet.keep_connection(kubelet.dra_socket());
+        return true;
+    }
+
+    bool failed = false;
+};
+
+// n one-function groups (from group `first`), bound, of resource nvidia.com/GH100, on buses
+// 0x10 up; and their device names.
+std::vector<FakeVfiodPeer::Function> functions(unsigned n, unsigned first,
+                                               std::set<std::string>* names) {
+    std::vector<FakeVfiodPeer::Function> fns;
+    for (unsigned i = 0; i < n; ++i) {
+        char addr[24];
+        std::snprintf(addr, sizeof addr, "0000:%02x:%02x.%u", 0x10 + i / 64, (i / 8) % 8 * 4,
+                      i % 8);
+        fns.push_back({addr, first + i, "nvidia.com/GH100", "bound"});
+        names->insert(vfiod::dra::device_name(*vfiod::PciAddress::parse(addr)));
+    }
+    return fns;
+}
+
+// The fake API server's write log (DIR/writes.jsonl), read from its end when made.
+class WriteLog {
+public:
+    explicit WriteLog(std::string path) : path_(std::move(path)) {
+        std::ifstream f(path_, std::ios::ate);
+        offset_ = f ? static_cast<size_t>(f.tellg()) : 0;
+    }
+    // The first slice write (POST or PUT of a ResourceSlice) since then for which `pred(slice
+    // name, its devices)` holds; the time the server logged it. nullopt after `timeout`.
+    using Pred = std::function<bool(const std::string&, const std::set<std::string>&)>;
+    std::optional<double> first_slice(const Pred& pred, std::chrono::milliseconds timeout) {
+        std::optional<double> at;
+        eventually([&] {
+            std::ifstream f(path_);
+            f.seekg(static_cast<std::streamoff>(offset_));
+            std::string rest((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            size_t pos = 0;
+            for (size_t nl; (nl = rest.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+                json e = json::parse(rest.substr(pos, nl - pos), nullptr, false);
+                const std::string method = e.is_object() ? e.value("method", "") : "";
+                if ((method != "PUT" && method != "POST") || !e["body"].is_object() ||
+                    e["body"].value("kind", "") != "ResourceSlice")
+                    continue;
+                std::set<std::string> devices;
+                for (const auto& d : e["body"]["spec"].value("devices", json::array()))
+                    devices.insert(d.value("name", ""));
+                if (pred(e["body"]["metadata"].value("name", ""), devices)) {
+                    at = e.value("time", 0.0);
+                    return true;
+                }
+            }
+            offset_ += pos;
+            return false;
+        }, timeout);
+        return at;
+    }
+
+private:
+    std::string path_;
+    size_t offset_ = 0;
+};
+
+// The slice of the node's pool that lists `device` ("" when none does).
+std::string slice_of(FakeApiServer& api, const std::string& device) {
+    for (const auto& s : node_slices(api).value_or(std::vector<json>{}))
+        for (const auto& d : s["spec"].value("devices", json::array()))
+            if (d.value("name", "") == device)
+                return s["metadata"].value("name", "");
+    return "";
+}
+
+// 200 changes of `device`, withdrawn (even) and back (odd), on a pool of `all` devices.
+// `change(release)` makes one and answers the wall-clock time the plugin was told (nullopt:
+// failed). Each latency runs from then to the first slice write that shows the change: for a
+// release, the slice that listed the device written without it; for a bind, a slice with it.
+// The pool settles before the next change, so no write is taken for a later change's.
+std::vector<double> change_latencies(World& w, const std::string& device,
+                                     const std::set<std::string>& all,
+                                     const std::function<std::optional<double>(bool)>& change) {
+    std::set<std::string> without = all;
+    without.erase(device);
+    std::vector<double> lat;
+    for (int i = 0; i < 200; ++i) {
+        const bool release = i % 2 == 0;
+        const std::string holder = release ? slice_of(w.api, device) : "";
+        WriteLog log(w.api.dir() + "/writes.jsonl");
+        std::optional<double> told = change(release);
+        if (!told) {
+            w.fail("a change was not made");
+            return {};
+        }
+        auto written = log.first_slice([&](const std::string& slice, const auto& devices) {
+            return release ? slice == holder && !devices.count(device) : devices.count(device) > 0;
+        }, 5s);
+        if (!written || !w.publishes(release ? without : all, 10s)) {
+            w.fail("no slice write showed the change");
+            return {};
+        }
+        lat.push_back((*written - *told) * 1000);
+    }
+    return lat;
+}
+
+void print_latencies(const char* what, const std::vector<double>& lat) {
+    std::vector<double> by_kind[2];  // binds, releases
+    for (size_t i = 0; i < lat.size(); ++i)
+        by_kind[i % 2 == 0].push_back(lat[i]);
+    auto [median, p99, max] = summary(lat);
+    std::printf("%s over %zu changes: median %.2f ms, p99 %.2f ms, max %.2f ms (goal: median <= "
+                "50, p99 <= 200: %s)\n",
+                what, lat.size(), median, p99, max, median <= 50 && p99 <= 200 ? "met" : "MISSED");
+    for (int k : {0, 1}) {
+        auto [m, p, x] = summary(by_kind[k]);
+        std::printf("  %zu %s: median %.2f ms, p99 %.2f ms, max %.2f ms\n", by_kind[k].size(),
+                    k ? "releases" : "binds", m, p, x);
+    }
+}
+
+// Measure 1.
+bool slice_write_latency() {
+    World w;
+    if (!w.start_api() || !w.start_fake_vfiod("k8s-host", kK8sHostConfig))
+        return false;
+    w.start_plugin();
+    const std::set<std::string> bound = {"pci-0000-01-00-0", "pci-0000-01-00-1",
+                                         "pci-0000-03-00-0", "pci-0000-05-00-0"};
+    if (!w.publishes(bound, 30s))
+        return false;
+    // When this process saw group 15's State become `want` (wall clock, as the fake API server
+    // logs), for the change in flight only.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::string want_state;
+    std::optional<double> seen;
+    auto bus = sdbus::createSystemBusConnection();
+    auto slot = bus->addMatch(
+        "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
+        "path='/org/vfiod1/group/15'",
+        [&](sdbus::Message& m) {
+            double now = wall_now();
+            std::string iface;
+            std::map<std::string, sdbus::Variant> changed;
+            m >> iface >> changed;
+            auto it = changed.find("State");
+            std::lock_guard l(mu);
+            if (it != changed.end() && it->second.get<std::string>() == want_state && !seen) {
+                seen = now;
+                cv.notify_all();
+            }
+        });
+    bus->enterEventLoopAsync();
+    auto lat = change_latencies(w, "pci-0000-03-00-0", bound, [&](bool release) {
+        {
+            std::lock_guard l(mu);
+            want_state = release ? "released" : "bound";
+            seen.reset();
+        }
+        std::optional<double> at;
+        if (vfiod::client::call_group_method(release ? "Release" : "Bind", "0000:03:00.0").ok()) {
+            std::unique_lock l(mu);
+            if (cv.wait_for(l, 5s, [&] { return seen.has_value(); }))
+                at = seen;
+        }
+        return at;
+    });
+    bus->leaveEventLoop();
+    if (lat.empty())
+        return false;
+    print_latencies("vfiod's PropertiesChanged -> slice write at the API server (k8s-host, 1 "
+                    "slice)", lat);
+    // vfiod removes /dev/vfio/15 before it publishes `released`, and the plugin watches
+    // /dev/vfio: such a release is written before the signal arrives.
+    std::printf("  %ld writes logged before this process had its copy of the signal\n",
+                std::count_if(lat.begin(), lat.end(), [](double x) { return x < 0; }));
+    auto [median, p99, max] = summary(lat);
+    return median <= 50 && p99 <= 200;
+}
+
+// Measure 2's second latency: the stand-in vfiod's PropertiesChanged (State with its value) for
+// `device`'s group -> the slice write showing it. Nothing else changes (no /dev/vfio node comes
+// or goes), so a release is timed from its signal as a bind is.
+bool stand_in_latency(World& w, const std::string& device, unsigned group,
+                      const std::set<std::string>& all) {
+    auto lat = change_latencies(w, device, all, [&](bool release) {
+        std::optional<double> at = wall_now();
+        w.peer.emit_state(group, release ? "released" : "bound");
+        return at;
+    });
+    if (lat.empty())
+        return false;
+    print_latencies("256 devices (2 slices), the stand-in vfiod's PropertiesChanged -> slice write",
+                    lat);
+    return true;
+}
+
+// Measure 3's calls: NodePrepareResources for `claims`, each answered with exactly its one
+// device; the call's latency in ms, or nullopt (and why on stderr).
+std::optional<double> timed_prepare(FakeDraKubelet& kubelet, const std::vector<DraClaim>& claims) {
+    auto t0 = Clock::now();
+    DraCallResult r = kubelet.prepare(kubelet.dra_socket(), claims);
+    double took = ms(Clock::now() - t0);
+    if (!r.status.ok()) {
+        std::fprintf(stderr, "Prepare: %s\n", r.status.error_message().c_str());
+        return std::nullopt;
+    }
+    for (const auto& c : claims) {
+        auto it = r.claims.find(c.uid);
+        if (it == r.claims.end() || !it->second.error.empty() || it->second.devices.size() != 1) {
+            std::fprintf(stderr, "Prepare of %s: %s\n", c.name.c_str(),
+                         it == r.claims.end() ? "no answer" : it->second.error.c_str());
+            return std::nullopt;
+        }
+    }
+    return took;
+}
+
+bool unprepared(FakeDraKubelet& kubelet, const std::vector<DraClaim>& claims) {
+    return kubelet.unprepare(kubelet.dra_socket(), claims).all_ok(claims);
+}
+
+// Measure 3, on a registered world with `devices` published.
+bool prepare_latency(World& w, const std::vector<std::string>& devices) {
+    std::vector<DraClaim> claims;
+    for (size_t i = 0; i < 100; ++i) {
+        char name[32], uid[48];
+        std::snprintf(name, sizeof name, "bench-vm-%03zu", i);
+        std::snprintf(uid, sizeof uid, "0b0b0b0b-0000-4000-8000-%012zu", i);
+        if (!w.api.put_claim(claim_json(name, uid, {{"gpu", devices[i]}})))
+            return w.fail("a claim was not added");
+        claims.push_back({uid, "default", name});
+    }
+    std::vector<double> one, unprep;
+    for (int i = 0; i < 200; ++i) {
+        const DraClaim& c = claims[static_cast<size_t>(i) % claims.size()];
+        auto took = timed_prepare(w.kubelet, {c});
+        if (!took)
+            return w.fail("Prepare of one claim failed");
+        one.push_back(*took);
+        auto t0 = Clock::now();
+        if (!unprepared(w.kubelet, {c}))
+            return w.fail("Unprepare of one claim failed");
+        unprep.push_back(ms(Clock::now() - t0));
+    }
+    auto [m1, p1, x1] = summary(one);
+    auto [mu, pu, xu] = summary(unprep);
+    std::printf("NodePrepareResources, 1 claim at a time, %zu calls: median %.2f ms, p99 %.2f "
+                "ms, max %.2f ms (Unprepare: median %.2f ms, p99 %.2f ms)\n",
+                one.size(), m1, p1, x1, mu, pu);
+
+    std::vector<double> concurrent, rounds;
+    for (int round = 0; round < 5; ++round) {
+        std::vector<std::optional<double>> took(claims.size());
+        std::latch go(static_cast<std::ptrdiff_t>(claims.size()) + 1);
+        std::vector<std::thread> threads;
+        for (size_t i = 0; i < claims.size(); ++i)
+            threads.emplace_back([&, i] {
+                go.arrive_and_wait();
+                took[i] = timed_prepare(w.kubelet, {claims[i]});
+            });
+        auto t0 = Clock::now();
+        go.arrive_and_wait();
+        for (auto& t : threads)
+            t.join();
+        rounds.push_back(ms(Clock::now() - t0));
+        for (const auto& t : took) {
+            if (!t)
+                return w.fail("a concurrent Prepare failed");
+            concurrent.push_back(*t);
+        }
+        if (!unprepared(w.kubelet, claims))
+            return w.fail("Unprepare of 100 claims failed");
+    }
+    auto [mc, pc, xc] = summary(concurrent);
+    auto [mr, pr, xr] = summary(rounds);
+    std::printf("NodePrepareResources, 100 claims at once (100 calls in flight), %zu calls over "
+                "%zu rounds: median %.2f ms, p99 %.2f ms, max %.2f ms; a round (all 100 "
+                "answered): median %.1f ms\n",
+                concurrent.size(), rounds.size(), mc, pc, xc, mr);
+
+    std::vector<double> batch;
+    for (int round = 0; round < 5; ++round) {
+        auto took = timed_prepare(w.kubelet, claims);
+        if (!took)
+            return w.fail("Prepare of 100 claims in one call failed");
+        batch.push_back(*took);
+        if (!unprepared(w.kubelet, claims))
+            return w.fail("Unprepare of 100 claims failed");
+    }
+    auto [mb, pb, xb] = summary(batch);
+    std::printf("NodePrepareResources, one call carrying 100 claims: median %.1f ms, max %.1f ms "
+                "over %zu calls\n",
+                mb, xb, batch.size());
+    return true;
+}
+
+// Measures 2 and 3.
+bool at_256_devices() {
+    World w;
+    // A real API server ends a watch after minutes and sends a bookmark about once a minute.
+    if (!w.start_api({"--bookmark-interval", "60"}))
+        return false;
+    std::set<std::string> names;
+    if (!w.start_peer(functions(256, 200, &names)))
+        return false;
+    w.start_plugin();
+    if (!w.publishes(names, 60s) || !w.registered())
+        return false;
+    std::this_thread::sleep_for(1s);  // start-up settled before the idle window
+    const pid_t pid = w.plugin.pid();
+    std::printf("RSS serving 256 devices (2 slices): %ld KiB (peak %ld KiB; anonymous %ld KiB, "
+                "file-backed %ld KiB), %ld threads\n",
+                status_kb(pid, "VmRSS:"), status_kb(pid, "VmHWM:"), status_kb(pid, "RssAnon:"),
+                status_kb(pid, "RssFile:"), status_kb(pid, "Threads:"));
+    print_largest_mappings(pid, 14);
+    const std::string log = w.env.work + "/plugin.log";
+    long l0 = lines(log), s0 = switches(pid), c0 = cpu_ticks(pid);
+    std::this_thread::sleep_for(10s);
+    long l1 = lines(log), s1 = switches(pid), c1 = cpu_ticks(pid);
+    std::printf("idle 10 s: %ld log lines, %.2f%% CPU, %ld wakeups (context switches, all "
+                "threads)\n",
+                l1 - l0, 100.0 * cpu_seconds(c1 - c0) / 10.0, s1 - s0);
+    std::vector<std::string> devices(names.begin(), names.end());
+    if (!stand_in_latency(w, devices.front(), 200, names))
+        return false;
+    if (!prepare_latency(w, devices))
+        return false;
+    std::printf("RSS after the Prepare runs: %ld KiB (peak %ld KiB)\n", status_kb(pid, "VmRSS:"),
+                status_kb(pid, "VmHWM:"));
+    return true;
+}
+
+// Measure 4.
+bool at_4080_functions() {
+    World w;
+    if (!w.start_api())
+        return false;
+    std::set<std::string> names;
+    auto fns = functions(4080, 1000, &names);
+    if (!w.start_peer(fns))
+        return false;
+    const pid_t api_pid = w.api.pid();
+    long a0 = cpu_ticks(api_pid);
+    auto t0 = Clock::now();
+    w.start_plugin();
+    if (!w.publishes(names, 120s))
+        return false;
+    double took = ms(Clock::now() - t0);
+    const pid_t pid = w.plugin.pid();
+    long p1 = cpu_ticks(pid), a1 = cpu_ticks(api_pid);
+    std::printf("4,080 functions: start -> 32 slices settled %.0f ms; CPU: plugin %.2f s, fake "
+                "API server %.2f s; plugin RSS %ld KiB (peak %ld KiB)\n",
+                took, cpu_seconds(p1), cpu_seconds(a1 - a0), status_kb(pid, "VmRSS:"),
+                status_kb(pid, "VmHWM:"));
+    names.erase(vfiod::dra::device_name(*vfiod::PciAddress::parse(fns.front().address)));
+    t0 = Clock::now();
+    w.peer.emit_state(fns.front().group, "released");
+    if (!w.publishes(names, 30s))
+        return false;
+    took = ms(Clock::now() - t0);
+    long p2 = cpu_ticks(pid), a2 = cpu_ticks(api_pid);
+    std::printf("4,080 functions: one release -> pool settled %.0f ms; CPU: plugin %.2f s, fake "
+                "API server %.2f s\n",
+                took, cpu_seconds(p2 - p1), cpu_seconds(a2 - a1));
+    return true;
+}
+
+}  // namespace
+
+int main() {
+    const std::string only = std::getenv("VFIOD_BENCH_ONLY") ? std::getenv("VFIOD_BENCH_ONLY") : "";
+    bool good = true;
+    if (only.empty() || only == "latency")
+        good = slice_write_latency() && good;
+    if (only.empty() || only == "256")
+        good = at_256_devices() && good;
+    if (only.empty() || only == "4080")
+        good = at_4080_functions() && good;
+    return good ? 0 : 1;
+}
