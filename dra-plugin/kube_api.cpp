@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -33,8 +34,8 @@ constexpr std::chrono::milliseconds kDefaultTimeout{30'000};
 constexpr std::chrono::milliseconds kDefaultWatchIdle{300'000};
 // Idle pooled handles kept for their connections; more concurrent callers just make new ones.
 constexpr size_t kPoolSize = 4;
-// How often a watch looks at `stop` and its idle clock.
-constexpr int kWatchTickMs = 50;
+// The longest a watch sleeps without looking at `stop` when nobody wakes it (wake_watches).
+constexpr std::chrono::milliseconds kWatchCheck{1000};
 
 std::atomic<size_t> g_max_body_override{0};
 
@@ -904,7 +905,16 @@ private:
         return r;
     }
 
-    // Runs a watch on a multi handle of its own, looking at `stop` and the idle clock every tick.
+    void wake_watches() override {
+        std::lock_guard lock(watches_mu_);
+        for (CURLM* m : watches_)
+            curl_multi_wakeup(m);
+    }
+
+    // Runs a watch on a multi handle of its own. It sleeps until a byte comes, its idle limit
+    // is up, libcurl has a timer due, wake_watches() is called or kWatchCheck has passed (an
+    // idle host's plugin wakes about once a second for it, not 20 times); then it looks at
+    // `stop` and the idle clock.
     CURLcode drive_watch(CURL* h, Transfer* t, std::chrono::milliseconds idle, bool* stopped,
                          bool* idle_out) {
         CURLM* m = curl_multi_init();
@@ -913,6 +923,11 @@ private:
         if (curl_multi_add_handle(m, h) != CURLM_OK) {
             curl_multi_cleanup(m);
             return CURLE_FAILED_INIT;
+        }
+        {
+            // Registered before `stop` is first read: a stop whose wake came earlier is seen.
+            std::lock_guard lock(watches_mu_);
+            watches_.push_back(m);
         }
         CURLcode rc = CURLE_OK;
         bool done = false;
@@ -934,11 +949,19 @@ private:
                 *stopped = true;
                 break;
             }
-            if (std::chrono::steady_clock::now() - t->last_byte > idle) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                t->last_byte + idle - std::chrono::steady_clock::now());
+            if (left < std::chrono::milliseconds(0)) {
                 *idle_out = true;
                 break;
             }
-            curl_multi_poll(m, nullptr, 0, kWatchTickMs, nullptr);
+            // +1: woken by the idle limit itself, not a millisecond before it.
+            curl_multi_poll(m, nullptr, 0, static_cast<int>(std::min(left, kWatchCheck).count()) + 1,
+                            nullptr);
+        }
+        {
+            std::lock_guard lock(watches_mu_);
+            watches_.erase(std::find(watches_.begin(), watches_.end(), m));
         }
         if (!done && !*stopped && !*idle_out && rc == CURLE_OK && t->stop->load())
             *stopped = true;
@@ -954,6 +977,8 @@ private:
     std::string user_agent_;
     std::mutex pool_mu_;
     std::vector<CURL*> pool_;
+    std::mutex watches_mu_;
+    std::vector<CURLM*> watches_;  // running watches' multi handles, for wake_watches()
 };
 
 }  // namespace

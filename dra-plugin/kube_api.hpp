@@ -71,7 +71,9 @@ public:
     // event, JSON) goes to on_line as it arrives. Returns when the server ends the stream, the
     // connection drops, no byte arrived for `idle` (the server's bookmarks or the timeoutSeconds
     // the caller asked for end a healthy watch first), on_line returns false, or `stop` turns
-    // true (seen within 100 ms). A line over kMaxBody ends it with an error.
+    // true (seen at once when wake_watches() follows, within a second otherwise: an idle watch
+    // sleeps until a byte, its idle limit or that second). A line over kMaxBody ends it with an
+    // error.
     // The answer: a stream that the server ended, or `stop` or on_line ended, has the HTTP
     // status (200) and no error; a non-2xx answer (410, 403...) its status and Status body, no
     // line delivered; a drop, an idle timeout or an over-long line status 0 and an error. A
@@ -80,6 +82,8 @@ public:
                               const std::function<bool(const std::string& line)>& on_line,
                               const std::atomic<bool>& stop,
                               std::chrono::milliseconds idle) = 0;
+    // Wakes every watch of this client now running to look at its `stop`; from any thread.
+    virtual void wake_watches() {}
 };
 
 // The libcurl implementation. Null and *err when the endpoint cannot be used (unreadable CA).

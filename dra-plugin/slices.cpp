@@ -604,6 +604,7 @@ void SlicePublisher::stop() {
         impl_->stopping = true;
     }
     impl_->stop_flag = true;
+    impl_->api.wake_watches();
     impl_->cv.notify_all();
     if (impl_->watcher.joinable())
         impl_->watcher.join();
