@@ -750,7 +750,8 @@ private:
         global_init_once();
         const bool streaming = on_line != nullptr;
         // A watch gets a handle of its own that is not pooled: it drives it through a multi
-        // handle so that `stop` is seen within a tick, which curl_easy_perform cannot promise.
+        // handle so that a stop is seen when wake_watches() wakes it, which curl_easy_perform
+        // cannot promise.
         CURL* h = streaming ? curl_easy_init() : acquire();
         if (!h)
             return fail(method, path, "curl_easy_init failed");
@@ -845,7 +846,7 @@ private:
             set(curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L));
             set(curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress));
             set(curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t));
-            // A backstop behind the tick's own idle check, which comes first.
+            // A backstop behind drive_watch's own idle check, which comes first.
             long idle_s = static_cast<long>((idle.count() + 999) / 1000) + 1;
             set(curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L));
             set(curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, idle_s));
