@@ -20,13 +20,10 @@
 // Private bus, the test build of vfiod on the fake kernel, the real plugin binary, and the
 // tests' fake kubelet. Run with `meson test -C build --benchmark device-plugin` or directly.
 #include <algorithm>
-#include <cctype>
 #include <array>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <optional>
 
 #include <sdbus-c++/sdbus-c++.h>
@@ -36,6 +33,7 @@
 #include "fake_vfiod_peer.hpp"
 #include "plugin_env.hpp"
 #include "proc_stats.hpp"
+#include "state_watch.hpp"
 
 using namespace vfiod::test;
 using namespace vfiod::bench;
@@ -252,38 +250,13 @@ int main() {
             std::fprintf(stderr, "setup failed; logs in %s\n", w.env.work.c_str());
             return 1;
         }
-        // When this process saw group 15's State become `want`, for the change in flight only:
-        // a time left from an earlier change must never stand in for this one's.
-        std::mutex mu;
-        std::condition_variable cv;
-        std::string want_state;
-        std::optional<Clock::time_point> seen;
-        auto bus = sdbus::createSystemBusConnection();
-        auto slot = bus->addMatch(
-            "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
-            "path='/org/vfiod1/group/15'",
-            [&](sdbus::Message& m) {
-                auto now = Clock::now();
-                std::string iface;
-                std::map<std::string, sdbus::Variant> changed;
-                m >> iface >> changed;
-                auto it = changed.find("State");
-                std::lock_guard l(mu);
-                if (it != changed.end() && it->second.get<std::string>() == want_state && !seen) {
-                    seen = now;
-                    cv.notify_all();
-                }
-            });
-        bus->enterEventLoopAsync();
+        StateWatch watch(15);
         std::vector<double> lat, by_kind[2];  // all; binds, releases
         int early = 0;  // lists that reached the kubelet before this process had the signal
         for (int i = 0; i < 200; ++i) {
             bool release = i % 2 == 0;
-            {
-                std::lock_guard l(mu);
-                want_state = release ? "released" : "bound";
-                seen.reset();
-            }
+            const char* state = release ? "released" : "bound";
+            watch.expect(state);
             size_t before = w.kubelet->list_count(kRes);
             if (!vfiod::client::call_group_method(release ? "Release" : "Bind", "0000:03:00.0").ok()) {
                 std::fprintf(stderr, "call %d failed\n", i);
@@ -307,19 +280,17 @@ int main() {
                 std::fprintf(stderr, "no list after change %d\n", i);
                 return 1;
             }
-            std::unique_lock l(mu);
-            if (!cv.wait_for(l, 5s, [&] { return seen.has_value(); })) {
-                std::fprintf(stderr, "no PropertiesChanged State=%s after change %d\n",
-                             want_state.c_str(), i);
+            auto seen = watch.wait(5s);
+            if (!seen) {
+                std::fprintf(stderr, "no PropertiesChanged State=%s after change %d\n", state, i);
                 return 1;
             }
             // Negative when the plugin's list beat this process's copy of the signal (both
             // leave dbus-daemon together; a release is also seen earlier through /dev/vfio).
-            lat.push_back(ms(*listed - *seen));
+            lat.push_back(ms(*listed - seen->steady));
             by_kind[release].push_back(lat.back());
             early += lat.back() < 0;
         }
-        bus->leaveEventLoop();
         auto [median, p99, max] = summary(lat);
         std::printf("PropertiesChanged -> ListAndWatch over %zu changes: median %.2f ms, p99 "
                     "%.2f ms, max %.2f ms (goal: median <= 20, p99 <= 100)\n",

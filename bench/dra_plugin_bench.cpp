@@ -21,19 +21,15 @@
 // checked.
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <latch>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <sdbus-c++/sdbus-c++.h>
 
 #include "dbus_client.hpp"
 #include "devices.hpp"
@@ -44,6 +40,7 @@
 #include "plugin_env.hpp"
 #include "proc_stats.hpp"
 #include "scenarios.hpp"
+#include "state_watch.hpp"
 
 using namespace vfiod::test;
 using namespace vfiod::bench;
@@ -264,44 +261,16 @@ bool slice_write_latency() {
                                          "pci-0000-03-00-0", "pci-0000-05-00-0"};
     if (!w.publishes(bound, 30s))
         return false;
-    // When this process saw group 15's State become `want` (wall clock, as the fake API server
-    // logs), for the change in flight only.
-    std::mutex mu;
-    std::condition_variable cv;
-    std::string want_state;
-    std::optional<double> seen;
-    auto bus = sdbus::createSystemBusConnection();
-    auto slot = bus->addMatch(
-        "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',"
-        "path='/org/vfiod1/group/15'",
-        [&](sdbus::Message& m) {
-            double now = wall_now();
-            std::string iface;
-            std::map<std::string, sdbus::Variant> changed;
-            m >> iface >> changed;
-            auto it = changed.find("State");
-            std::lock_guard l(mu);
-            if (it != changed.end() && it->second.get<std::string>() == want_state && !seen) {
-                seen = now;
-                cv.notify_all();
-            }
-        });
-    bus->enterEventLoopAsync();
+    StateWatch watch(15);
     auto lat = change_latencies(w, "pci-0000-03-00-0", bound, [&](bool release) {
-        {
-            std::lock_guard l(mu);
-            want_state = release ? "released" : "bound";
-            seen.reset();
-        }
+        // Wall clock, as the fake API server logs its writes.
         std::optional<double> at;
-        if (vfiod::client::call_group_method(release ? "Release" : "Bind", "0000:03:00.0").ok()) {
-            std::unique_lock l(mu);
-            if (cv.wait_for(l, 5s, [&] { return seen.has_value(); }))
-                at = seen;
-        }
+        watch.expect(release ? "released" : "bound");
+        if (vfiod::client::call_group_method(release ? "Release" : "Bind", "0000:03:00.0").ok())
+            if (auto seen = watch.wait(5s))
+                at = seen->wall;
         return at;
     });
-    bus->leaveEventLoop();
     if (lat.empty())
         return false;
     print_latencies("vfiod's PropertiesChanged -> slice write at the API server (k8s-host, 1 "

@@ -2,8 +2,9 @@
 # The test command (README, CI): install every Debian package the build and the tests need,
 # build with -Werror, and run every test suite. Exit status is the verdict.
 #
-#   scripts/test.sh                 everything (unit, integration, real-kernel VM tests, then the
-#                                   sanitizer build and the bounded fuzz runs)
+#   scripts/test.sh                 everything (unit, integration, fuzz-replay, the bench suite's
+#                                   smoke runs, real-kernel VM tests, then the sanitizer build
+#                                   and the bounded fuzz runs)
 #   VFIOD_SUITES="unit" scripts/test.sh     only the named meson test suites; "sanitize",
 #                                   "fuzz" and "package" name the three extra steps at the end
 #                                   (package: the .debs, and the VM scenario that installs them)
@@ -121,7 +122,7 @@ if [[ -z ${VFIOD_SUITES:-} ]]; then
   # timing stays theirs.
   start=$SECONDS
   meson test -C "$build" --print-errorlogs --num-processes 2 --no-suite vm || status=1
-  took "unit, integration and fuzz-replay tests" "$start"
+  took "unit, integration, fuzz-replay and bench tests" "$start"
   start=$SECONDS
   mkdir -p "$san"
   (renice -n 19 -p "$BASHPID" >/dev/null; san_build exec) >"$san/prebuild.log" 2>&1 &
