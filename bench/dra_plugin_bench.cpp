@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <latch>
 #include <optional>
 #include <set>
@@ -61,11 +62,6 @@ const char kStateDir[] = "/var/lib/vfiod-dra-plugin";
 // every answer checked, no timing judged.
 bool g_smoke = false;
 int reps(int n) { return g_smoke ? std::max(n / 10, 2) : n; }
-
-double wall_now() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
 
 // A private bus, the fake API server with this node, vfiod (the fake-kernel build or the
 // stand-in) and the plugin.
@@ -153,7 +149,8 @@ std::vector<FakeVfiodPeer::Function> functions(unsigned n, unsigned first,
     return fns;
 }
 
-// The fake API server's write log (DIR/writes.jsonl), read from its end when made.
+// The fake API server's write log (DIR/writes.jsonl), read from its end when made. One per
+// change measured: a read takes every entry then complete, and what follows a match is dropped.
 class WriteLog {
 public:
     explicit WriteLog(std::string path) : path_(std::move(path)) {
@@ -166,13 +163,8 @@ public:
     std::optional<double> first_slice(const Pred& pred, std::chrono::milliseconds timeout) {
         std::optional<double> at;
         eventually([&] {
-            std::ifstream f(path_);
-            f.seekg(static_cast<std::streamoff>(offset_));
-            std::string rest((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-            size_t pos = 0;
-            for (size_t nl; (nl = rest.find('\n', pos)) != std::string::npos; pos = nl + 1) {
-                json e = json::parse(rest.substr(pos, nl - pos), nullptr, false);
-                const std::string method = e.is_object() ? e.value("method", "") : "";
+            for (const json& e : fresh()) {
+                const std::string method = e.value("method", "");
                 if ((method != "PUT" && method != "POST") || !e["body"].is_object() ||
                     e["body"].value("kind", "") != "ResourceSlice")
                     continue;
@@ -184,7 +176,6 @@ public:
                     return true;
                 }
             }
-            offset_ += pos;
             return false;
         }, timeout);
         return at;
@@ -196,24 +187,34 @@ public:
                                           std::chrono::milliseconds timeout) {
         std::optional<double> last;
         auto changed = Clock::now();
+        auto quiet_now = [&] { return last && Clock::now() - changed >= quiet; };
         eventually([&] {
-            std::ifstream f(path_);
-            f.seekg(static_cast<std::streamoff>(offset_));
-            std::string rest((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-            size_t pos = 0;
-            for (size_t nl; (nl = rest.find('\n', pos)) != std::string::npos; pos = nl + 1) {
-                json e = json::parse(rest.substr(pos, nl - pos), nullptr, false);
-                if (e.is_object())
-                    last = e.value("time", 0.0);
+            for (const json& e : fresh()) {
+                last = e.value("time", 0.0);
                 changed = Clock::now();
             }
-            offset_ += pos;
-            return last && Clock::now() - changed >= quiet;
+            return quiet_now();
         }, timeout);
-        return last && Clock::now() - changed >= quiet ? last : std::nullopt;
+        return quiet_now() ? last : std::nullopt;
     }
 
 private:
+    // The entries completed since the last read, parsed (a line still being written waits).
+    std::vector<json> fresh() {
+        std::ifstream f(path_);
+        f.seekg(static_cast<std::streamoff>(offset_));
+        std::string rest((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::vector<json> out;
+        size_t pos = 0;
+        for (size_t nl; (nl = rest.find('\n', pos)) != std::string::npos; pos = nl + 1) {
+            json e = json::parse(rest.substr(pos, nl - pos), nullptr, false);
+            if (e.is_object())
+                out.push_back(std::move(e));
+        }
+        offset_ += pos;
+        return out;
+    }
+
     std::string path_;
     size_t offset_ = 0;
 };
@@ -378,45 +379,54 @@ bool prepare_latency(World& w, const std::vector<std::string>& devices) {
                 "ms, max %.2f ms (Unprepare: median %.2f ms, p99 %.2f ms)\n",
                 one.size(), m1, p1, x1, mu, pu);
 
-    std::vector<double> concurrent, rounds;
-    for (int round = 0; round < (g_smoke ? 1 : 5); ++round) {
-        std::vector<std::optional<double>> took(claims.size());
-        std::latch go(static_cast<std::ptrdiff_t>(claims.size()) + 1);
-        std::vector<std::thread> threads;
-        for (size_t i = 0; i < claims.size(); ++i)
-            threads.emplace_back([&, i] {
-                go.arrive_and_wait();
-                took[i] = timed_prepare(w.kubelet, {claims[i]});
-            });
-        auto t0 = Clock::now();
-        go.arrive_and_wait();
-        for (auto& t : threads)
-            t.join();
-        rounds.push_back(ms(Clock::now() - t0));
-        for (const auto& t : took) {
-            if (!t)
-                return w.fail("a concurrent Prepare failed");
-            concurrent.push_back(*t);
+    // Each round prepares, then unprepares every claim: the next starts from none prepared.
+    auto in_rounds = [&](const char* what, const std::function<bool()>& round) {
+        for (int r = 0; r < (g_smoke ? 1 : 5); ++r) {
+            if (!round())
+                return w.fail(what);
+            if (!unprepared(w.kubelet, claims))
+                return w.fail("Unprepare of 100 claims failed");
         }
-        if (!unprepared(w.kubelet, claims))
-            return w.fail("Unprepare of 100 claims failed");
-    }
+        return true;
+    };
+    std::vector<double> concurrent, whole;  // each call; each round, until all 100 answered
+    if (!in_rounds("a concurrent Prepare failed", [&] {
+            std::vector<std::optional<double>> took(claims.size());
+            std::latch go(static_cast<std::ptrdiff_t>(claims.size()) + 1);
+            std::vector<std::thread> threads;
+            for (size_t i = 0; i < claims.size(); ++i)
+                threads.emplace_back([&, i] {
+                    go.arrive_and_wait();
+                    took[i] = timed_prepare(w.kubelet, {claims[i]});
+                });
+            auto t0 = Clock::now();
+            go.arrive_and_wait();
+            for (auto& t : threads)
+                t.join();
+            whole.push_back(ms(Clock::now() - t0));
+            for (const auto& t : took) {
+                if (!t)
+                    return false;
+                concurrent.push_back(*t);
+            }
+            return true;
+        }))
+        return false;
     auto [mc, pc, xc] = summary(concurrent);
-    auto [mr, pr, xr] = summary(rounds);
+    auto [mr, pr, xr] = summary(whole);
     std::printf("NodePrepareResources, 100 claims at once (100 calls in flight), %zu calls over "
                 "%zu rounds: median %.2f ms, p99 %.2f ms, max %.2f ms; a round (all 100 "
                 "answered): median %.1f ms\n",
-                concurrent.size(), rounds.size(), mc, pc, xc, mr);
+                concurrent.size(), whole.size(), mc, pc, xc, mr);
 
     std::vector<double> batch;
-    for (int round = 0; round < (g_smoke ? 1 : 5); ++round) {
-        auto took = timed_prepare(w.kubelet, claims);
-        if (!took)
-            return w.fail("Prepare of 100 claims in one call failed");
-        batch.push_back(*took);
-        if (!unprepared(w.kubelet, claims))
-            return w.fail("Unprepare of 100 claims failed");
-    }
+    if (!in_rounds("Prepare of 100 claims in one call failed", [&] {
+            auto took = timed_prepare(w.kubelet, claims);
+            if (took)
+                batch.push_back(*took);
+            return took.has_value();
+        }))
+        return false;
     auto [mb, pb, xb] = summary(batch);
     std::printf("NodePrepareResources, one call carrying 100 claims: median %.1f ms, max %.1f ms "
                 "over %zu calls\n",

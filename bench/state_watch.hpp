@@ -15,11 +15,17 @@
 
 namespace vfiod::bench {
 
+// Seconds since the epoch, as Python's time.time() (the fake API server's write log) has them.
+inline double wall_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
 class StateWatch {
 public:
     struct Seen {
         std::chrono::steady_clock::time_point steady;
-        double wall = 0;  // seconds since the epoch, as Python's time.time()
+        double wall = 0;  // wall_now()
     };
 
     // On the system bus (DBUS_SYSTEM_BUS_ADDRESS), for /org/vfiod1/group/GROUP.
@@ -49,9 +55,7 @@ public:
 
 private:
     void on_signal(sdbus::Message& m) {
-        Seen now{std::chrono::steady_clock::now(),
-                 std::chrono::duration<double>(
-                     std::chrono::system_clock::now().time_since_epoch()).count()};
+        Seen now{std::chrono::steady_clock::now(), wall_now()};
         std::string iface;
         std::map<std::string, sdbus::Variant> changed;
         m >> iface >> changed;
