@@ -1,8 +1,33 @@
 #include "doctor.hpp"
 
+#include "core/strings.hpp"
+
 namespace vfiod::cli {
 
 namespace {
+
+std::string count(size_t n, const char* entry) {
+    return std::to_string(n) + " " + entry + (n == 1 ? " entry" : " entries");
+}
+
+// An [[sriov]] entry is work for vfiod as much as a [[device]] entry: a host that only makes
+// VFs (for a CNI that takes them from their host driver) is not an empty config.
+Check allowlist_check(const Config& config) {
+    std::vector<std::string> have;
+    if (!config.devices.empty())
+        have.push_back(count(config.devices.size(), "[[device]]"));
+    if (!config.sriovs.empty())
+        have.push_back(count(config.sriovs.size(), "[[sriov]]"));
+    if (!have.empty())
+        return {"allowlist", true, join(have, ", ")};
+    // The file actually read (--config, or the one under --root), never a guess.
+    if (config.files.empty())
+        return {"allowlist", false,
+                "the allowlist is empty: no configuration file was found; write one with "
+                "[[device]] or [[sriov]] entries"};
+    return {"allowlist", false, "the allowlist is empty: add [[device]] or [[sriov]] entries to " +
+                                    printable(config.files.front(), 4096)};
+}
 
 std::vector<Check> host_checks(const HostFs& fs, const Topology& t, const Config& config) {
     std::vector<Check> checks;
@@ -20,11 +45,7 @@ std::vector<Check> host_checks(const HostFs& fs, const Topology& t, const Config
                       vfio ? "the vfio-pci driver is loaded"
                            : "the vfio-pci driver is not loaded (modprobe vfio-pci; vfiod.service "
                              "pulls in modprobe@vfio_pci.service)"});
-    bool allowlist = !config.devices.empty();
-    checks.push_back({"allowlist", allowlist,
-                      allowlist ? std::to_string(config.devices.size()) + " [[device]] entries"
-                                : "the allowlist is empty: add [[device]] entries to "
-                                  "/etc/vfiod/vfiod.toml"});
+    checks.push_back(allowlist_check(config));
     return checks;
 }
 

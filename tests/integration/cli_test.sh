@@ -78,6 +78,17 @@ check "doctor --json pfs" "0000:02:00.0 refuse vfs-exceed-total True" \
 run "check-config with [[sriov]]" 0 check-config "$WORK/sriov/etc/vfiod/vfiod.toml"
 check_contains "check-config counts sriov entries" "1 sriov entry" "$out"
 
+# Issue 37, finding 8: an SR-IOV-only host whose PF has its VFs is healthy, and an empty
+# allowlist names the file actually read (--config), not the default path.
+"$MKFIXTURE" sriov-routed-vf "$WORK/sriov-only" || { fail "sriov-routed-vf fixture"; exit 1; }
+printf '[[sriov]]\naddress = "0000:02:00.0"\nnum_vfs = 2\n' >"$WORK/sriov-only.toml"
+run "doctor on an SR-IOV-only host with its VFs" 0 doctor --root "$WORK/sriov-only" --config "$WORK/sriov-only.toml"
+check_contains "doctor counts the [[sriov]] entry as the allowlist" "[ok]   allowlist  1 [[sriov]] entry" "$out"
+printf '[daemon]\nmode = "enforce"\n' >"$WORK/empty.toml"
+run "doctor with an empty allowlist" 1 doctor --root "$WORK/sriov-only" --config "$WORK/empty.toml"
+check_contains "doctor names the --config file" \
+    "add [[device]] or [[sriov]] entries to $WORK/empty.toml" "$out"
+
 printf '[[device]]\nselector = "10de:2331"\nresource_nmae = "x.com/y"\n' >"$WORK/typo.toml"
 run "plan with a bad config" 2 plan --root "$ROOT" --config "$WORK/typo.toml"
 check "plan with a bad config prints no plan" "" "$out"

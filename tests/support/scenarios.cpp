@@ -132,8 +132,24 @@ void build_sriov_host(FakeTree& t) {
     t.write_file("proc/net/ipv6_route", "");
 }
 
+void build_sriov_routed_vf(FakeTree& t) {
+    build_sriov_host(t);
+    for (unsigned i = 0; i < 2; ++i) {
+        std::string bdf = std::string("0000:02:00.") + std::to_string(i + 1);
+        Fn vf = fn(bdf.c_str(), "1b36", "0010", "010802", "nvme", 8 + i);
+        vf.physfn = kSriovPf;
+        t.add_function(vf);
+    }
+    t.write_file(t.devpath(kSriovPf) + "/sriov_numvfs", "2\n");
+    t.add_netdev("0000:02:00.1", "enp2s0v0");
+    t.write_file("proc/net/route",
+                 "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\t"
+                 "Window\tIRTT\n"
+                 "enp2s0v0\t00000000\t0202000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n");
+}
+
 std::vector<std::string> scenario_names() {
-    return {"gpu-host", "k8s-host", "many-nics", "sriov-host"};
+    return {"gpu-host", "k8s-host", "many-nics", "sriov-host", "sriov-routed-vf"};
 }
 
 bool build_scenario(const std::string& name, FakeTree& t) {
@@ -151,6 +167,10 @@ bool build_scenario(const std::string& name, FakeTree& t) {
     }
     if (name == "sriov-host") {
         build_sriov_host(t);
+        return true;
+    }
+    if (name == "sriov-routed-vf") {
+        build_sriov_routed_vf(t);
         return true;
     }
     return false;

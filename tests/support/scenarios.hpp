@@ -20,6 +20,11 @@ void build_gpu_host(FakeTree& t);
 void build_sriov_host(FakeTree& t);
 inline constexpr char kSriovPf[] = "0000:02:00.0";
 
+// The sriov-host once its PF has 2 VFs (0000:02:00.1 in group 8, .2 in group 9, both on nvme),
+// the first carrying a netdev, enp2s0v0, that holds the host's default route: what a journal
+// entry or a count change must never destroy (issue 37). No vfiod.toml.
+void build_sriov_routed_vf(FakeTree& t);
+
 // The vfiod.toml both kubelet plugins' scenarios (test_device_plugin, test_dra_scenarios) run
 // vfiod with on "k8s-host" (the demo host plus a free NIC on NUMA node 1, group 17): enforce
 // mode, companions by default. Bound are the GPU and its audio function (group 13, NUMA 0), the

@@ -182,5 +182,26 @@ TEST_F(DoctorSriov, AReadyPfOrOneAboutToChangeHasNothingToFix) {
 
 TEST_F(DoctorHost, NoSriovEntriesNoPfs) { EXPECT_FALSE(diagnose_tree().pfs.has_value()); }
 
+// Issue 37, finding 8: [[sriov]] entries are an allowlist too; a host with no other entry and
+// its VFs made is healthy. An empty one names the file it read.
+TEST_F(DoctorSriov, AnSriovOnlyConfigIsNotAnEmptyAllowlist) {
+    make_vfs(2);
+    Diagnosis dx = diagnose_with(2);
+    ASSERT_EQ(dx.checks.size(), 3u);
+    EXPECT_EQ(dx.checks[2].name, "allowlist");
+    EXPECT_TRUE(dx.checks[2].ok) << dx.checks[2].detail;
+    EXPECT_EQ(dx.checks[2].detail, "1 [[sriov]] entry");
+    EXPECT_TRUE(dx.healthy);
+
+    ConfigResult cr = parse_config("[daemon]\nmode = \"enforce\"\n", "/srv/host-a/vfiod.toml");
+    ASSERT_TRUE(cr.config);
+    dx = diagnose(*kernel, snapshot.topology, *cr.config, plan);
+    EXPECT_FALSE(dx.checks[2].ok);
+    EXPECT_EQ(dx.checks[2].detail,
+              "the allowlist is empty: add [[device]] or [[sriov]] entries to "
+              "/srv/host-a/vfiod.toml");
+    EXPECT_FALSE(dx.healthy);
+}
+
 }  // namespace
 }  // namespace vfiod::cli
