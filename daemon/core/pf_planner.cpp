@@ -10,20 +10,6 @@ namespace vfiod {
 
 namespace {
 
-// Why a VF is in use, one line each: the DESIGN §4 host-use rules, then a VM holding it
-// through vfio. Protection, boot VGA or sriov-pf say nothing about whether the VF is used.
-std::vector<std::string> vf_use(const PciFunction& vf, const HostUse& use,
-                                const Config& config) {
-    std::vector<std::string> why;
-    for (auto& r : refusals_of(vf, use, config))
-        if (r.reason == Reason::InUseStorage || r.reason == Reason::InUseNetwork ||
-            r.reason == Reason::InUseDevice)
-            why.insert(why.end(), r.details.begin(), r.details.end());
-    if (auto it = use.vfio.find(vf.address); it != use.vfio.end())
-        why.insert(why.end(), it->second.begin(), it->second.end());
-    return why;
-}
-
 void refuse(PfPlan& p, Reason reason, const PciAddress& blocker, const std::string& why) {
     p.action = PfAction::Refuse;
     p.reason = reason;
@@ -55,8 +41,9 @@ PfPlan plan_pf(const PciFunction& pf, const SriovEntry& entry,
         return p;
     }
     for (const PciFunction* vf : vfs)
-        for (const auto& why : vf_use(*vf, use, config))
-            refuse(p, Reason::InUseVf, vf->address, why);
+        for (const auto& r : vf_uses(*vf, use, config))
+            for (const auto& why : r.details)
+                refuse(p, Reason::InUseVf, vf->address, why);
     if (!p.blockers.empty()) {
         // One blocker per VF, however many lines say why.
         p.blockers.erase(std::unique(p.blockers.begin(), p.blockers.end()), p.blockers.end());
@@ -74,6 +61,18 @@ PfPlan plan_pf(const PciFunction& pf, const SriovEntry& entry,
 }
 
 }  // namespace
+
+std::vector<FunctionRefusal> vf_uses(const PciFunction& vf, const HostUse& use,
+                                     const Config& config) {
+    std::vector<FunctionRefusal> out;
+    for (auto& r : refusals_of(vf, use, config))
+        if (r.reason == Reason::InUseStorage || r.reason == Reason::InUseNetwork ||
+            r.reason == Reason::InUseDevice)
+            out.push_back(std::move(r));
+    if (auto it = use.vfio.find(vf.address); it != use.vfio.end())
+        out.push_back({Reason::InUseVfio, it->second});
+    return out;
+}
 
 std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse& use,
                                             const Config& config,

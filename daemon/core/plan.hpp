@@ -99,6 +99,14 @@ struct FunctionRefusal {
 std::vector<FunctionRefusal> refusals_of(const PciFunction& fn, const HostUse& use,
                                          const Config& config);
 
+// Why a VF is in use, so that no change of its PF's VF count (which destroys every VF) may meet
+// it: the DESIGN §4 host-use rules (in-use-storage, -network, -device), then a VM holding it
+// through vfio (in-use-vfio). Protection, boot VGA or sriov-pf say nothing about use. Empty
+// when it is free. What refuses a planned count change (in-use-vf) and an unfinished one
+// (journal_check).
+std::vector<FunctionRefusal> vf_uses(const PciFunction& vf, const HostUse& use,
+                                     const Config& config);
+
 // The [[sriov]] entry that governs an SR-IOV PF: the first that matches it; a later match only
 // earns a line in *warnings. Null for a function that is no PF (a VF, or one without
 // sriov_totalvfs: a selector naming the PF's ID matches its VFs too) or that no entry names.

@@ -431,19 +431,14 @@ std::optional<GroupOutcome> Executor::reconcile(unsigned group, const Config& co
 // finished, so an unfinished one carrying it is not vfiod's record, and must not hold a group
 // back from binding either.
 GroupOutcome Executor::discard(const JournalEntry& e, const std::vector<EntryProblem>& problems) {
-    std::set<PciAddress> blockers;
-    std::vector<std::string> lines;
-    for (const auto& p : problems) {
-        if (p.function)
-            blockers.insert(*p.function);
-        lines.push_back(p.str());
-    }
+    std::vector<PciAddress> blockers;
+    std::string why = describe_problems(problems, &blockers);
     GroupOutcome out = outcome(e.group, Outcome::Refused, Reason::None,
                                "the " + std::string(to_string(e.op)) + " entry " +
                                    journal_->entry_path(e.group) +
                                    " does not match this host; nothing was written for it and it "
-                                   "was discarded: " + join(lines, "; "),
-                               {blockers.begin(), blockers.end()});
+                                   "was discarded: " + why,
+                               std::move(blockers));
     if (int err = journal_->remove(e.group))
         out.message += "; removing it: " + journal_->describe_error(e.group, err);
     return out;

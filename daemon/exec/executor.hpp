@@ -86,7 +86,11 @@ public:
     // the entry is dropped and the daemon's decision, which follows, finishes the change;
     // without, the PF goes back to the count it had before the change. nullopt when the PF has
     // no entry, or none that can be read (unfinished_pfs names those; they are left alone).
-    std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted);
+    // Vetted as a group's entry is, right before the first write (pf_entry_problems()): a
+    // protected PF, or one whose count would change while a VF is in use, is reported Refused,
+    // naming the rule and the VF; nothing is written for it, and the entry is removed.
+    std::optional<PfOutcome> reconcile_pf(const PciAddress& pf, std::optional<unsigned> wanted,
+                                          const Config& config);
 
     // Whether an operator's Release holds the group (sticky until Bind or clear_released()).
     bool released(unsigned group) const;

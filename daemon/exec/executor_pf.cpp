@@ -7,6 +7,7 @@
 
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
+#include "exec/journal_check.hpp"
 #include "exec/write_text.hpp"
 #include "io/proc_parsers.hpp"
 
@@ -146,12 +147,27 @@ std::vector<PciAddress> Executor::unfinished_pfs(std::vector<std::string>* error
 // the PF goes back to the count it had, the entry kept until that is reached (a crash on the
 // way back starts over from the same `from`).
 std::optional<PfOutcome> Executor::reconcile_pf(const PciAddress& pf,
-                                                std::optional<unsigned> wanted) {
+                                                std::optional<unsigned> wanted,
+                                                const Config& config) {
     auto e = journal_ ? journal_->load_pf(pf) : std::nullopt;
     if (!e)
         return std::nullopt;
     if (auto held = pf_held(pf))
         return *held;
+    auto now = read_numvfs(fs_, pf);
+    // Read now, on this thread, right before the first write, as a group's entry is: the
+    // entry may outlive the [[sriov]] entry that made it, or not be vfiod's at all.
+    bool changes_count = !wanted && now && *now != e->from;
+    if (auto problems = pf_entry_problems(*e, read_pf_entry_facts(fs_, *e), config, changes_count);
+        !problems.empty()) {
+        std::vector<PciAddress> blockers;
+        std::string why = describe_problems(problems, &blockers);
+        return drop_pf(pf, {PfState::Refused, Reason::None,
+                            change_text(*e) + ": its entry " + journal_->pf_entry_path(pf) +
+                                " was not acted on: nothing was written for it and it was "
+                                "discarded: " + why,
+                            blockers});
+    }
     if (wanted) {
         // The change may have stopped between its writes with autoprobe still 0, and a plan
         // that finds the count right writes nothing: autoprobe goes back here.
@@ -165,7 +181,6 @@ std::optional<PfOutcome> Executor::reconcile_pf(const PciAddress& pf,
                                 std::to_string(*wanted) + ") follows",
                             {}});
     }
-    auto now = read_numvfs(fs_, pf);
     if (!now)
         return drop_pf(pf, {PfState::Refused, Reason::None,
                             change_text(*e) + ": " + pci_paths::sriov_numvfs_file(pf) +

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/pci_paths.hpp"
 #include "core/plan.hpp"
 #include "core/strings.hpp"
 #include "io/host_use.hpp"
@@ -22,6 +23,58 @@ EntryFacts read_entry_facts(const HostFs& fs, const JournalEntry& entry) {
                 facts.topology.functions.emplace(f.address, std::move(*fn));
     facts.use = read_host_use(fs, facts.topology, &warnings, named);
     return facts;
+}
+
+std::string describe_problems(const std::vector<EntryProblem>& problems,
+                              std::vector<PciAddress>* blockers) {
+    std::set<PciAddress> named;
+    std::vector<std::string> lines;
+    for (const auto& p : problems) {
+        if (p.function)
+            named.insert(*p.function);
+        lines.push_back(p.str());
+    }
+    blockers->assign(named.begin(), named.end());
+    return join(lines, "; ");
+}
+
+EntryFacts read_pf_entry_facts(const HostFs& fs, const PfJournalEntry& entry) {
+    EntryFacts facts;
+    facts.topology.iommu_enabled = true;
+    std::vector<std::string> warnings;  // an unreadable VF is a VF not found: see below
+    std::set<PciAddress> named{entry.pf};
+    // The kernel's virtfn<i> links, one per VF it made (at most 65,535: sriov_totalvfs is 16
+    // bits); a VF's own physfn link is checked by its reader.
+    for (const auto& name : fs.list(pci_paths::device(entry.pf)))
+        if (name.rfind("virtfn", 0) == 0)
+            if (auto target = fs.link_name(pci_paths::device(entry.pf, name)))
+                if (auto vf = PciAddress::parse(*target))
+                    named.insert(*vf);
+    for (const auto& a : named)
+        if (auto fn = read_function(fs, a, &warnings))
+            facts.topology.functions.emplace(a, std::move(*fn));
+    facts.use = read_host_use(fs, facts.topology, &warnings, named);
+    return facts;
+}
+
+std::vector<EntryProblem> pf_entry_problems(const PfJournalEntry& e, const EntryFacts& facts,
+                                            const Config& config, bool changes_count) {
+    const PciFunction* pf = facts.topology.find(e.pf);
+    if (!pf)
+        return {{e.pf, "not found (removed, or unreadable)"}};
+    std::vector<EntryProblem> out;
+    if (protected_by(config, *pf))
+        out.push_back({e.pf, std::string(to_string(Reason::Protected)) +
+                                 ": matches a [[protect]] entry"});
+    if (!changes_count)
+        return out;
+    for (const auto& [a, fn] : facts.topology.functions)
+        if (fn.physfn == e.pf)
+            for (const auto& r : vf_uses(fn, facts.use, config))
+                for (const auto& d : r.details)
+                    out.push_back({a, "a VF of " + e.pf.str() + ", " + to_string(r.reason) +
+                                          ": " + d});
+    return out;
 }
 
 namespace {

@@ -35,6 +35,11 @@ struct EntryProblem {
     std::string str() const { return function ? function->str() + ": " + text : text; }
 };
 
+// The problems in one line ("0000:03:02.0: ...; 0000:03:03.0: ..."), for an outcome's message;
+// the functions they name, each once and sorted, go to *blockers.
+std::string describe_problems(const std::vector<EntryProblem>& problems,
+                              std::vector<PciAddress>* blockers);
+
 // Why the entry may not be acted on, one per function and rule; empty when every function it
 // names passes all of:
 // - it is a member of the entry's group now (its iommu_group link names it), and not a bridge;
@@ -53,5 +58,20 @@ struct EntryProblem {
 // function twice, or more functions than its group has, fails as a whole.
 std::vector<EntryProblem> entry_problems(const JournalEntry& entry, const EntryFacts& facts,
                                          const Config& config);
+
+// The same for a PF's VF count change (DESIGN §11): the PF, the VFs its virtfn links name now,
+// and what the host uses of them, read through fs for this PF alone.
+EntryFacts read_pf_entry_facts(const HostFs& fs, const PfJournalEntry& entry);
+
+// Why settling a PF entry may write nothing to the PF; empty when:
+// - the PF is there and no [[protect]] entry matches it (a protected PF is never written, not
+//   even its sriov_drivers_autoprobe);
+// - and, when settling would change the count the kernel shows (`changes_count`: every VF is
+//   destroyed), no VF of the PF is in use by the host or by a VM (vf_uses(): the rules that
+//   refuse a planned count change with in-use-vf).
+// A removed [[sriov]] entry, a protection added since, or a planted file must never destroy the
+// VF that carries the host's route.
+std::vector<EntryProblem> pf_entry_problems(const PfJournalEntry& entry, const EntryFacts& facts,
+                                            const Config& config, bool changes_count);
 
 }  // namespace vfiod

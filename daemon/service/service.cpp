@@ -349,7 +349,7 @@ Written Service::run_pf_writes(const Prepared& p) {
     if (p.pf) {
         w.pf = executor_->apply_pf(*p.pf);
     } else if (p.pf_reconcile) {
-        auto o = executor_->reconcile_pf(*p.pf_reconcile, p.pf_wanted);
+        auto o = executor_->reconcile_pf(*p.pf_reconcile, p.pf_wanted, host_->config());
         w.pf = o ? *o : PfOutcome{PfState::Ready, Reason::None, "", {}};
     } else if (int err = executor_->write(*p.probe, pci_paths::kDriversProbe, p.probe->str())) {
         w.pf = {PfState::Failed, Reason::WriteFailed,

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Hostile hosts and configs (issue 10) against the real vfiod (observe mode, private system bus)
 # and vfioctl: names that are not UTF-8 on D-Bus, a config whose keys would overflow toml++'s
-# stack, a FIFO where sysfs has an attribute, and host strings that try to forge output.
+# stack, a FIFO where sysfs has an attribute, and host strings that try to forge output; then
+# (enforce mode) a PF journal entry that would destroy the VFs of a protected PF.
 # Usage: hostile_test.sh VFIOD VFIOCTL MKFIXTURE POLICY_CONF
 # Exit 0 when every check passed, 1 otherwise, 77 (skip) when the tools are missing.
 set -u
@@ -155,6 +156,36 @@ check_contains "vfiod warns about the FIFO route table" \
 kill -TERM "$VFIOD_PID"
 for _ in $(seq 50); do alive || break; sleep 0.1; done
 if alive; then fail "SIGTERM ends vfiod within 5 s"; else pass "SIGTERM ends vfiod within 5 s"; VFIOD_PID=; fi
+
+# --- row 6 (issue 37, finding 1): a PF journal entry never destroys a protected PF's VFs ---
+# The shape found: enforce mode, the PF protected, no [[sriov]] entry, its first VF carrying the
+# default route, and an entry of an interrupted 0 -> 2 change. vfiod used to write
+# sriov_numvfs <- 0 at start "back at 0"; now nothing is written and the entry goes.
+S=$WORK/sriov
+"$MKFIXTURE" sriov-routed-vf "$S" || { fail "sriov-routed-vf fixture"; exit 1; }
+PF_DIR=$S/sys/bus/pci/devices/0000:02:00.0
+mkdir -p "$S/run/vfiod"
+printf 'vfiod-pf-journal 1\npf 0000:02:00.0\nfrom 0\nto 2\nphase started\n' \
+    >"$S/run/vfiod/pf-0000:02:00.0"
+printf '[daemon]\nmode = "enforce"\n\n[[protect]]\naddress = "0000:02:00.0"\n' >"$WORK/protect.toml"
+"$VFIOD" --root "$S" --config "$WORK/protect.toml" >"$WORK/vfiod-pf.log" 2>&1 &
+VFIOD_PID=$!
+for _ in $(seq 100); do
+    grep -q 'unfinished VF count change' "$WORK/vfiod-pf.log" && break
+    alive || break
+    sleep 0.1
+done
+check "the protected PF keeps its 2 VFs" 2 "$(cat "$PF_DIR/sriov_numvfs")"
+check "the PF entry was discarded" "" "$(ls -A "$S/run/vfiod")"
+LOG=$(cat "$WORK/vfiod-pf.log")
+check_contains "vfiod names the rule for the PF" \
+    "0000:02:00.0: protected: matches a [[protect]] entry" "$LOG"
+check_contains "vfiod names the VF and its rule" \
+    "0000:02:00.1: a VF of 0000:02:00.0, in-use-network: enp2s0v0 carries a route" "$LOG"
+kill -TERM "$VFIOD_PID"
+for _ in $(seq 50); do alive || break; sleep 0.1; done
+alive && fail "SIGTERM ends the second vfiod"
+VFIOD_PID=
 
 echo "# $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -247,7 +247,7 @@ TEST(ExecutorPf, AHangingWriteIsStuckAndTheNextTryWritesNothing) {
     EXPECT_THAT(again.message, HasSubstr(std::strerror(EBUSY)));
     EXPECT_EQ(h.kernel->writes().size(), before);
     // So is settling it: the entry stays while the write hangs.
-    auto held = h.exec->reconcile_pf(kPf, 2u);
+    auto held = h.exec->reconcile_pf(kPf, 2u, Config{});
     ASSERT_TRUE(held);
     EXPECT_EQ(held->reason, Reason::Stuck);
     EXPECT_TRUE(h.journal->load_pf(kPf));
@@ -258,7 +258,7 @@ TEST(ExecutorPf, AHangingWriteIsStuckAndTheNextTryWritesNothing) {
         std::this_thread::sleep_for(10ms);
     EXPECT_TRUE(h.exec->stuck().empty());
     EXPECT_EQ(h.exec->unfinished_pfs(nullptr), std::vector<PciAddress>{kPf});
-    auto settled = h.exec->reconcile_pf(kPf, 2u);
+    auto settled = h.exec->reconcile_pf(kPf, 2u, Config{});
     ASSERT_TRUE(settled);
     EXPECT_EQ(settled->state, PfState::Ready) << settled->message;
     EXPECT_TRUE(h.journal_empty());
@@ -311,7 +311,7 @@ void expect_settled_after_restart(const std::string& snap, unsigned from, unsign
     std::vector<std::string> errors;
     EXPECT_EQ(r.exec->unfinished_pfs(&errors), std::vector<PciAddress>{kPf});
     EXPECT_THAT(errors, IsEmpty());
-    auto settled = r.exec->reconcile_pf(kPf, wanted);
+    auto settled = r.exec->reconcile_pf(kPf, wanted, Config{});
     ASSERT_TRUE(settled);
     EXPECT_EQ(settled->state, PfState::Ready) << settled->message;
     EXPECT_EQ(settled->reason, Reason::None);
@@ -330,7 +330,7 @@ void expect_settled_after_restart(const std::string& snap, unsigned from, unsign
     EXPECT_EQ(r.driver(kSriovPf), "nvme");
     r.start();
     EXPECT_THAT(r.exec->unfinished_pfs(&errors), IsEmpty());
-    EXPECT_FALSE(r.exec->reconcile_pf(kPf, wanted));
+    EXPECT_FALSE(r.exec->reconcile_pf(kPf, wanted, Config{}));
 }
 
 }  // namespace
@@ -398,8 +398,8 @@ TEST(ExecutorPf, UnreadablePfEntriesAreReportedAndNeverActedOn) {
                             "run/vfiod/pf-0000:04:00.0: a symbolic link, not a regular file",
                             HasSubstr("run/vfiod/pf-0000:05:00.0: not a vfiod PF journal"),
                             HasSubstr("run/vfiod/pf-0000:06:00.0: line 3: bad count '00'")));
-    EXPECT_FALSE(h.exec->reconcile_pf(kPf, std::nullopt));
-    EXPECT_FALSE(h.exec->reconcile_pf(*PciAddress::parse("0000:04:00.0"), std::nullopt));
+    EXPECT_FALSE(h.exec->reconcile_pf(kPf, std::nullopt, Config{}));
+    EXPECT_FALSE(h.exec->reconcile_pf(*PciAddress::parse("0000:04:00.0"), std::nullopt, Config{}));
     EXPECT_THAT(h.writes(), IsEmpty());
     for (const auto& [name, text] : planted) {
         std::ifstream in(h.tree.root() + "/run/vfiod/" + name, std::ios::binary);
@@ -442,5 +442,108 @@ TEST(PfJournalText, RoundTripsAndRefusesWhatItDidNotWrite) {
         err.clear();
         EXPECT_FALSE(parse_pf_journal(bad, &err)) << bad;
         EXPECT_FALSE(err.empty()) << bad;
+    }
+}
+
+namespace {
+
+// Issue 37's host: the PF has 2 VFs, the first carrying the host's default route; an entry of
+// an interrupted 0 -> 2 change, whose [[sriov]] entry was removed since (or a planted file).
+struct RoutedVfHost : PfHost {
+    RoutedVfHost() : PfHost(true) {
+        test::build_sriov_routed_vf(tree);
+        start();
+        tree.write_file("run/vfiod/pf-" + std::string(kSriovPf),
+                        serialize(PfJournalEntry{kPf, 0, 2}));
+    }
+    Config config(const std::string& toml) {
+        ConfigResult cr = parse_config(toml, "t.toml");
+        EXPECT_TRUE(cr.config) << (cr.errors.empty() ? "" : cr.errors[0]);
+        return cr.config.value_or(Config{});
+    }
+};
+
+const std::string kProtectPf = "[[protect]]\naddress = \"" + std::string(kSriovPf) + "\"\n";
+
+}  // namespace
+
+// Settling the entry would take the PF back to 0 VFs, destroying the VF the host routes through:
+// a protected PF, or a VF in use, keeps its VFs; the entry is refused naming the rule and the
+// function, nothing is written, and it is gone, so no later start acts on it either.
+TEST(ExecutorPf, AnEntryNeverDestroysAVfInUseOrTouchesAProtectedPf) {
+    struct Case {
+        const char* name;
+        std::string toml;
+        bool route;  // the VF carries the default route
+        std::vector<std::string> says;
+        std::vector<PciAddress> blockers;
+    };
+    const PciAddress vf0 = *PciAddress::parse(kVf0);
+    for (const Case& c : {
+             Case{"protected, VF routed", kProtectPf, true,
+                  {"0000:02:00.0: protected: matches a [[protect]] entry",
+                   "0000:02:00.1: a VF of 0000:02:00.0, in-use-network: enp2s0v0 carries a route"},
+                  {kPf, vf0}},
+             Case{"VF routed", "", true,
+                  {"0000:02:00.1: a VF of 0000:02:00.0, in-use-network: enp2s0v0 carries a route"},
+                  {vf0}},
+             Case{"protected", kProtectPf, false,
+                  {"0000:02:00.0: protected: matches a [[protect]] entry"}, {kPf}},
+         }) {
+        SCOPED_TRACE(c.name);
+        RoutedVfHost h;
+        if (!c.route)
+            h.tree.write_file("proc/net/route", "Iface\tDestination\tGateway \tFlags\n");
+        auto out = h.exec->reconcile_pf(kPf, std::nullopt, h.config(c.toml));
+        ASSERT_TRUE(out);
+        EXPECT_EQ(out->state, PfState::Refused);
+        EXPECT_EQ(out->blockers, c.blockers);
+        EXPECT_THAT(out->message, HasSubstr("run/vfiod/pf-0000:02:00.0 was not acted on"));
+        for (const auto& s : c.says)
+            EXPECT_THAT(out->message, HasSubstr(s));
+        EXPECT_THAT(h.writes(), IsEmpty());
+        EXPECT_EQ(h.read(kNumVfs), "2");
+        EXPECT_TRUE(h.exists(kVf0));
+        EXPECT_TRUE(h.journal_empty());
+    }
+}
+
+// A protected PF is not written at all, not even autoprobe, where its [[sriov]] entry still
+// governs it; a VF in use blocks only what destroys it: with the count already where the entry
+// started, or an [[sriov]] entry governing, autoprobe alone goes back to 1 as before.
+TEST(ExecutorPf, AVfInUseBlocksOnlyACountChange) {
+    const std::string sriov =
+        "[[sriov]]\naddress = \"" + std::string(kSriovPf) + "\"\nnum_vfs = 2\n";
+    {
+        SCOPED_TRACE("protected, [[sriov]] entry kept");
+        RoutedVfHost h;
+        auto out = h.exec->reconcile_pf(kPf, 2u, h.config(kProtectPf + sriov));
+        ASSERT_TRUE(out);
+        EXPECT_EQ(out->state, PfState::Refused);
+        EXPECT_THAT(out->message, HasSubstr("protected: matches a [[protect]] entry"));
+        EXPECT_THAT(out->message, Not(HasSubstr("in-use-network")));
+        EXPECT_THAT(h.writes(), IsEmpty());
+        EXPECT_TRUE(h.journal_empty());
+    }
+    {
+        SCOPED_TRACE("VF routed, [[sriov]] entry kept");
+        RoutedVfHost h;
+        auto out = h.exec->reconcile_pf(kPf, 2u, h.config(sriov));
+        ASSERT_TRUE(out);
+        EXPECT_EQ(out->state, PfState::Ready) << out->message;
+        EXPECT_THAT(h.writes(), ElementsAre(kAutoprobe + " <- 1 = 0"));
+        EXPECT_EQ(h.read(kNumVfs), "2");
+    }
+    {
+        SCOPED_TRACE("VF routed, the count already the entry's from");
+        RoutedVfHost h;
+        h.tree.write_file("run/vfiod/pf-" + std::string(kSriovPf),
+                          serialize(PfJournalEntry{kPf, 2, 0}));
+        auto out = h.exec->reconcile_pf(kPf, std::nullopt, h.config(""));
+        ASSERT_TRUE(out);
+        EXPECT_EQ(out->state, PfState::Ready) << out->message;
+        EXPECT_THAT(h.writes(), ElementsAre(kAutoprobe + " <- 1 = 0"));
+        EXPECT_EQ(h.read(kNumVfs), "2");
+        EXPECT_TRUE(h.journal_empty());
     }
 }

@@ -390,5 +390,32 @@ TEST_F(SriovService, ACrashAfterTheCountIsSettledOnTheNextStart) {
     EXPECT_EQ(s.inventory().pfs.at(addr(kSriovPf)).state, PfState::Ready);
 }
 
+// Issue 37's host at start: the PF protected, no [[sriov]] entry, its first VF carrying the
+// default route, and an entry of an interrupted 0 -> 2 change (a crash, then the operator
+// removed the [[sriov]] entry and protected the PF; or a planted file). The daemon must not take
+// the PF back to 0 VFs: nothing is written to it, the entry goes, and the next start is quiet.
+TEST(SriovServiceStart, AJournalEntryNeverDestroysTheVfsOfAProtectedPf) {
+    FakeTree tree;
+    build_sriov_routed_vf(tree);
+    tree.write_file("etc/vfiod/vfiod.toml",
+                    std::string("[[protect]]\naddress = \"") + kSriovPf + "\"\n");
+    const std::string entry = "run/vfiod/pf-" + std::string(kSriovPf);
+    tree.write_file(entry, "vfiod-pf-journal 1\npf 0000:02:00.0\nfrom 0\nto 2\nphase started\n");
+    FakeKernel kernel(tree);
+    {
+        Service s(kernel, {});
+        ASSERT_TRUE(s.start());
+        s.publish();
+    }
+    for (const auto& w : kernel.writes())
+        EXPECT_EQ(w.path.find(kPfDir), std::string::npos) << w.path << " <- " << w.value;
+    EXPECT_EQ(kernel.read(kPfDir + "sriov_numvfs").value_or("?"), "2");
+    EXPECT_TRUE(kernel.exists(std::string("sys/bus/pci/devices/") + kVf0 + "/net/enp2s0v0"));
+    EXPECT_FALSE(kernel.exists(entry));
+    Service again(kernel, {});
+    ASSERT_TRUE(again.start());
+    EXPECT_EQ(kernel.read(kPfDir + "sriov_numvfs").value_or("?"), "2");
+}
+
 }  // namespace
 }  // namespace vfiod::test
