@@ -502,6 +502,18 @@ def test_faults(cl):
     fault(method="GET", path_prefix=SLICES, action="garbage")
     st, parsed, raw, _ = cl.req("GET", SLICES)
     check(st == 200 and parsed is None and raw, f"garbage: 200 with a body that is not JSON, got {st} {raw[:40]}")
+    # expired: a watch answered 200 and then ERROR 410 (after a BOOKMARK when asked).
+    for bookmark in (False, True):
+        fault(method="GET", path_prefix=SLICES, action="expired", watch=True, bookmark=bookmark)
+        w, wc = cl.watch(f"{SLICES}?watch=true&resourceVersion=1")
+        ev = read_event(w)
+        if bookmark:
+            check(ev and ev["type"] == "BOOKMARK", f"expired with bookmark: a BOOKMARK first, got {ev}")
+            ev = read_event(w)
+        check(w.status == 200 and ev and ev["type"] == "ERROR" and ev["object"]["code"] == 410,
+              f"expired: 200 then ERROR 410, got {w.status} {ev}")
+        check(read_event(w) is None, "expired: the stream ends after the ERROR")
+        close_watch(w, wc)
     # Unlimited faults until cleared.
     fault(method="*", path_prefix="/api/v1/nodes", action="503", count=-1)
     check(all(cl.req("GET", "/api/v1/nodes/n1")[0] == 503 for _ in range(3)), "count -1: every request")

@@ -24,15 +24,18 @@ API (errors are v1 Status objects with reason and code):
     kube-apiserver does, 200 then one ERROR event {code 410, reason Expired} and the end
     (--gone-as-http: an HTTP 410 instead).
 Control (same token): POST /_fake/nodes (upsert a Node), POST /_fake/claims (upsert a whole
-  ResourceClaim; its uid is kept as given), DELETE /_fake/claims/{ns}/{name},
+  ResourceClaim; its uid is kept as given), DELETE /_fake/claims/{ns}/{name}, POST
+  /_fake/slices (upsert a ResourceSlice unvalidated: what a broken or hostile server holds),
   POST /_fake/faults {"method": "PUT"|"*", "path_prefix": "/apis/...", "action": "401"|"403"|
-  "409"|"410"|"429"|"500"|"503"|any 3-digit code|"hang"|"drop"|"garbage"|"delay", "count": N
-  (default 1, negative: until cleared), optional "watch": bool, "delay_ms", "seconds"} for the
-  next N matching requests (path_prefix is matched against path and query);
+  "409"|"410"|"429"|"500"|"503"|any 3-digit code|"hang"|"drop"|"garbage"|"delay"|"expired",
+  "count": N (default 1, negative: until cleared), optional "watch": bool, "delay_ms",
+  "seconds", "bookmark": bool} for the next N matching requests (path_prefix is matched against
+  path and query);
   "hang" holds the request until the client gives up (or 60 s, or "seconds") and then closes;
   "drop" closes without an answer (a drop on a reused keep-alive connection is not counted,
   since clients such as libcurl silently re-send there); "garbage" is a 200 whose body is not
-  JSON; DELETE /_fake/faults, GET /_fake/faults; GET /_fake/writes[?since=SEQ] (writes.jsonl
+  JSON; "expired" is a 200 whose stream is one ERROR event {code 410, reason Expired} (after a
+  BOOKMARK when "bookmark" is true) and the end, as a compacted resourceVersion; DELETE /_fake/faults, GET /_fake/faults; GET /_fake/writes[?since=SEQ] (writes.jsonl
   as an array), GET /_fake/requests[?since=SEQ] (every API request: method, path, status);
   POST /_fake/rotate-token; POST /_fake/compact (every older resourceVersion becomes 410);
   POST /_fake/close-watches (ends every open watch, as an API server restart would);
@@ -802,6 +805,14 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_raw(200, junk)
             return
+        if action == "expired":
+            self.start_chunked()
+            if fault.get("bookmark"):
+                self.send_event("BOOKMARK", {"kind": "ResourceSlice", "apiVersion": RESOURCE_API,
+                                             "metadata": {"resourceVersion": str(self.server.store.rv)}})
+            self.send_event("ERROR", status_obj(410, "too old resource version (injected fault)", "Expired"))
+            self.end_chunked()
+            return
         code = int(action)
         headers = {}
         details = None
@@ -850,31 +861,20 @@ class Handler(BaseHTTPRequestHandler):
             name = control_name(obj)
             if not name:
                 raise ApiError(422, "node needs metadata.name")
-            with st.lock:
-                old = st.nodes.get(name)
-                rv = st.next_rv()
-                if old:
-                    obj.setdefault("metadata", {}).setdefault("uid", old["metadata"]["uid"])
-                stamp_new(obj, rv, "Node", "v1")
-                st.nodes[name] = obj
-                st.record(rv, "nodes", "MODIFIED" if old else "ADDED", obj, old)
-            self.send_json(200 if old else 201, obj)
+            self.upsert(st.nodes, name, obj, "nodes", "Node", "v1")
         elif method == "POST" and path == "/_fake/claims":
             obj = self.json_body(body)
             name = control_name(obj)
-            meta = obj.get("metadata") or {}
-            ns = meta.get("namespace") or "default"
+            ns = (obj["metadata"].get("namespace") or "default") if name else None
             if not name or not isinstance(ns, str):
                 raise ApiError(422, "claim needs metadata.name")
-            with st.lock:
-                old = st.claims.get((ns, name))
-                rv = st.next_rv()
-                if old and not meta.get("uid"):
-                    obj["metadata"]["uid"] = old["metadata"]["uid"]
-                stamp_new(obj, rv, "ResourceClaim", RESOURCE_API, ns)
-                st.claims[(ns, name)] = obj
-                st.record(rv, "resourceclaims", "MODIFIED" if old else "ADDED", obj, old)
-            self.send_json(200 if old else 201, obj)
+            self.upsert(st.claims, (ns, name), obj, "resourceclaims", "ResourceClaim", RESOURCE_API, ns)
+        elif method == "POST" and path == "/_fake/slices":
+            obj = self.json_body(body)
+            name = control_name(obj)
+            if not name:
+                raise ApiError(422, "slice needs metadata.name")
+            self.upsert(st.slices, name, obj, "resourceslices", "ResourceSlice", RESOURCE_API)
         elif method == "DELETE" and path.startswith("/_fake/claims/"):
             rest = path[len("/_fake/claims/"):].split("/")
             if len(rest) != 2:
@@ -891,16 +891,17 @@ class Handler(BaseHTTPRequestHandler):
         elif method == "POST" and path == "/_fake/faults":
             f = self.json_body(body)
             action = str(f.get("action", ""))
-            if action not in ("hang", "drop", "garbage", "delay") and not re.match(r"^[1-5]\d\d$", action):
+            if action not in ("hang", "drop", "garbage", "delay", "expired") and not re.match(r"^[1-5]\d\d$", action):
                 raise ApiError(400, f'unknown fault action "{action}"')
             count = f.get("count", 1)
             if not isinstance(count, int) or isinstance(count, bool):
                 raise ApiError(400, "count must be an integer (negative: every request)")
             fault = {"method": str(f.get("method", "*")).upper(), "path_prefix": str(f.get("path_prefix", "/")),
                      "action": action, "remaining": count if count != 0 else 1}
-            for k, types in (("watch", (bool,)), ("delay_ms", (int, float)), ("seconds", (int, float))):
+            for k, types in (("watch", (bool,)), ("bookmark", (bool,)), ("delay_ms", (int, float)),
+                             ("seconds", (int, float))):
                 if k in f:
-                    if not isinstance(f[k], types) or (k != "watch" and isinstance(f[k], bool)):
+                    if not isinstance(f[k], types) or (k not in ("watch", "bookmark") and isinstance(f[k], bool)):
                         raise ApiError(400, f"fault field {k} has the wrong type")
                     fault[k] = f[k]
             with srv.faults_lock:
@@ -948,6 +949,20 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, state)
         else:
             raise ApiError(404, f"no control endpoint {method} {path}", "NotFound")
+
+    # A control upsert: stored as given (a replaced object keeps its uid unless one is given)
+    # and told to the watches.
+    def upsert(self, objects, key, obj, resource, kind, api_version, ns=None):
+        st = self.server.store
+        with st.lock:
+            old = objects.get(key)
+            rv = st.next_rv()
+            if old and not obj["metadata"].get("uid"):
+                obj["metadata"]["uid"] = old["metadata"]["uid"]
+            stamp_new(obj, rv, kind, api_version, ns)
+            objects[key] = obj
+            st.record(rv, resource, "MODIFIED" if old else "ADDED", obj, old)
+        self.send_json(200 if old else 201, obj)
 
     @staticmethod
     def json_body(body):
