@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <exception>
+#include <utility>
 
 namespace vfiod::dra {
 
@@ -475,6 +476,9 @@ struct SlicePublisher::Impl {
 
     void watch_main() {
         milliseconds backoff = o.backoff_min;
+        // A 410 lists again at once only the first time after a healthy watch: an API server
+        // that answers every watch with one is not listed and watched at full speed.
+        bool relist_now = true;
         while (!stop_flag) {
             ApiResponse r;
             std::string rv;
@@ -505,7 +509,7 @@ struct SlicePublisher::Impl {
                 if (!rv.empty())
                     path += "&resourceVersion=" + query_escape(rv);
                 LineResult end = LineResult::Ok;
-                size_t events = 0;
+                size_t delivered = 0;  // ADDED, MODIFIED, DELETED and BOOKMARK events
                 auto on_line = [&](const std::string& line) {
                     if (line.find_first_not_of(" \t\r\n") == std::string::npos)
                         return true;
@@ -514,7 +518,7 @@ struct SlicePublisher::Impl {
                     } catch (const std::exception&) {
                         end = LineResult::Garbage;
                     }
-                    ++events;
+                    delivered += end == LineResult::Ok;
                     return end == LineResult::Ok;
                 };
                 ApiResponse w;
@@ -527,17 +531,19 @@ struct SlicePublisher::Impl {
                 if (stop_flag)
                     return;
                 if (end == LineResult::Gone || w.status == 410) {
-                    // Compacted history: list again (at once the first time).
+                    // Compacted history (an ERROR event after a 200, or an HTTP 410): list again.
                     spdlog::debug("watch of ResourceSlices: resourceVersion {} expired", rv);
-                    if (events == 0 && !sleep_for(next(&backoff)))
+                    if (!std::exchange(relist_now, false) && !sleep_for(next(&backoff)))
                         return;
                     break;
                 }
                 if (end == LineResult::Ok && w.ok()) {
-                    // The server ended a healthy watch (timeoutSeconds): go on from rv. One that
-                    // ends without an event keeps the backoff, so it cannot make us spin.
-                    if (events > 0) {
+                    // The server ended the watch without an ERROR (timeoutSeconds): go on from
+                    // rv. Healthy if it delivered an event; a bare 200 keeps the backoff, so it
+                    // cannot make us spin.
+                    if (delivered > 0) {
                         backoff = o.backoff_min;
+                        relist_now = true;
                     } else if (!sleep_for(next(&backoff))) {
                         return;
                     }

@@ -70,13 +70,27 @@ protected:
         std::filesystem::remove_all(dir_);
     }
 
-    void start_publisher() {
+    void start_publisher(std::chrono::milliseconds backoff_min = 50ms,
+                         std::chrono::milliseconds backoff_max = 2s) {
         SlicePublisher::Options o{kDriver, "n1"};
         o.request_timeout = 3s;
-        o.backoff_min = 50ms;
-        o.backoff_max = 2s;
+        o.backoff_min = backoff_min;
+        o.backoff_max = backoff_max;
         publisher_ = std::make_unique<SlicePublisher>(*api_, o);
         publisher_->start();
+    }
+
+    // Every watch of the slices answered as kube-apiserver answers one from a compacted
+    // resourceVersion (200, then ERROR 410), or with an HTTP 410; then how long the publisher
+    // took to list six times. It may list again at once after the first 410, then backs off
+    // (100, 200, 400, 800 ms): 1.5 s at least.
+    std::chrono::milliseconds six_lists_under(const json& fault) {
+        EXPECT_EQ(server_.control("POST", "/_fake/faults", fault.dump()).status, 201);
+        auto t0 = Clock::now();
+        start_publisher(100ms, 30s);
+        EXPECT_TRUE(wait_for([&] { return publisher_->stats().lists >= 6; }, 20s))
+            << publisher_->stats().lists << " lists";
+        return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
     }
 
     // The slices of `node` on the server, by name.
@@ -189,6 +203,27 @@ TEST_F(PublisherTest, AReleaseWithdrawsTheDevice) {
     // Nothing left to publish: the pool's slices go.
     publisher_->publish({});
     ASSERT_TRUE(wait_for([&] { return slices().empty(); }));
+}
+
+TEST_F(PublisherTest, AnExpiredWatchStormBacksOff) {
+    auto took = six_lists_under({{"method", "GET"}, {"path_prefix", kSlices}, {"watch", true},
+                                 {"action", "expired"}, {"count", -1}});
+    EXPECT_GE(took, 1500ms);
+    std::cout << "6 lists in " << took.count() << " ms\n";
+}
+
+// A bookmark before each ERROR 410 does not make the watch healthy: it still ends broken.
+TEST_F(PublisherTest, ABookmarkBeforeEachExpiredWatchStillBacksOff) {
+    auto took =
+        six_lists_under({{"method", "GET"}, {"path_prefix", kSlices}, {"watch", true},
+                         {"action", "expired"}, {"bookmark", true}, {"count", -1}});
+    EXPECT_GE(took, 1500ms);
+}
+
+TEST_F(PublisherTest, AnHttp410StormBacksOff) {
+    auto took = six_lists_under({{"method", "GET"}, {"path_prefix", kSlices}, {"watch", true},
+                                 {"action", "410"}, {"count", -1}});
+    EXPECT_GE(took, 1500ms);
 }
 
 }  // namespace
