@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <exception>
+#include <limits>
 #include <utility>
 
 namespace vfiod::dra {
@@ -47,6 +48,16 @@ std::optional<uint64_t> rv_number(const std::string& rv) {
 bool older(const std::string& incoming, const std::string& have) {
     auto a = rv_number(incoming), b = rv_number(have);
     return a && b && *a < *b;
+}
+
+// spec.pool.generation of a slice, when it is one the API can hold (an int64 from 0 up); a
+// float, a string, a negative or a larger number from a broken server is none.
+std::optional<int64_t> pool_generation(const json& slice) {
+    const json* g = member(member(member(&slice, "spec"), "pool"), "generation");
+    if (g && g->is_number_unsigned() &&
+        g->get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()))
+        return int64_t(g->get<uint64_t>());
+    return std::nullopt;  // nlohmann takes every number from 0 up as unsigned
 }
 
 // Every member `want` has is in `have` with the same value (arrays: same length, element by
@@ -99,7 +110,6 @@ struct SlicePublisher::Impl {
     std::map<std::string, Object> observed;          // our slices on the server, by name
     std::set<std::string> removing;  // deleted by remove(): their DELETED event is no news
     bool listed = false;
-    int64_t max_seen_generation = 0;
     bool dirty = false;
     Stats stats;
 
@@ -111,6 +121,7 @@ struct SlicePublisher::Impl {
     std::vector<json> wanted;  // make_slices() for `generation`
     int64_t wanted_generation = -1;
     std::set<std::string> reported;  // omissions logged
+    bool clearing_pool = false;       // the generation's way out, logged once
 
     Impl(KubeApi& a, Options opts) : api(a), o(std::move(opts)) {
         list_path = std::string(kSlicesPath) + "?fieldSelector=" +
@@ -287,20 +298,46 @@ struct SlicePublisher::Impl {
         return classify(r, "ResourceSlice " + name + ": delete");
     }
 
+    // The pool's generation cannot go above the int64 top (2^63-1, which anyone may have
+    // written): the way out is to delete all of the pool's slices, after which any generation
+    // is above all the others, and count again from 1. Ok when they are all gone.
+    Outcome clear_pool(const std::map<std::string, Object>& have) {
+        if (!std::exchange(clearing_pool, true))
+            spdlog::warn("ResourceSlices of {}: the pool's generation is at its top ({}); "
+                         "deleting the pool's {} slice(s) to start again at generation 1",
+                         o.node, std::numeric_limits<int64_t>::max(), have.size());
+        Outcome worst = Outcome::Ok;
+        for (const auto& [name, obj] : have) {
+            if (stop_flag)
+                return Outcome::Retry;
+            worst = std::max(worst, remove(name, *obj));
+        }
+        clearing_pool = worst != Outcome::Ok;
+        return worst;
+    }
+
     Outcome pass() {
         std::vector<DraDevice> devices;
         std::map<std::string, Object> have;
-        int64_t seen = 0;
         {
             std::lock_guard lk(mu);
             devices = *desired;
             have = observed;
-            seen = max_seen_generation;
         }
         if (!have_generation || devices != generation_devices) {
             // Consumers take the pool's slices of the highest generation: a change must carry
             // a generation above any an earlier run (or anyone) wrote.
-            generation = std::max(generation, seen) + 1;
+            int64_t top = generation;
+            for (const auto& [name, obj] : have)
+                top = std::max(top, pool_generation(*obj).value_or(0));
+            if (top == std::numeric_limits<int64_t>::max()) {
+                if (Outcome out = clear_pool(have); out != Outcome::Ok)
+                    return out;
+                have.clear();
+                top = 0;
+                wanted_generation = -1;  // generation 1 may have been made for other devices
+            }
+            generation = top + 1;
             generation_devices = std::move(devices);
             have_generation = true;
         }
@@ -394,23 +431,18 @@ struct SlicePublisher::Impl {
         if (list.is_discarded() || !items || !items->is_array())
             return false;
         std::map<std::string, Object> mine;
-        int64_t max_gen = 0;
         for (const auto& item : *items) {
             if (!ours(item))
                 continue;  // the field selector should have left it out; ignored if not
             std::string name = meta_string(item, "name");
             if (name.empty())
                 continue;
-            const json* gen = member(member(member(&item, "spec"), "pool"), "generation");
-            if (gen && gen->is_number_integer())
-                max_gen = std::max(max_gen, gen->get<int64_t>());
             mine[name] = std::make_shared<const json>(item);
         }
         *rv = meta_string(list, "resourceVersion");
         std::lock_guard lk(mu);
         observed = std::move(mine);
         removing.clear();  // a relist: events of earlier deletes may never come
-        max_seen_generation = std::max(max_seen_generation, max_gen);
         listed = true;
         dirty = true;
         ++stats.lists;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -117,13 +118,24 @@ protected:
         std::set<int64_t> generations;
         std::set<std::string> names;
         for (auto& [name, s] : all) {
-            generations.insert(s["spec"]["pool"]["generation"].get<int64_t>());
+            const json& g = s["spec"]["pool"]["generation"];
+            if (!g.is_number_integer())
+                return false;  // one of a broken server's slices is still there
+            generations.insert(g.get<int64_t>());
             if (s["spec"]["pool"]["resourceSliceCount"].get<size_t>() != all.size())
                 return false;
             for (auto& d : s["spec"]["devices"])
                 names.insert(d["name"].get<std::string>());
         }
         return generations.size() == 1 && names == devices;
+    }
+
+    // Every slice of the pool at `generation`, and no write refused on the way.
+    void expect_written_at(int64_t generation) {
+        for (auto& [name, s] : slices())
+            EXPECT_EQ(s["spec"]["pool"]["generation"], generation) << name;
+        for (auto& w : server_.writes())
+            EXPECT_LT(w["status"].get<int>(), 400) << w.dump();
     }
 
     std::string dir_;
@@ -224,6 +236,63 @@ TEST_F(PublisherTest, AnHttp410StormBacksOff) {
     auto took = six_lists_under({{"method", "GET"}, {"path_prefix", kSlices}, {"watch", true},
                                  {"action", "410"}, {"count", -1}});
     EXPECT_GE(took, 1500ms);
+}
+
+// A slice of the pool at generation 2^63-1 (a valid int64): no generation is above it, so the
+// pool's slices are deleted and it starts again at 1, never overflowing to a negative one.
+TEST_F(PublisherTest, APoolAtTheTopGenerationStartsAgainAtOne) {
+    constexpr int64_t kTop = std::numeric_limits<int64_t>::max();
+    ASSERT_EQ(server_.control("POST", kSlices, planted("n1-vfio.vfiod.io-0", "n1", kTop).dump())
+                  .status,
+              201);
+    ASSERT_EQ(server_.control("POST", kSlices, planted("n1-other", "n1", kTop).dump()).status,
+              201);
+    start_publisher();
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:02:00.0", 14)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-02-00-0"}); }))
+        << server_.stderr_log();
+    expect_written_at(1);
+    EXPECT_EQ(publisher_->stats().generation, 1);
+    // And on from there.
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }));
+    expect_written_at(2);
+}
+
+// The way out refused (403 on the first delete): tried again after the refusal's wait, and the
+// pool is published at 1 all the same.
+TEST_F(PublisherTest, AClearedPoolWhoseDeleteIsRefusedIsRetried) {
+    ASSERT_EQ(server_.control("POST", kSlices,
+                              planted("n1-top", "n1", std::numeric_limits<int64_t>::max()).dump())
+                  .status,
+              201);
+    ASSERT_TRUE(server_.fault("DELETE", kSlices, "403", 1));
+    start_publisher();
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }, 10s));
+    EXPECT_EQ(slices().begin()->second["spec"]["pool"]["generation"], 1);
+    size_t refused = 0;
+    for (auto& w : server_.writes())
+        refused += w["status"] == 403;
+    EXPECT_EQ(refused, 1u);
+}
+
+// Generations no API server can hold (a float, a string, a negative number, one past int64)
+// are no generation: nothing crashes or overflows, the pool is published above the real ones.
+TEST_F(PublisherTest, GenerationsNoApiServerHoldsAreIgnored) {
+    const std::vector<json> odd = {json(1e300), json("9223372036854775807"), json(-5),
+                                   json(std::numeric_limits<uint64_t>::max()),
+                                   json(uint64_t(1) << 63), json(nullptr), json(true)};
+    for (size_t i = 0; i < odd.size(); ++i) {
+        json s = planted("n1-odd-" + std::to_string(i), "n1", 0);
+        s["spec"]["pool"]["generation"] = odd[i];
+        ASSERT_TRUE(server_.control("POST", "/_fake/slices", s.dump()).ok()) << i;
+    }
+    ASSERT_EQ(server_.control("POST", kSlices, planted("n1-real", "n1", 41).dump()).status, 201);
+    start_publisher();
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }));
+    expect_written_at(42);
 }
 
 }  // namespace
