@@ -5,7 +5,10 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -15,9 +18,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace vfiod::dra {
@@ -407,54 +413,64 @@ private:
 // The token from its file, re-read when the file's identity or size or mtime changes (kubelet
 // rotates projected tokens by swapping a symlink, so the inode changes) and when a 401 says the
 // one we sent is no longer good. The last good token stays in use while the file is unreadable.
+// on_change runs (outside the lock) in the thread that read a token other than the last one.
 class TokenSource {
 public:
-    TokenSource(std::string file, std::string literal)
-        : file_(std::move(file)), token_(std::move(literal)) {}
+    TokenSource(std::string file, std::string literal, std::function<void()> on_change)
+        : file_(std::move(file)), token_(std::move(literal)), on_change_(std::move(on_change)) {}
 
     bool from_file() const { return !file_.empty(); }
+    const std::string& file() const { return file_; }
 
     // The token to send; false and *err when there is none.
     bool get(std::string* token, std::string* err, bool force = false) {
-        std::lock_guard lock(mu_);
-        if (!file_.empty())
-            refresh_locked(force);
-        if (token_.empty()) {
-            *err = "token file " + file_ + ": " + (last_error_.empty() ? "empty" : last_error_);
-            return false;
+        bool changed = false, ok = false;
+        {
+            std::lock_guard lock(mu_);
+            if (!file_.empty())
+                changed = refresh_locked(force);
+            ok = !token_.empty();
+            if (ok)
+                *token = token_;
+            else
+                *err = "token file " + file_ + ": " + (last_error_.empty() ? "empty" : last_error_);
         }
-        *token = token_;
-        return true;
+        if (changed)
+            on_change_();
+        return ok;
     }
 
 private:
-    void refresh_locked(bool force) {
+    // True when a token other than the last one was read.
+    bool refresh_locked(bool force) {
         struct stat st {};
         if (::stat(file_.c_str(), &st) != 0) {
             note_error(std::strerror(errno));
-            return;
+            return false;
         }
         bool same = have_stat_ && st.st_dev == st_.st_dev && st.st_ino == st_.st_ino &&
                     st.st_size == st_.st_size && st.st_mtim.tv_sec == st_.st_mtim.tv_sec &&
                     st.st_mtim.tv_nsec == st_.st_mtim.tv_nsec;
         if (same && !force)
-            return;
+            return false;
         std::string content, why;
         if (!read_small_file(file_, kMaxToken, &content, &why)) {
             note_error(why);
-            return;
+            return false;
         }
         content = trim(content);
         if (!valid_token(content)) {
             note_error(content.empty() ? "empty" : "has spaces or control characters");
-            return;
+            return false;
         }
-        if (have_stat_ && content != token_)
+        bool changed = content != token_;
+        if (have_stat_ && changed)
             spdlog::info("token file {} changed; using the new token", file_);
         st_ = st;
         have_stat_ = true;
         token_ = std::move(content);
         last_error_.clear();
+        return changed;
     }
 
     void note_error(const std::string& why) {
@@ -469,9 +485,123 @@ private:
     std::mutex mu_;
     std::string file_;
     std::string token_;
+    std::function<void()> on_change_;
     std::string last_error_;
     struct stat st_ {};
     bool have_stat_ = false;
+};
+
+// Listeners told at once when the kubelet rotates the token. It writes a new timestamped
+// directory beside the old one, points the `..data` symlink at it by renaming a new link over
+// it, and deletes the old one (the token file is a link into `..data`): a watch on the file, or
+// on what it resolves to, dies at the first rotation; one on its directory sees every swap. One
+// thread, started with the first listener, asleep in poll(2) until the directory changes; it
+// re-reads the token after each burst of events, at most 10 times a second, and every 10 s
+// while the directory cannot be watched.
+class TokenWatch {
+public:
+    explicit TokenWatch(TokenSource& token) : token_(token) {}
+    ~TokenWatch() {
+        if (thread_.joinable()) {
+            uint64_t one = 1;
+            (void)!::write(stop_fd_, &one, sizeof one);
+            thread_.join();
+        }
+        for (int fd : {stop_fd_, inotify_fd_})
+            if (fd >= 0)
+                ::close(fd);
+    }
+    TokenWatch(const TokenWatch&) = delete;
+    TokenWatch& operator=(const TokenWatch&) = delete;
+
+    uint64_t add(std::function<void()> fn) {
+        std::lock_guard lock(mu_);
+        if (!std::exchange(started_, true))
+            start();
+        listeners_[++next_id_] = std::move(fn);
+        return next_id_;
+    }
+    void remove(uint64_t id) {
+        std::lock_guard lock(mu_);  // and so no longer running either
+        listeners_.erase(id);
+    }
+    // The token source read a new token (on this thread or a request's).
+    void changed() {
+        std::lock_guard lock(mu_);
+        for (auto& [id, fn] : listeners_)
+            fn();
+    }
+
+private:
+    static constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE |
+                                      IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF |
+                                      IN_MOVE_SELF | IN_ONLYDIR;
+
+    void start() {
+        stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        inotify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (stop_fd_ < 0 || inotify_fd_ < 0) {
+            spdlog::warn("token file {}: cannot watch it ({}); a rotated token is read at the "
+                         "next request",
+                         token_.file(), std::strerror(errno));
+            return;
+        }
+        thread_ = std::thread([this] { run(); });
+    }
+
+    // False when stop came within `ms` (-1: wait for it or an event).
+    bool wait(int ms, bool events) {
+        pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+        if (::poll(fds, events ? 2 : 1, ms) < 0 && errno != EINTR)
+            return false;
+        return !fds[0].revents;
+    }
+
+    void run() {
+        const std::string& file = token_.file();
+        const size_t slash = file.rfind('/');
+        const std::string dir =
+            slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+        int wd = -1;
+        bool warned = false;
+        while (true) {
+            if (wd < 0) {
+                wd = ::inotify_add_watch(inotify_fd_, dir.c_str(), kMask);
+                if (wd >= 0)
+                    warned = false;
+                else if (!std::exchange(warned, true))
+                    spdlog::warn("token file {}: cannot watch its directory ({}); looking for a "
+                                 "rotated token every 10 s",
+                                 file, std::strerror(errno));
+            }
+            // After the events, and after a new watch (a rotation before it made none).
+            std::string token, why;
+            token_.get(&token, &why);  // tells changed() when it is another token
+            // A swap is a burst of events: they are taken together.
+            if (!wait(100, false) || !wait(wd < 0 ? 10'000 : -1, true))
+                return;
+            alignas(inotify_event) char buf[4096];
+            ssize_t n = 0;
+            while ((n = ::read(inotify_fd_, buf, sizeof buf)) > 0)
+                for (ssize_t at = 0; at < n;) {
+                    const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+                    // The directory went (or moved): watch whatever has its name now.
+                    if (e->wd == wd && (e->mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF))) {
+                        ::inotify_rm_watch(inotify_fd_, wd);
+                        wd = -1;
+                    }
+                    at += ssize_t(sizeof(inotify_event) + e->len);
+                }
+        }
+    }
+
+    TokenSource& token_;
+    std::mutex mu_;
+    std::map<uint64_t, std::function<void()>> listeners_;
+    uint64_t next_id_ = 0;
+    bool started_ = false;
+    int stop_fd_ = -1, inotify_fd_ = -1;
+    std::thread thread_;
 };
 
 // ---- libcurl --------------------------------------------------------------------------------
@@ -587,7 +717,10 @@ int on_progress(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) 
 
 class CurlApi final : public KubeApi {
 public:
-    explicit CurlApi(ApiEndpoint ep) : ep_(std::move(ep)), token_(ep_.token_file, ep_.token) {
+    explicit CurlApi(ApiEndpoint ep)
+        : ep_(std::move(ep)),
+          token_(ep_.token_file, ep_.token, [this] { token_watch_.changed(); }),
+          token_watch_(token_) {
         user_agent_ = std::string("vfiod-dra-plugin/") + VFIOD_VERSION;
     }
 
@@ -642,6 +775,11 @@ public:
         }
         return true;
     }
+
+    uint64_t add_token_listener(std::function<void()> fn) override {
+        return token_.from_file() ? token_watch_.add(std::move(fn)) : 0;
+    }
+    void remove_token_listener(uint64_t id) override { token_watch_.remove(id); }
 
     ApiResponse request(const std::string& method, const std::string& path,
                         const std::string& body, std::chrono::milliseconds timeout) override {
@@ -975,6 +1113,7 @@ private:
 
     ApiEndpoint ep_;
     TokenSource token_;
+    TokenWatch token_watch_;
     std::string user_agent_;
     std::mutex pool_mu_;
     std::vector<CURL*> pool_;

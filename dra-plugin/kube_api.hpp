@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -84,6 +85,13 @@ public:
                               std::chrono::milliseconds idle) = 0;
     // Wakes every watch of this client now running to look at its `stop`; from any thread.
     virtual void wake_watches() {}
+    // Calls fn whenever a token other than the last one is read from the token file, on
+    // whichever thread read it: a rotation by the kubelet at once (the file's directory is
+    // watched), a change in place at the next request. An id for remove_token_listener(); 0
+    // when there is no token file. fn must neither block nor call into this client.
+    virtual uint64_t add_token_listener(std::function<void()> /*fn*/) { return 0; }
+    // Once it returns, the listener is neither called nor running.
+    virtual void remove_token_listener(uint64_t /*id*/) {}
 };
 
 // The libcurl implementation. Null and *err when the endpoint cannot be used (unreadable CA).

@@ -111,6 +111,9 @@ struct SlicePublisher::Impl {
     std::set<std::string> removing;  // deleted by remove(): their DELETED event is no news
     bool listed = false;
     bool dirty = false;
+    uint64_t token_changes = 0;   // new tokens read (the API client's listener)
+    uint64_t device_changes = 0;  // publish() calls that brought other devices
+    uint64_t token_listener = 0;
     Stats stats;
 
     // The reconcile thread's own.
@@ -138,10 +141,31 @@ struct SlicePublisher::Impl {
                string_at(member(spec, "driver")) == o.driver;
     }
 
-    // Sleeps for d unless stop() comes first; false when stopping.
-    bool sleep_for(milliseconds d) {
+    // What can cure a refusal (401, 403, 422) before its long wait is over: a new token (the
+    // kubelet rotates them) and, for the writer, other devices to publish. Taken before the
+    // request, so that nothing between the answer and the wait is missed.
+    struct Cures {
+        uint64_t tokens = 0;
+        std::optional<uint64_t> devices;
+    };
+    Cures cures(bool devices) {
+        std::lock_guard lk(mu);
+        return {token_changes, devices ? std::optional(device_changes) : std::nullopt};
+    }
+
+    // Sleeps for d unless stop() comes first; false when stopping. With `cured`, the wait also
+    // ends at once when the token changed since, and when the devices did, a second after it
+    // began at the earliest (an inventory that keeps changing does not hammer the server).
+    bool sleep_for(milliseconds d, std::optional<Cures> cured = std::nullopt) {
+        auto start = Clock::now();
         std::unique_lock lk(mu);
-        return !cv.wait_for(lk, d, [&] { return stopping; });
+        auto token = [&] { return stopping || (cured && token_changes != cured->tokens); };
+        if (cv.wait_until(lk, start + std::min<milliseconds>(d, std::chrono::seconds(1)), token))
+            return !stopping;
+        cv.wait_until(lk, start + d, [&] {
+            return token() || (cured && cured->devices && device_changes != *cured->devices);
+        });
+        return !stopping;
     }
     milliseconds next(milliseconds* backoff) const {
         milliseconds now = *backoff;
@@ -189,6 +213,7 @@ struct SlicePublisher::Impl {
         milliseconds backoff = o.backoff_min;
         const std::string path = "/api/v1/nodes/" + query_escape(o.node);
         while (!stop_flag) {
+            Cures cure = cures(false);
             ApiResponse r = api.request("GET", path, "", o.request_timeout);
             std::string why;
             if (r.ok()) {
@@ -212,7 +237,7 @@ struct SlicePublisher::Impl {
             spdlog::warn("cannot read Node {} (GET {}): {}; no slices are written before its UID "
                          "is known; retrying in {} ms",
                          o.node, path, why, wait.count());
-            if (!sleep_for(wait))
+            if (!sleep_for(wait, cure))
                 return;
         }
     }
@@ -399,6 +424,7 @@ struct SlicePublisher::Impl {
                     return;
                 dirty = false;
             }
+            Cures cure = cures(true);
             Outcome out = Outcome::Retry;
             try {
                 out = pass();
@@ -416,8 +442,8 @@ struct SlicePublisher::Impl {
                 stats.in_sync = false;
             }
             // The whole wait, whatever arrives meanwhile: a failing server is not hammered
-            // because events or publish() calls keep coming.
-            if (!sleep_for(wait))
+            // because events or publish() calls keep coming. A refusal's may be cured sooner.
+            if (!sleep_for(wait, out == Outcome::Refused ? std::optional(cure) : std::nullopt))
                 return;
         }
     }
@@ -514,6 +540,7 @@ struct SlicePublisher::Impl {
         while (!stop_flag) {
             ApiResponse r;
             std::string rv;
+            Cures cure = cures(false);
             try {
                 r = api.request("GET", list_path, "", o.request_timeout);
                 if (r.ok() && !take_list(r.body, &rv)) {
@@ -530,7 +557,7 @@ struct SlicePublisher::Impl {
                 milliseconds wait = slow ? o.backoff_max : next(&backoff);
                 spdlog::warn("cannot list ResourceSlices (GET {}): {}; retrying in {} ms",
                              list_path, r.describe(), wait.count());
-                if (!sleep_for(wait))
+                if (!sleep_for(wait, cure))
                     return;
                 continue;
             }
@@ -603,11 +630,21 @@ SlicePublisher::SlicePublisher(KubeApi& api, Options o)
 SlicePublisher::~SlicePublisher() { stop(); }
 
 void SlicePublisher::start() {
-    std::lock_guard lk(impl_->mu);
-    if (impl_->started || impl_->stopping)
-        return;
-    impl_->started = true;
     Impl* i = impl_.get();
+    // Before taking mu, which the listener takes.
+    uint64_t listener = i->api.add_token_listener([i] {
+        std::lock_guard lk(i->mu);
+        ++i->token_changes;
+        i->cv.notify_all();
+    });
+    std::unique_lock lk(i->mu);
+    if (i->started || i->stopping) {
+        lk.unlock();
+        i->api.remove_token_listener(listener);
+        return;
+    }
+    i->started = true;
+    i->token_listener = listener;
     i->watcher = std::thread([i] {
         try {
             i->watch_main();
@@ -631,16 +668,21 @@ void SlicePublisher::publish(std::vector<DraDevice> devices) {
     if (impl_->desired && *impl_->desired == devices)
         return;
     impl_->desired = std::move(devices);
+    ++impl_->device_changes;
     impl_->dirty = true;
     impl_->stats.in_sync = false;
     impl_->cv.notify_all();
 }
 
 void SlicePublisher::stop() {
+    uint64_t listener = 0;
     {
         std::lock_guard lk(impl_->mu);
         impl_->stopping = true;
+        listener = std::exchange(impl_->token_listener, 0);
     }
+    if (listener)
+        impl_->api.remove_token_listener(listener);
     impl_->stop_flag = true;
     impl_->api.wake_watches();
     impl_->cv.notify_all();

@@ -4,7 +4,9 @@
 // create what is missing, update what differs, delete what is not ours any more (stale slices of
 // an earlier run are deleted at start). A kubelet that deletes the node's slices sees them back
 // within 1 s. Never polls: the watch and publish() wake it. Failures (429, 5xx, no answer) back
-// off from 100 ms doubling to 30 s; nothing here blocks the loop or the gRPC side.
+// off from 100 ms doubling to 30 s; refusals (401, 403, 422) wait 30 s unless a new token is
+// read first or, a second after the refusal at the earliest, publish() brings other devices.
+// Nothing here blocks the loop or the gRPC side.
 #pragma once
 
 #include <atomic>
@@ -31,7 +33,7 @@ public:
         std::string node;
         std::chrono::milliseconds request_timeout{10000};
         // Retries after a failure: backoff_min doubling up to backoff_max; a refusal that
-        // retrying will not cure (403, 422) waits backoff_max. Tests shorten them.
+        // retrying alone will not cure (401, 403, 422) waits backoff_max. Tests shorten them.
         std::chrono::milliseconds backoff_min{100};
         std::chrono::milliseconds backoff_max{30000};
         // The watch: the server ends it after this (timeoutSeconds), and a stream silent for

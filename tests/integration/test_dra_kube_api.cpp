@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "eventually.hpp"
 #include "fake_apiserver.hpp"
 
 namespace fs = std::filesystem;
@@ -504,6 +507,61 @@ TEST_F(KubeApiTest, A401ReReadsTheTokenFileOnceEvenWhenItsStatLooksTheSame) {
     for (int i = 0; i < 6 && a->request("GET", kSlices, "", 10s).status == 401; ++i)
         ++left;
     EXPECT_EQ(left, 4);
+}
+
+double cpu_seconds() {
+    rusage u {};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The kubelet rotates a projected token by a symlink swap and deletes the old directory: a
+// listener hears each rotation with no request made, through the `token` link or a path through
+// `..data` (whose directory goes at each rotation); noise in the directory that leaves the
+// token as it was tells nobody; an idle watch costs no CPU; a removed listener is not called.
+TEST_F(KubeApiTest, TokenListenersHearTheKubeletsRotations) {
+    vfiod::test::ProjectedToken sa(dir_ + "/sa");
+    int n = 0;
+    auto rotate = [&] {
+        ++n;
+        sa.write("token-" + std::to_string(n), "..2026_12_04_21_00_0" + std::to_string(n) + ".123");
+    };
+    rotate();
+    for (const std::string& file : {sa.path(), sa.dir() + "/..data/token"}) {
+        SCOPED_TRACE(file);
+        ApiEndpoint ep = server_->endpoint();
+        ep.token_file = file;
+        auto a = api(ep);
+        ASSERT_TRUE(a);
+        std::atomic<int> calls{0};
+        uint64_t id = a->add_token_listener([&] { ++calls; });
+        ASSERT_NE(id, 0u);
+        for (int i = 1; i <= 2; ++i) {
+            rotate();
+            ASSERT_TRUE(vfiod::test::eventually([&] { return calls == i; }, 5s)) << calls;
+        }
+        for (int i = 0; i < 2000; ++i)
+            spit(sa.dir() + "/noise", std::to_string(i));
+        double cpu = cpu_seconds();
+        rotate();
+        ASSERT_TRUE(vfiod::test::eventually([&] { return calls == 3; }, 5s)) << calls;
+        std::this_thread::sleep_for(500ms);  // a window to measure idle CPU in
+        EXPECT_LT(cpu_seconds() - cpu, 0.2);
+        EXPECT_EQ(calls, 3);
+        a->remove_token_listener(id);
+        rotate();
+        a->request("GET", kSlices, "", 10s);  // reads the new token
+        EXPECT_EQ(calls, 3);
+    }
+    // A literal token has nothing to listen to.
+    ApiEndpoint ep = server_->endpoint();
+    ep.token = slurp(server_->token_file());
+    ep.token.pop_back();
+    ep.token_file.clear();
+    auto a = api(ep);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->add_token_listener([] {}), 0u);
 }
 
 // ---- requests -------------------------------------------------------------------------------

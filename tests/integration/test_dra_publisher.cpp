@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -47,6 +49,13 @@ json planted(const std::string& name, const std::string& node, int64_t generatio
               {"nodeName", node},
               {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", 1}}},
               {"devices", json::array({{{"name", "pci-0000-09-00-0"}}})}}}};
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
 }
 
 class PublisherTest : public ::testing::Test {
@@ -293,6 +302,77 @@ TEST_F(PublisherTest, GenerationsNoApiServerHoldsAreIgnored) {
     publisher_->publish({dra_device("0000:01:00.0", 13)});
     ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }));
     expect_written_at(42);
+}
+
+// The kubelet rotates the projected token after the API server stopped taking the old one: the
+// 401 that came first makes the writer wait 30 s, but the new token is used at once. Twice, so
+// that the second rotation is seen after the first one's directory was deleted.
+TEST_F(PublisherTest, ARotatedTokenIsUsedAtOnce) {
+    test::ProjectedToken sa(dir_ + "/sa");
+    sa.write(read_file(server_.token_file()), "..2026_12_04_21_00_00.123");
+    ApiEndpoint ep = server_.endpoint();
+    ep.token_file = sa.path();
+    std::string err;
+    api_ = make_curl_api(ep, &err);
+    ASSERT_TRUE(api_) << err;
+    start_publisher(50ms, 30s);
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0"}); }));
+    const char* stamps[] = {"..2026_12_04_22_00_00.456", "..2026_12_04_23_00_00.789"};
+    const std::string addresses[] = {"0000:02:00.0", "0000:03:00.0"};
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_TRUE(server_.control("POST", "/_fake/rotate-token").ok());
+        uint64_t failures = publisher_->stats().failures;
+        publisher_->publish({dra_device("0000:01:00.0", 13), dra_device(addresses[round], 14)});
+        ASSERT_TRUE(wait_for([&] { return publisher_->stats().failures > failures; }))
+            << "round " << round << ": the write with the old token was not refused";
+        sa.write(read_file(server_.token_file()), stamps[round]);
+        auto t0 = Clock::now();
+        ASSERT_TRUE(wait_for([&] {
+            return pool_is({"pci-0000-01-00-0", test::dra_device(addresses[round], 14).name});
+        })) << "round " << round;
+        std::cout << "round " << round << ": published "
+                  << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)
+                         .count()
+                  << " ms after the rotation\n";
+    }
+}
+
+// A refusal (here a 403) waits 30 s, but other devices to publish may cure it: they are written
+// a second after the refusal, and an inventory that keeps changing is tried once a second.
+TEST_F(PublisherTest, AnInventoryChangeRetriesARefusalAfterASecond) {
+    auto refused_writes = [&] {
+        std::vector<double> times;
+        for (auto& w : server_.writes())
+            if (w["status"] == 403)
+                times.push_back(w["time"].get<double>());
+        return times;
+    };
+    start_publisher(50ms, 30s);
+    ASSERT_TRUE(server_.fault("POST", kSlices, "403", 1));
+    publisher_->publish({dra_device("0000:01:00.0", 13)});
+    ASSERT_TRUE(wait_for([&] { return refused_writes().size() == 1; }));
+    publisher_->publish({dra_device("0000:01:00.0", 13), dra_device("0000:02:00.0", 14)});
+    ASSERT_TRUE(wait_for([&] { return pool_is({"pci-0000-01-00-0", "pci-0000-02-00-0"}); }));
+    double refused = refused_writes().at(0), next = 0;
+    for (auto& w : server_.writes())
+        if (w["method"] == "POST" && w["time"].get<double>() > refused && next == 0)
+            next = w["time"].get<double>();
+    EXPECT_GE(next - refused, 1.0);
+
+    // Refused every time, while the inventory changes as fast as a test can publish.
+    ASSERT_TRUE(server_.fault("*", kSlices, "403", -1));
+    unsigned group = 20;
+    ASSERT_TRUE(wait_for(
+        [&] {
+            publisher_->publish(
+                {dra_device("0000:01:00.0", 13), dra_device("0000:04:00.0", ++group)});
+            return refused_writes().size() >= 5;
+        },
+        20s));
+    auto times = refused_writes();
+    for (size_t i = 2; i < times.size(); ++i)
+        EXPECT_GE(times[i] - times[i - 1], 1.0) << i;
 }
 
 }  // namespace

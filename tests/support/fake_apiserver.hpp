@@ -29,6 +29,34 @@
 
 namespace vfiod::test {
 
+// A projected service-account token laid out as the kubelet keeps it: DIR/token is a link to
+// ..data/token, ..data a link to the timestamped directory of the current version. A rotation
+// fills a new timestamped directory, renames a new link over ..data (rename(2) replaces it
+// atomically) and deletes the old directory.
+class ProjectedToken {
+public:
+    explicit ProjectedToken(std::string dir) : dir_(std::move(dir)) {
+        std::filesystem::create_directories(dir_);
+    }
+    std::string path() const { return dir_ + "/token"; }
+    std::string dir() const { return dir_; }
+    void write(const std::string& token, const std::string& stamp) {
+        namespace fs = std::filesystem;
+        fs::create_directory(dir_ + "/" + stamp);
+        std::ofstream(dir_ + "/" + stamp + "/token") << token;
+        fs::create_symlink(stamp, dir_ + "/..data_tmp");
+        fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
+        if (!fs::is_symlink(path()))
+            fs::create_symlink("..data/token", path());
+        if (!current_.empty())
+            fs::remove_all(dir_ + "/" + current_);
+        current_ = stamp;
+    }
+
+private:
+    std::string dir_, current_;
+};
+
 class FakeApiServer {
 public:
     FakeApiServer() = default;
