@@ -5,10 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
@@ -172,12 +170,10 @@ bool find_api_server(const Options& o, ApiEndpoint* ep, std::string* err) {
 bool make_state_dir(const Options& o, std::string* err) {
     KernelHostFs host(o.root);
     int e = 0;
-    const std::string& d = o.state_dir;
-    Fd dir = host.open_own_dir(std::string_view(d).substr(std::min(d.find_first_not_of('/'), d.size())),
-                               true, &e);
+    Fd dir = host.open_own_dir(HostFs::rel_of(o.state_dir), true, &e);
     if (dir.get() < 0 || ::fchmod(dir.get(), 0700) != 0) {
         *err = "cannot create the state directory " + o.under_root(o.state_dir) + ": " +
-               std::strerror(dir.get() < 0 ? e : errno);
+               host.own_dir_error(dir.get() < 0 ? e : errno);
         return false;
     }
     return true;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <set>
@@ -264,10 +263,7 @@ Journal::Journal(const HostFs& fs, std::string dir) : fs_(fs), dir_(std::move(di
 std::string Journal::entry_path(unsigned group) const { return dir_ + "/" + group_name(group); }
 
 std::string Journal::why(int err) const {
-    if (err == EXDEV)
-        return "a symlink on the way leads out of the root " + fs_.root() +
-               "; the journal is not used there";
-    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+    return fs_.own_dir_error(err) + (err == EXDEV ? "; the journal is not used there" : "");
 }
 
 std::string Journal::describe_error(unsigned group, int err) const {

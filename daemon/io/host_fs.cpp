@@ -97,6 +97,17 @@ std::string HostFs::path(std::string_view rel) const {
     return p;
 }
 
+std::string_view HostFs::rel_of(std::string_view host_path) {
+    host_path.remove_prefix(std::min(host_path.find_first_not_of('/'), host_path.size()));
+    return host_path;
+}
+
+std::string HostFs::own_dir_error(int err) const {
+    if (err == EXDEV)
+        return "a symlink on the way leads out of the root " + root();
+    return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")";
+}
+
 namespace {
 
 const char* file_kind(mode_t m) {

@@ -51,6 +51,8 @@ public:
     bool live() const { return root() == "/"; }
     // The absolute path of rel under the root.
     std::string path(std::string_view rel) const;
+    // A host path ("/var/lib/kubelet") as the methods take it, relative to the root.
+    static std::string_view rel_of(std::string_view host_path);
 
     // A directory held open while several of its entries are read (one PCI function's
     // attributes and links): each entry is then looked up in it, instead of the whole path being
@@ -163,6 +165,9 @@ public:
     // never reach the live host's journal, in either direction. The live host ("/") opens it
     // plainly, as it always has. On failure the Fd is not valid and *err holds the errno.
     virtual Fd open_own_dir(std::string_view rel, bool create, int* err) const = 0;
+    // open_own_dir()'s errno in words, for a message that names the path: EXDEV says which root
+    // a link on the way leads out of, where strerror would say "Invalid cross-device link".
+    std::string own_dir_error(int err) const;
     // The regular file `name` in a directory from open_own_dir(), as read() reads (non-blocking,
     // at most max_bytes, one trailing newline dropped, *why for what is there instead), never
     // through a symlink: vfiod writes none there. Touches only dirfd, never the root.
