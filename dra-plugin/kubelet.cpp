@@ -1,5 +1,6 @@
 #include "kubelet.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,7 +12,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -21,6 +21,8 @@
 #include <spdlog/spdlog.h>
 
 #include "core/strings.hpp"
+#include "infra/fd.hpp"
+#include "io/host_fs.hpp"
 #include "dra.grpc.pb.h"
 #include "pluginregistration.grpc.pb.h"
 
@@ -350,12 +352,21 @@ private:
     WorkQueue& queue_;
 };
 
-// ---- sockets ---------------------------------------------------------------------------------
+// ---- sockets ----------------------------------------------------------------------------------
 
 namespace {
 
+// One socket we serve: the file `name` in the directory `dir`, a host path looked up beneath
+// the root.
 struct Served {
-    std::string path;
+    std::string dir, name;
+    std::string path;  // where a client finds it, under the root: messages and bind()'s limit
+    // The directory as opened beneath the root when the socket was bound, held while it is
+    // served. gRPC binds the socket, and removes its file when it stops listening, through
+    // /proc/self/fd/N/<name>: that reaches this directory whatever links change on the way
+    // meanwhile, and is short whatever the root's length. Declared before the server, so the
+    // server is gone before the fd closes and N names something else.
+    Fd dirfd;
     std::unique_ptr<grpc::Server> server;
     // The file we bound. The inode alone is not enough: a file made after ours was removed
     // often gets the same inode number back, so its change time is compared too.
@@ -364,91 +375,108 @@ struct Served {
     timespec ctime{};
 };
 
-bool make_dirs(const std::string& dir, std::string* err) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-        *err = "cannot create directory " + dir + ": " + ec.message();
-        return false;
-    }
-    return true;
+// The socket's directory beneath the root (made when missing and `create`); invalid and *err
+// naming it otherwise.
+Fd open_dir(const HostFs& host, const Served& s, bool create, std::string* err) {
+    int e = 0;
+    Fd dir = host.open_own_dir(HostFs::rel_of(s.dir), create, &e);
+    if (dir.get() < 0)
+        *err = "cannot listen on " + s.path + ": its directory " +
+               host.path(HostFs::rel_of(s.dir)) + ": " + host.own_dir_error(e);
+    return dir;
 }
 
-// A socket file left by a killed instance would make bind() fail: removed. Anything else at the
-// path is not ours to remove.
-bool clear_path(const std::string& path, std::string* err) {
+// Whether s.name in dirfd is the socket we bound; never follows a link there.
+bool is_ours(const Served& s, int dirfd) {
     struct stat st;
-    if (lstat(path.c_str(), &st) != 0) {
+    return dirfd >= 0 && fstatat(dirfd, s.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+           st.st_dev == s.dev && st.st_ino == s.ino && st.st_ctim.tv_sec == s.ctime.tv_sec &&
+           st.st_ctim.tv_nsec == s.ctime.tv_nsec;
+}
+
+// A socket file left by a killed instance would make bind() fail: removed. Anything else there
+// (a link included) is not ours to remove.
+bool clear_path(const Served& s, int dirfd, std::string* err) {
+    struct stat st;
+    if (fstatat(dirfd, s.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT)
             return true;
-        *err = "cannot examine " + path + ": " + std::strerror(errno);
+        *err = "cannot examine " + s.path + ": " + std::strerror(errno);
         return false;
     }
     if (!S_ISSOCK(st.st_mode)) {
-        *err = "cannot listen on " + path + ": it exists and is not a socket";
+        *err = "cannot listen on " + s.path + ": it exists and is not a socket";
         return false;
     }
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-        *err = "cannot remove the stale socket " + path + ": " + std::strerror(errno);
+    if (unlinkat(dirfd, s.name.c_str(), 0) != 0 && errno != ENOENT) {
+        *err = "cannot remove the stale socket " + s.path + ": " + std::strerror(errno);
         return false;
     }
     return true;
-}
-
-bool serve(Served* s, grpc::Service* service, std::string* err) {
-    if (s->path.size() > kMaxSocketPath) {
-        *err = "cannot listen on " + s->path + ": " + std::to_string(s->path.size()) +
-               " bytes, and a unix socket path holds at most " + std::to_string(kMaxSocketPath);
-        return false;
-    }
-    if (!clear_path(s->path, err))
-        return false;
-    grpc::ServerBuilder b;
-    b.AddListeningPort("unix://" + s->path, grpc::InsecureServerCredentials());
-    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    b.RegisterService(service);
-    s->server = b.BuildAndStart();
-    if (!s->server) {
-        *err = "cannot listen on " + s->path;
-        return false;
-    }
-    struct stat st;
-    if (stat(s->path.c_str(), &st) != 0) {
-        *err = "listening on " + s->path + " but its file is gone: " + std::strerror(errno);
-        s->server->Shutdown(std::chrono::system_clock::now());
-        s->server->Wait();
-        s->server.reset();
-        return false;
-    }
-    s->dev = st.st_dev;
-    s->ino = st.st_ino;
-    s->ctime = st.st_ctim;
-    return true;
-}
-
-// Whether the file at s.path is still the socket we bound.
-bool still_ours(const Served& s) {
-    struct stat st;
-    return stat(s.path.c_str(), &st) == 0 && st.st_dev == s.dev && st.st_ino == s.ino &&
-           st.st_ctim.tv_sec == s.ctime.tv_sec && st.st_ctim.tv_nsec == s.ctime.tv_nsec;
 }
 
 void stop(Served* s, std::chrono::system_clock::time_point deadline) {
     if (!s->server)
         return;
-    const bool ours = still_ours(*s);
+    const bool ours = is_ours(*s, s->dirfd.get());
     s->server->Shutdown(deadline);
     s->server->Wait();
     s->server.reset();
     // Someone else's file at the path (a new instance) stays.
-    if (ours && still_ours(*s))
-        unlink(s->path.c_str());
+    if (ours && is_ours(*s, s->dirfd.get()))
+        unlinkat(s->dirfd.get(), s->name.c_str(), 0);
+    s->dirfd.reset();
+}
+
+bool serve(Served* s, const HostFs& host, grpc::Service* service, std::string* err) {
+    if (s->path.size() > kMaxSocketPath) {
+        *err = "cannot listen on " + s->path + ": " + std::to_string(s->path.size()) +
+               " bytes, and a unix socket path holds at most " + std::to_string(kMaxSocketPath);
+        return false;
+    }
+    s->dirfd = open_dir(host, *s, true, err);
+    if (s->dirfd.get() < 0 || !clear_path(*s, s->dirfd.get(), err)) {
+        s->dirfd.reset();
+        return false;
+    }
+    grpc::ServerBuilder b;
+    b.AddListeningPort("unix:///proc/self/fd/" + std::to_string(s->dirfd.get()) + "/" + s->name,
+                       grpc::InsecureServerCredentials());
+    b.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    b.RegisterService(service);
+    s->server = b.BuildAndStart();
+    struct stat st;
+    if (!s->server) {
+        *err = "cannot listen on " + s->path;
+    } else if (fstatat(s->dirfd.get(), s->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        *err = "listening on " + s->path + " but its file is gone: " + std::strerror(errno);
+    } else {
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
+        s->ctime = st.st_ctim;
+        return true;
+    }
+    stop(s, std::chrono::system_clock::now());
+    s->dirfd.reset();
+    return false;
 }
 
 }  // namespace
 
 struct KubeletServers::Impl {
+    Impl(Options opts, Prepare p, Unprepare u)
+        : o(std::move(opts)), host(o.root), prepare(std::move(p)), unprepare(std::move(u)) {
+        auto place = [this](Served* s, const std::string& dir, const std::string& name) {
+            s->dir = dir;
+            s->name = name;
+            s->path = host.path(HostFs::rel_of(dir)) + "/" + name;
+        };
+        place(&reg, o.registrar_dir, o.driver + "-reg.sock");
+        place(&dra, o.plugin_dir, "dra.sock");
+    }
+
     Options o;
+    KernelHostFs host;
     Prepare prepare;
     Unprepare unprepare;
     unsigned workers = 8;
@@ -466,10 +494,9 @@ struct KubeletServers::Impl {
 
     std::string last_reserve_error;  // logged once, not at every check that fails alike
 
+    // The directory is made again if it went with the kubelet's state: the watcher looks for
+    // it again.
     bool serve_registration(std::string* err) {
-        // The directory may have gone with the kubelet's state; the watcher looks for it again.
-        if (!make_dirs(o.registrar_dir, err))
-            return false;
         // A service belongs to one server for life: each new socket gets a new one.
         reg_service = std::make_unique<RegistrationService>(o, status_mu, reg_error, registered);
         {
@@ -477,7 +504,7 @@ struct KubeletServers::Impl {
             reg_error.clear();
             registered = false;
         }
-        return serve(&reg, reg_service.get(), err);
+        return serve(&reg, host, reg_service.get(), err);
     }
 
     void stop_all_locked() {
@@ -493,13 +520,7 @@ struct KubeletServers::Impl {
 };
 
 KubeletServers::KubeletServers(Options o, Prepare prepare, Unprepare unprepare)
-    : impl_(std::make_unique<Impl>()) {
-    impl_->o = std::move(o);
-    impl_->prepare = std::move(prepare);
-    impl_->unprepare = std::move(unprepare);
-    impl_->reg.path = impl_->o.registrar_dir + "/" + impl_->o.driver + "-reg.sock";
-    impl_->dra.path = impl_->o.plugin_dir + "/dra.sock";
-}
+    : impl_(std::make_unique<Impl>(std::move(o), std::move(prepare), std::move(unprepare))) {}
 
 KubeletServers::~KubeletServers() { shutdown(); }
 
@@ -514,12 +535,10 @@ bool KubeletServers::start(std::string* err) {
     Impl& m = *impl_;
     if (m.reg.server || m.dra.server)
         m.stop_all_locked();
-    if (!make_dirs(m.o.plugin_dir, err) || !make_dirs(m.o.registrar_dir, err))
-        return false;
     m.queue.start(m.workers, m.max_waiting);
     m.dra_service = std::make_unique<DraService>(m.o.driver, m.prepare, m.unprepare, m.queue);
     // The DRA socket first: the kubelet dials it as soon as registration answers.
-    if (!serve(&m.dra, m.dra_service.get(), err) || !m.serve_registration(err)) {
+    if (!serve(&m.dra, m.host, m.dra_service.get(), err) || !m.serve_registration(err)) {
         m.stop_all_locked();
         return false;
     }
@@ -531,7 +550,12 @@ bool KubeletServers::start(std::string* err) {
 void KubeletServers::check_registration() {
     std::lock_guard l(impl_->mu);
     Impl& m = *impl_;
-    if (!m.dra.server || (m.reg.server && still_ours(m.reg)))
+    if (!m.dra.server)
+        return;
+    // Looked up again from the root: a directory moved away, or a link put in its place, leaves
+    // our socket where the kubelet no longer looks.
+    std::string ignored;
+    if (m.reg.server && is_ours(m.reg, open_dir(m.host, m.reg, false, &ignored).get()))
         return;
     if (m.last_reserve_error.empty())
         spdlog::warn("{}: the registration socket {} was removed or replaced; serving it again",

@@ -18,9 +18,13 @@ class KubeletServers {
 public:
     struct Options {
         std::string driver;         // "vfio.vfiod.io"
-        std::string registrar_dir;  // where the kubelet's plugin watcher looks, under the root
-        std::string plugin_dir;     // where dra.sock goes, under the root
+        std::string registrar_dir;  // host path: where the kubelet's plugin watcher looks
+        std::string plugin_dir;     // host path: where dra.sock goes
         std::string dra_endpoint;   // the DRA socket's host path, as GetInfo names it
+        // --root: both directories are looked up beneath it, as Prepare's files are
+        // (HostFs::open_own_dir): made there when missing, and a link on the way that leads out
+        // of it is refused, never followed, so no socket is bound or removed outside it.
+        std::string root = "/";
     };
     using Prepare = std::function<PrepareResult(const ClaimRef&)>;
     using Unprepare = std::function<std::string(const ClaimRef&)>;
@@ -36,11 +40,12 @@ public:
     // the kubelet tries it again. Before start(); the defaults suit a kubelet.
     void set_limits(unsigned workers, size_t max_waiting_calls);
 
-    // Both sockets served (stale socket files replaced, directories made); false and *err
-    // naming the path otherwise.
+    // Both sockets served (stale socket files replaced, directories made beneath the root);
+    // false and *err naming the path otherwise.
     bool start(std::string* err);
-    // Serves the registration socket again when its file is gone or is not the one we serve
-    // (call it when the registrar directory changed). Cheap when nothing changed.
+    // Serves the registration socket again when its file is gone or is not the one we serve,
+    // its directory looked up beneath the root again (call it when the registrar directory
+    // changed). Cheap when nothing changed.
     void check_registration();
     // Whether the kubelet said the registration failed, and its error ("" until it says).
     std::string registration_error() const;

@@ -25,8 +25,8 @@ DraPlugin::DraPlugin(const Options& o, sdbus::IConnection& bus, Loop& loop, Kube
       publisher_(api, SlicePublisher::Options{o.driver, o.node}),
       preparer_(Preparer::Options{o.driver, o.node, o.cdi_dir, o.state_dir}, api,
                 [this] { return inventory(); }, host_),
-      servers_(KubeletServers::Options{o.driver, o.under_root(o.registrar_dir),
-                                       o.under_root(o.plugin_dir), o.plugin_dir + "/dra.sock"},
+      servers_(KubeletServers::Options{o.driver, o.registrar_dir, o.plugin_dir,
+                                       o.plugin_dir + "/dra.sock", o.root},
                [this](const ClaimRef& c) { return preparer_.prepare(c); },
                [this](const ClaimRef& c) { return preparer_.unprepare(c); }) {}
 

@@ -408,6 +408,156 @@ TEST_F(DraKubeletTest, StartFailsNamingThePath) {
     EXPECT_NE(err.find(opts_.plugin_dir), std::string::npos) << err;
 }
 
+// ---- --root: the sockets' directories beneath it -----------------------------------------
+
+// Everything in `dir` and below, as "name" or "sub/name" ("" when dir is missing).
+std::set<std::string> tree_of(const std::string& dir) {
+    std::set<std::string> out;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        out.insert(fs::relative(it->path(), dir).string());
+    return out;
+}
+
+// The plugin run with --root: host paths as the kubelet names them, looked up beneath root_;
+// outside_ is a directory outside the root holding someone else's sockets, where links planted
+// in the tree lead.
+class DraKubeletRootTest : public DraKubeletTest {
+protected:
+    void SetUp() override {
+        DraKubeletTest::SetUp();
+        root_ = dir_ + "/root";
+        outside_ = dir_ + "/outside";
+        ASSERT_TRUE(fs::create_directories(root_ + "/var/lib/kubelet/plugins"));
+        ASSERT_TRUE(fs::create_directories(outside_));
+        opts_.root = root_;
+        opts_.registrar_dir = "/var/lib/kubelet/plugins_registry";
+        opts_.plugin_dir = std::string("/var/lib/kubelet/plugins/") + kDriver;
+        opts_.dra_endpoint = opts_.plugin_dir + "/dra.sock";
+        reg_ = root_ + opts_.registrar_dir + "/" + kDriver + "-reg.sock";
+        dra_ = root_ + opts_.dra_endpoint;
+        foreign_reg_ = outside_ + "/" + kDriver + "-reg.sock";
+        foreign_dra_ = outside_ + "/dra.sock";
+        leave_stale_socket(foreign_reg_);
+        leave_stale_socket(foreign_dra_);
+        // A second name for each keeps its inode taken: a socket made after one was removed
+        // cannot get its number back and pass for it.
+        ASSERT_TRUE(fs::create_directories(dir_ + "/witness"));
+        fs::create_hard_link(foreign_reg_, dir_ + "/witness/reg");
+        fs::create_hard_link(foreign_dra_, dir_ + "/witness/dra");
+        foreign_reg_ino_ = inode_of(foreign_reg_);
+        foreign_dra_ino_ = inode_of(foreign_dra_);
+        ASSERT_NE(foreign_reg_ino_, 0u);
+        ASSERT_NE(foreign_dra_ino_, 0u);
+    }
+
+    // Outside the root: the foreign sockets, the very same files, and nothing else.
+    void expect_outside_untouched() {
+        EXPECT_EQ(tree_of(outside_),
+                  (std::set<std::string>{std::string(kDriver) + "-reg.sock", "dra.sock"}));
+        EXPECT_EQ(inode_of(foreign_reg_), foreign_reg_ino_);
+        EXPECT_EQ(inode_of(foreign_dra_), foreign_dra_ino_);
+    }
+    void expect_refused(const std::string& dir) {
+        make_servers();
+        std::string err;
+        EXPECT_FALSE(servers_->start(&err));
+        EXPECT_NE(err.find(dir), std::string::npos) << err;
+        EXPECT_NE(err.find("leads out of the root " + root_), std::string::npos) << err;
+        expect_outside_untouched();
+        // Nor is a socket left beneath the root (the DRA socket, served first, is gone again).
+        for (const auto& f : tree_of(root_))
+            EXPECT_FALSE(f.ends_with(".sock")) << f;
+        servers_.reset();
+        expect_outside_untouched();
+    }
+
+    std::string root_, outside_, foreign_reg_, foreign_dra_;
+    ino_t foreign_reg_ino_ = 0, foreign_dra_ino_ = 0;
+};
+
+TEST_F(DraKubeletRootTest, TheNormalLayoutRegistersAndServes) {
+    start();
+    FakeDraKubelet k;
+    vfiod::test::DraPluginInfo info;
+    std::string err;
+    ASSERT_TRUE(k.register_plugin(reg_, &info, &err, root_)) << err;
+    EXPECT_EQ(info.endpoint, opts_.dra_endpoint);  // the host path, not the one under the root
+    EXPECT_EQ(k.dra_socket(), dra_);
+    EXPECT_TRUE(servers_->registered());
+    EXPECT_TRUE(k.prepare(dra_, {{"uid-1", "ns", "ok"}}).all_ok({{"uid-1", "ns", "ok"}}));
+    // A link that stays inside the root is followed as before.
+    servers_.reset();
+    EXPECT_FALSE(fs::exists(reg_));
+    fs::remove_all(root_ + opts_.registrar_dir);
+    fs::create_directories(root_ + "/var/lib/kubelet/registry-real");
+    fs::create_directory_symlink("registry-real", root_ + opts_.registrar_dir);
+    start();
+    ASSERT_TRUE(k.register_plugin(reg_, &info, &err, root_)) << err;
+    EXPECT_TRUE(fs::is_socket(root_ + "/var/lib/kubelet/registry-real/" + kDriver + "-reg.sock"));
+    expect_outside_untouched();
+}
+
+// The registrar or the plugin directory, or a directory above them, linked out of the root
+// (an absolute link, or a relative one climbing past the root): start refuses, naming the
+// path; the foreign socket there stays, and nothing is created outside.
+TEST_F(DraKubeletRootTest, SocketDirectoriesLinkedOutOfTheRootAreRefused) {
+    fs::create_directory_symlink(outside_, root_ + opts_.registrar_dir);
+    expect_refused(root_ + opts_.registrar_dir);
+    fs::remove(root_ + opts_.registrar_dir);
+
+    fs::remove_all(root_ + opts_.plugin_dir);  // made by the start before
+    fs::create_directory_symlink("../../../../../outside", root_ + opts_.plugin_dir);
+    ASSERT_TRUE(fs::is_socket(root_ + opts_.dra_endpoint));  // the link does lead outside
+    expect_refused(root_ + opts_.plugin_dir);
+    EXPECT_FALSE(fs::exists(reg_));
+    fs::remove(root_ + opts_.plugin_dir);
+
+    // A directory higher up, and directories still to be made behind it.
+    fs::remove_all(root_ + "/var/lib/kubelet");
+    fs::create_directory_symlink(outside_, root_ + "/var/lib/kubelet");
+    expect_refused(root_ + "/var/lib/kubelet");
+}
+
+// A link swapped in for the registrar directory while the plugin serves: the next check
+// refuses to serve there (nothing outside touched, nothing made there), the DRA socket keeps
+// serving, and once the link is gone the registration socket is back beneath the root.
+TEST_F(DraKubeletRootTest, ALinkSwappedInBetweenServesIsRefused) {
+    start();
+    FakeDraKubelet k;
+    vfiod::test::DraPluginInfo info;
+    std::string err;
+    ASSERT_TRUE(k.register_plugin(reg_, &info, &err, root_)) << err;
+
+    const std::string moved = root_ + "/var/lib/kubelet/moved-away";
+    fs::rename(root_ + opts_.registrar_dir, moved);
+    fs::create_directory_symlink(outside_, root_ + opts_.registrar_dir);
+    servers_->check_registration();
+    servers_->check_registration();
+    expect_outside_untouched();
+    EXPECT_FALSE(k.register_plugin(reg_, &info, &err, root_));  // the foreign one: nobody there
+    // Our old socket is gone with its server, from where it was bound.
+    EXPECT_FALSE(fs::exists(moved + "/" + kDriver + "-reg.sock"));
+    EXPECT_TRUE(k.prepare(dra_, {{"uid-1", "ns", "ok"}}).all_ok({{"uid-1", "ns", "ok"}}));
+
+    fs::remove(root_ + opts_.registrar_dir);
+    servers_->check_registration();
+    ASSERT_TRUE(k.register_plugin(reg_, &info, &err, root_)) << err;
+    EXPECT_TRUE(servers_->registered());
+
+    // A link to the foreign socket swapped in for ours: the link goes (gRPC's listener removes
+    // whatever socket its path shows when it closes), never what it leads to, and ours is back.
+    ASSERT_EQ(unlink(reg_.c_str()), 0);
+    fs::create_symlink(foreign_reg_, reg_);
+    servers_->check_registration();
+    expect_outside_untouched();
+    EXPECT_TRUE(fs::is_socket(fs::symlink_status(reg_)));
+    ASSERT_TRUE(k.register_plugin(reg_, &info, &err, root_)) << err;
+    servers_.reset();
+    expect_outside_untouched();
+    EXPECT_EQ(tree_of(root_ + opts_.registrar_dir), std::set<std::string>{});
+}
+
 TEST_F(DraKubeletTest, AThousandConcurrentPreparesAllAnsweredWithBoundedThreads) {
     make_servers();
     constexpr unsigned kWorkers = 4;
