@@ -558,6 +558,21 @@ TEST_F(DraKubeletRootTest, ALinkSwappedInBetweenServesIsRefused) {
     EXPECT_EQ(tree_of(root_ + opts_.registrar_dir), std::set<std::string>{});
 }
 
+// Both directories moved away and links out of the root put in their place while serving:
+// shutdown removes our sockets from where they were bound, and nothing the links lead to.
+TEST_F(DraKubeletRootTest, ShutdownAfterLinksSwappedInRemovesNothingOutside) {
+    start();
+    const std::string kubelet = root_ + "/var/lib/kubelet";
+    fs::rename(root_ + opts_.registrar_dir, kubelet + "/registry-moved");
+    fs::rename(root_ + opts_.plugin_dir, kubelet + "/plugin-moved");
+    fs::create_directory_symlink(outside_, root_ + opts_.registrar_dir);
+    fs::create_directory_symlink(outside_, root_ + opts_.plugin_dir);
+    servers_->shutdown();
+    expect_outside_untouched();
+    EXPECT_EQ(tree_of(kubelet + "/registry-moved"), std::set<std::string>{});
+    EXPECT_EQ(tree_of(kubelet + "/plugin-moved"), std::set<std::string>{});
+}
+
 TEST_F(DraKubeletTest, AThousandConcurrentPreparesAllAnsweredWithBoundedThreads) {
     make_servers();
     constexpr unsigned kWorkers = 4;
