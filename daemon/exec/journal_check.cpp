@@ -51,8 +51,13 @@ EntryFacts read_pf_entry_facts(const HostFs& fs, const PfJournalEntry& entry) {
                 if (auto vf = PciAddress::parse(*target))
                     named.insert(*vf);
     for (const auto& a : named)
-        if (auto fn = read_function(fs, a, &warnings))
+        if (auto fn = read_function(fs, a, &warnings)) {
+            // A VM holds a VF through its group's node: the use reader needs the group.
+            if (fn->iommu_group && !facts.topology.groups.count(*fn->iommu_group))
+                facts.topology.groups.emplace(
+                    *fn->iommu_group, read_group_members(fs, *fn->iommu_group, &warnings));
             facts.topology.functions.emplace(a, std::move(*fn));
+        }
     facts.use = read_host_use(fs, facts.topology, &warnings, named);
     return facts;
 }
