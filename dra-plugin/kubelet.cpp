@@ -195,14 +195,14 @@ public:
                                                    drapb::NodePrepareResourcesResponse* out)
         override {
         return dispatch(ctx, "NodePrepareResources", req->claims(),
-                        [this, req, out] { prepare_all(*req, out); });
+                        [this, req, out](const CallLimit& l) { prepare_all(*req, out, l); });
     }
 
     grpc::ServerUnaryReactor* NodeUnprepareResources(
         grpc::CallbackServerContext* ctx, const drapb::NodeUnprepareResourcesRequest* req,
         drapb::NodeUnprepareResourcesResponse* out) override {
         return dispatch(ctx, "NodeUnprepareResources", req->claims(),
-                        [this, req, out] { unprepare_all(*req, out); });
+                        [this, req, out](const CallLimit& l) { unprepare_all(*req, out, l); });
     }
 
 private:
@@ -211,7 +211,8 @@ private:
     // The checks that refuse a whole call, then the work on a worker of ours. The request and
     // the response live until the reactor's Finish, which comes last on every path.
     grpc::ServerUnaryReactor* dispatch(grpc::CallbackServerContext* ctx, const char* method,
-                                       const Claims& claims, std::function<void()> work) {
+                                       const Claims& claims,
+                                       std::function<void(const CallLimit&)> work) {
         auto* r = ctx->DefaultReactor();
         grpc::Status refusal = check_call(method, claims);
         if (!refusal.ok()) {
@@ -228,7 +229,7 @@ private:
                 s = grpc::Status(grpc::StatusCode::CANCELLED, m + ": the caller went away");
             } else {
                 try {
-                    work();
+                    work(limit_of(ctx));
                 } catch (const std::exception& e) {
                     s = grpc::Status(grpc::StatusCode::INTERNAL, m + ": " + e.what());
                     spdlog::error("{}: {} failed: {}", driver, m, printable(e.what(), 500));
@@ -258,6 +259,42 @@ private:
         return r;
     }
 
+    // The call's deadline on our clock, and its cancellation as gRPC sees it.
+    static CallLimit limit_of(grpc::CallbackServerContext* ctx) {
+        CallLimit l;
+        l.cancelled = [ctx] { return ctx->IsCancelled(); };
+        // None (max), or one too far off to matter, is no deadline; steady_clock's
+        // nanoseconds would overflow before such a one anyway.
+        const auto left = ctx->deadline() - std::chrono::system_clock::now();
+        if (left < std::chrono::hours(24))
+            l.deadline = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+        return l;
+    }
+
+    // Once the kubelet has given up on a call, its claims left are answered unworked, with why,
+    // and logged in one line rather than one each.
+    struct Leftovers {
+        Leftovers(const CallLimit& l, const char* v) : limit(l), verb(v) {}
+        const CallLimit& limit;
+        const char* verb;  // "prepared"
+        std::string over;
+        size_t count = 0;
+        // "" while the call goes on; otherwise the claim's error.
+        std::string check(const ClaimRef& c) {
+            if (over.empty())
+                over = limit.over();
+            if (over.empty())
+                return "";
+            ++count;
+            return "claim " + describe(c.namespace_, c.name, c.uid) + ": not " + verb + ": " + over;
+        }
+        void log(const std::string& driver, const char* method) const {
+            if (count)
+                spdlog::warn("{}: {}: {} claim(s) not worked on: {}", driver, method, count, over);
+        }
+    };
+
     grpc::Status check_call(const char* method, const Claims& claims) const {
         if (claims.size() > KubeletServers::kMaxClaimsPerCall)
             return {grpc::StatusCode::INVALID_ARGUMENT,
@@ -275,18 +312,23 @@ private:
 
     // Each claim on its own: one claim's failure (or exception) is that claim's error only.
     void prepare_all(const drapb::NodePrepareResourcesRequest& req,
-                     drapb::NodePrepareResourcesResponse* out) {
+                     drapb::NodePrepareResourcesResponse* out, const CallLimit& limit) {
         auto& answers = *out->mutable_claims();
+        Leftovers left{limit, "prepared"};
         for (const auto& c : req.claims()) {
             if (answers.count(c.uid()))
                 continue;  // named twice in one call: prepared once
             drapb::NodePrepareResourceResponse& a = answers[c.uid()];
             ClaimRef ref{c.uid(), c.namespace_(), c.name()};
+            if (std::string e = left.check(ref); !e.empty()) {
+                a.set_error(e);
+                continue;
+            }
             PrepareResult res;
             res.error = check_claim(c);
             if (res.error.empty()) {
                 try {
-                    res = prepare_(ref);
+                    res = prepare_(ref, limit);
                 } catch (const std::exception& e) {
                     res = {};
                     res.error = "preparing claim " + describe(ref.namespace_, ref.name, ref.uid) +
@@ -314,20 +356,26 @@ private:
             spdlog::info("{}: prepared claim {}: {} device(s)", driver_,
                          describe(ref.namespace_, ref.name, ref.uid), res.devices.size());
         }
+        left.log(driver_, "NodePrepareResources");
     }
 
     void unprepare_all(const drapb::NodeUnprepareResourcesRequest& req,
-                       drapb::NodeUnprepareResourcesResponse* out) {
+                       drapb::NodeUnprepareResourcesResponse* out, const CallLimit& limit) {
         auto& answers = *out->mutable_claims();
+        Leftovers left{limit, "unprepared"};
         for (const auto& c : req.claims()) {
             if (answers.count(c.uid()))
                 continue;
             drapb::NodeUnprepareResourceResponse& a = answers[c.uid()];
             ClaimRef ref{c.uid(), c.namespace_(), c.name()};
+            if (std::string e = left.check(ref); !e.empty()) {
+                a.set_error(e);
+                continue;
+            }
             std::string err = check_claim(c);
             if (err.empty()) {
                 try {
-                    err = unprepare_(ref);
+                    err = unprepare_(ref, limit);
                 } catch (const std::exception& e) {
                     err = "unpreparing claim " + describe(ref.namespace_, ref.name, ref.uid) +
                           ": internal error: " + e.what();
@@ -344,6 +392,7 @@ private:
                              describe(ref.namespace_, ref.name, ref.uid));
             }
         }
+        left.log(driver_, "NodeUnprepareResources");
     }
 
     const std::string& driver_;

@@ -3,7 +3,9 @@
 // driver, the DRA socket and "v1.DRAPlugin") and the DRA service on <plugin-dir>/dra.sock
 // (package k8s.io.kubelet.pkg.apis.dra.v1, NodePrepareResources, NodeUnprepareResources),
 // synchronous gRPC over unix sockets. Each claim of a call goes to the Preparer; claims of one
-// call are answered independently. A registration socket someone removed is served again.
+// call are answered independently, and those left when the kubelet gives up on the call (its
+// deadline, a cancel) are answered with that error unworked. A registration socket someone
+// removed is served again.
 #pragma once
 
 #include <functional>
@@ -26,8 +28,9 @@ public:
         // of it is refused, never followed, so no socket is bound or removed outside it.
         std::string root = "/";
     };
-    using Prepare = std::function<PrepareResult(const ClaimRef&)>;
-    using Unprepare = std::function<std::string(const ClaimRef&)>;
+    // Given the call's limit: a claim's work stops when the kubelet gives up on the call.
+    using Prepare = std::function<PrepareResult(const ClaimRef&, const CallLimit&)>;
+    using Unprepare = std::function<std::string(const ClaimRef&, const CallLimit&)>;
 
     KubeletServers(Options o, Prepare prepare, Unprepare unprepare);
     ~KubeletServers();  // shutdown()

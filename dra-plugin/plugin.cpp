@@ -27,8 +27,8 @@ DraPlugin::DraPlugin(const Options& o, sdbus::IConnection& bus, Loop& loop, Kube
                 [this] { return inventory(); }, host_),
       servers_(KubeletServers::Options{o.driver, o.registrar_dir, o.plugin_dir,
                                        o.plugin_dir + "/dra.sock", o.root},
-               [this](const ClaimRef& c) { return preparer_.prepare(c); },
-               [this](const ClaimRef& c) { return preparer_.unprepare(c); }) {}
+               [this](const ClaimRef& c, const CallLimit& l) { return preparer_.prepare(c, l); },
+               [this](const ClaimRef& c, const CallLimit& l) { return preparer_.unprepare(c, l); }) {}
 
 std::shared_ptr<const DraInventory> DraPlugin::inventory() const {
     std::lock_guard lock(mu_);

@@ -206,6 +206,22 @@ std::string ClaimRef::str() const {
     return printable(namespace_) + "/" + printable(name) + " (" + printable(uid) + ")";
 }
 
+std::string CallLimit::over() const {
+    if (cancelled && cancelled())
+        return "the kubelet cancelled the call";
+    if (std::chrono::steady_clock::now() >= deadline)
+        return "the kubelet's call is past its deadline";
+    return "";
+}
+
+std::chrono::milliseconds CallLimit::left(std::chrono::milliseconds cap) const {
+    auto now = std::chrono::steady_clock::now();
+    if (deadline - now >= cap)  // also when there is no deadline (max)
+        return cap;
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
+                    std::chrono::milliseconds::zero());
+}
+
 std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid) {
     return cdi_dir + "/vfiod.io-vfio-" + claim_uid + ".json";
 }
@@ -399,12 +415,12 @@ struct Preparer::Impl {
     }
 
     // Takes the claim for this call: a second call for the same claim waits for the first,
-    // so two never write the same files. Bounded: a call stuck on a hung disk does not hold
-    // the kubelet's next call for ever.
-    bool take(const std::string& uid, std::string* err) {
+    // so two never write the same files. Bounded, and by the call's deadline: a call stuck on a
+    // hung disk does not hold the kubelet's next call for ever.
+    bool take(const std::string& uid, const CallLimit& call, std::string* err) {
         std::unique_lock<std::mutex> l(mu);
-        auto limit = o.request_timeout * 3 + std::chrono::seconds(30);
-        if (!cv.wait_for(l, limit, [&] { return !busy.count(uid); })) {
+        auto wait = call.left(o.request_timeout * 3 + std::chrono::seconds(30));
+        if (!cv.wait_for(l, wait, [&] { return !busy.count(uid); })) {
             *err = "another Prepare or Unprepare of this claim is still running";
             return false;
         }
@@ -534,8 +550,8 @@ struct Preparer::Impl {
         return out;
     }
 
-    PrepareResult prepare(const ClaimRef& ref);
-    std::string unprepare(const ClaimRef& ref);
+    PrepareResult prepare(const ClaimRef& ref, const CallLimit& call);
+    std::string unprepare(const ClaimRef& ref, const CallLimit& call);
     bool load(std::string* err);
 };
 
@@ -549,12 +565,12 @@ struct Plan {
 
 }  // namespace
 
-PrepareResult Preparer::Impl::prepare(const ClaimRef& ref) {
+PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call) {
     const std::string who = "claim " + ref.str();
     if (!safe_uid(ref.uid) || !safe_component(ref.namespace_) || !safe_component(ref.name))
         return {who + ": the UID, namespace or name cannot be a Kubernetes one", {}};
     std::string err;
-    if (!take(ref.uid, &err))
+    if (!take(ref.uid, call, &err))
         return {who + ": " + err, {}};
     struct Give {
         Impl& i;
@@ -578,7 +594,11 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref) {
     // The API's answer, with no lock held: a thousand claims wait for it side by side.
     const std::string url = "/apis/resource.k8s.io/v1/namespaces/" + ref.namespace_ +
                             "/resourceclaims/" + ref.name;
-    ApiResponse resp = api.request("GET", url, "", o.request_timeout);
+    const auto timeout = call.left(o.request_timeout);
+    if (std::string why = call.over(); !why.empty() || timeout.count() == 0)
+        return {who + ": not read from the API server: " +
+                    (why.empty() ? "the kubelet's call has no time left" : why), {}};
+    ApiResponse resp = api.request("GET", url, "", timeout);
     if (!resp.ok())
         return {who + ": GET " + url + ": " + resp.describe(), {}};
     Claim claim;
@@ -736,12 +756,12 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref) {
     return {"", answer(plan.cp)};
 }
 
-std::string Preparer::Impl::unprepare(const ClaimRef& ref) {
+std::string Preparer::Impl::unprepare(const ClaimRef& ref, const CallLimit& call) {
     const std::string who = "claim " + ref.str();
     if (!safe_uid(ref.uid))
         return who + ": the UID cannot be a Kubernetes one";
     std::string err;
-    if (!take(ref.uid, &err))
+    if (!take(ref.uid, call, &err))
         return who + ": " + err;
     struct Give {
         Impl& i;
@@ -843,17 +863,17 @@ bool Preparer::load(std::string* err) {
     }
 }
 
-PrepareResult Preparer::prepare(const ClaimRef& claim) {
+PrepareResult Preparer::prepare(const ClaimRef& claim, const CallLimit& limit) {
     try {
-        return impl_->prepare(claim);
+        return impl_->prepare(claim, limit);
     } catch (const std::exception& e) {
         return {"claim " + claim.str() + ": " + e.what(), {}};
     }
 }
 
-std::string Preparer::unprepare(const ClaimRef& claim) {
+std::string Preparer::unprepare(const ClaimRef& claim, const CallLimit& limit) {
     try {
-        return impl_->unprepare(claim);
+        return impl_->unprepare(claim, limit);
     } catch (const std::exception& e) {
         return "claim " + claim.str() + ": " + e.what();
     }

@@ -73,6 +73,19 @@ std::string metadata_host_path(const std::string& state_dir, const std::string& 
 std::string metadata_container_path(const Claim& claim, const std::string& request,
                                     const std::string& driver);
 
+// What a kubelet call allows the claims it names: a deadline and whether the kubelet still
+// waits. The kubelet calls again when its deadline passes, so work for a call it gave up on only
+// keeps workers from the live calls: a claim is not started, and no API request is made, once
+// the call is over, and a request gets at most the time the call has left (DESIGN §10).
+struct CallLimit {
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    std::function<bool()> cancelled;  // empty: never
+    // "" while the call may go on; otherwise why not ("the kubelet's call is past its deadline").
+    std::string over() const;
+    // The time left, at most `cap`; zero when none is.
+    std::chrono::milliseconds left(std::chrono::milliseconds cap) const;
+};
+
 namespace prepare_testing {
 // Called before each file Preparer writes (its host path); a non-zero errno fails that write as
 // the kernel would (ENOSPC: a full disk). Empty: none. Tests only.
@@ -97,9 +110,9 @@ public:
     // and set aside, never trusted. False and *err when the state directory cannot be used.
     bool load(std::string* err);
 
-    PrepareResult prepare(const ClaimRef& claim);
+    PrepareResult prepare(const ClaimRef& claim, const CallLimit& limit = {});
     // "" when nothing of the claim is left (also when it was never prepared); otherwise why.
-    std::string unprepare(const ClaimRef& claim);
+    std::string unprepare(const ClaimRef& claim, const CallLimit& limit = {});
 
     // The claims prepared now, by UID (tests).
     std::vector<std::string> prepared() const;

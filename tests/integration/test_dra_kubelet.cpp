@@ -34,6 +34,7 @@
 
 namespace {
 
+using vfiod::dra::CallLimit;
 using vfiod::dra::ClaimRef;
 using vfiod::dra::KubeletServers;
 using vfiod::dra::PreparedDevice;
@@ -108,10 +109,11 @@ protected:
     void make_servers() {
         servers_ = std::make_unique<KubeletServers>(
             opts_,
-            [this](const ClaimRef& c) {
+            [this](const ClaimRef& c, const CallLimit& limit) {
                 {
                     std::lock_guard l(mu_);
                     prepared_.push_back(c);
+                    limits_.push_back(limit.deadline);
                 }
                 const int now = ++inside_;
                 int peak = peak_inside_.load();
@@ -133,11 +135,13 @@ protected:
                     r.devices = devices_for(c.uid);
                 return r;
             },
-            [this](const ClaimRef& c) -> std::string {
+            [this](const ClaimRef& c, const CallLimit&) -> std::string {
                 {
                     std::lock_guard l(mu_);
                     unprepared_.push_back(c);
                 }
+                if (prepare_work_.count() > 0)
+                    std::this_thread::sleep_for(prepare_work_);
                 if (c.name.rfind("throw", 0) == 0)
                     throw 42;
                 if (c.name.rfind("fail", 0) == 0)
@@ -157,8 +161,9 @@ protected:
     std::unique_ptr<KubeletServers> servers_;
     std::mutex mu_;
     std::vector<ClaimRef> prepared_, unprepared_;
+    std::vector<std::chrono::steady_clock::time_point> limits_;  // each Prepare's deadline
     std::atomic<int> inside_{0}, peak_inside_{0};
-    std::chrono::milliseconds prepare_work_{0};
+    std::chrono::milliseconds prepare_work_{0};  // each Prepare's and Unprepare's
     std::condition_variable cv_;
     bool hold_ = false;  // Prepare waits while set
     void release() {
@@ -667,6 +672,42 @@ TEST_F(DraKubeletTest, CallsBeyondTheQueueAreRefusedAndTheRestAnswered) {
     EXPECT_EQ(count(grpc::StatusCode::OK), 3);
     EXPECT_EQ(count(grpc::StatusCode::RESOURCE_EXHAUSTED), 3);
     EXPECT_EQ(peak_inside_.load(), 1);
+}
+
+// The kubelet calls again when its deadline passes: a call it gave up on stops before its next
+// claim, so the single worker is free for the next call long before the 20 claims' 6 s.
+TEST_F(DraKubeletTest, ACallPastItsDeadlineStopsAtItsNextClaim) {
+    make_servers();
+    servers_->set_limits(1, 16);
+    prepare_work_ = std::chrono::milliseconds(300);
+    start();
+    for (bool prepare : {true, false}) {
+        SCOPED_TRACE(prepare ? "Prepare" : "Unprepare");
+        std::vector<DraClaim> claims;
+        for (int i = 0; i < 20; ++i)
+            claims.push_back({"uid-" + std::to_string(i), "ns", "ok-" + std::to_string(i)});
+        const auto called = std::chrono::steady_clock::now();
+        FakeDraKubelet impatient(std::chrono::seconds(1));
+        auto r = prepare ? impatient.prepare(dra_, claims) : impatient.unprepare(dra_, claims);
+        EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+
+        FakeDraKubelet patient(std::chrono::seconds(5));
+        auto next = prepare ? patient.prepare(dra_, {{"uid-next", "ns", "ok-next"}})
+                            : patient.unprepare(dra_, {{"uid-next", "ns", "ok-next"}});
+        EXPECT_TRUE(next.all_ok({{"uid-next", "ns", "ok-next"}})) << next.status.error_message();
+        std::lock_guard l(mu_);
+        auto& seen = prepare ? prepared_ : unprepared_;
+        // 1 s of 300 ms claims: 4 at most were started (5 on a slow machine), then "uid-next".
+        EXPECT_LE(seen.size(), 6u);
+        EXPECT_GE(seen.size(), 2u);
+        EXPECT_EQ(seen.back().uid, "uid-next");
+        if (prepare) {
+            // Prepare was told the call's deadline, about 1 s after the call.
+            EXPECT_LT(limits_.front(), called + std::chrono::milliseconds(1500));
+            EXPECT_GT(limits_.front(), called + std::chrono::milliseconds(500));
+        }
+        seen.clear();
+    }
 }
 
 TEST_F(DraKubeletTest, AnOversizedCallIsRefused) {

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -732,6 +734,61 @@ TEST_F(DraScenarioTest, PrepareRefusesWhatItCannotServe) {
     Prepared fine = prepare_one("vm-again", "uid-new");
     EXPECT_EQ(fine.error, "");
     EXPECT_EQ(fine.devices.size(), 1u);
+}
+
+// Issue 37: the kubelet gives up on a Prepare at its deadline and calls again. Work for a call
+// nobody waits for any more must stop, or the plugin's 8 workers serve the dead calls while the
+// live ones time out. Every claim GET takes 1.5 s (under the plugin's 10 s request bound); eight
+// calls of 20 claims, each with a 2 s deadline, then one fresh call.
+TEST_F(DraScenarioTest, CallsTheKubeletGaveUpOnDoNotStarveFreshOnes) {
+    start_fake_vfiod();
+    start_plugin();
+    ASSERT_TRUE(publishes(kBound, kStartLimit));
+    ASSERT_TRUE(registered());
+    add_claim(claim_json("vm-fresh", "uid-fresh", {{"gpu", "pci-0000-01-00-0"}}));
+    const std::string claims_path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/";
+    ASSERT_TRUE(api.control("POST", "/_fake/faults",
+                            json{{"method", "GET"}, {"path_prefix", claims_path},
+                                 {"action", "delay"}, {"delay_ms", 1500}, {"count", -1}}
+                                .dump())
+                    .ok());
+    std::atomic<int> expired{0};
+    std::vector<std::thread> calls;
+    for (int c = 0; c < 8; ++c)
+        calls.emplace_back([&, c] {
+            std::vector<DraClaim> claims;
+            for (int i = 0; i < 20; ++i) {
+                const std::string n = std::to_string(c) + "-" + std::to_string(i);
+                claims.push_back({"uid-dead-" + n, "default", "dead-" + n});
+            }
+            FakeDraKubelet impatient(2s);
+            if (impatient.prepare(kubelet.dra_socket(), claims).status.error_code() ==
+                grpc::StatusCode::DEADLINE_EXCEEDED)
+                ++expired;
+        });
+    for (auto& t : calls)
+        t.join();
+    EXPECT_EQ(expired.load(), 8) << "the slow API server did not make the calls time out";
+
+    auto t0 = Clock::now();
+    FakeDraKubelet patient(10s);
+    DraCallResult fresh = patient.prepare(kubelet.dra_socket(), {{"uid-fresh", "default", "vm-fresh"}});
+    EXPECT_TRUE(fresh.status.ok()) << "a fresh Prepare after the dead calls: "
+                                   << fresh.status.error_message();
+    EXPECT_TRUE(fresh.all_ok({{"uid-fresh", "default", "vm-fresh"}}));
+    std::printf("# fresh Prepare behind 8 abandoned calls: %ld ms\n", ms_since(t0));
+
+    // Each dead call read its first claim, and its second for what was left of the 2 s; none
+    // read a claim after its caller had gone (the fresh call's 1.5 s GET let them all finish).
+    auto r = api.control("GET", "/_fake/requests");
+    ASSERT_TRUE(r.ok()) << r.describe();
+    size_t dead_gets = 0;
+    for (const auto& q : json::parse(r.body))
+        dead_gets += q.value("method", "") == "GET" &&
+                     q.value("path", "").rfind(claims_path + "dead-", 0) == 0;
+    std::printf("# claim GETs for the 8 abandoned calls: %zu\n", dead_gets);
+    EXPECT_LE(dead_gets, 16u);
+    EXPECT_GE(dead_gets, 8u);
 }
 
 // Scenario 7: a restarted kubelet asks GetInfo again on the existing registration socket and

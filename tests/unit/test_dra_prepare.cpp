@@ -68,6 +68,7 @@ public:
     std::map<std::string, ApiResponse> answers;
     std::string fault;  // "hang": no answer within the timeout
     std::atomic<int> gets{0};
+    std::chrono::milliseconds last_timeout{0};
     int gate = 0, waiting = 0, max_waiting = 0;
 
     void put(const json& claim) {
@@ -82,6 +83,7 @@ public:
                         std::chrono::milliseconds timeout) override {
         ++gets;
         std::unique_lock<std::mutex> l(mu);
+        last_timeout = timeout;
         if (method != "GET")
             return {405, "", ""};
         if (fault == "hang") {
@@ -597,6 +599,40 @@ TEST_F(Prepare, ApiFaultsAreClearErrors) {
     auto quick = make(o);
     r = quick->prepare({"uid-a", "vms", "c"});
     EXPECT_NE(r.error.find("timed out"), std::string::npos) << r.error;
+    EXPECT_TRUE(p->prepared().empty());
+}
+
+// Issue 37: a kubelet call that is over starts no API request, and a request gets at most the
+// time the call has left, so no work outlives the caller.
+TEST_F(Prepare, TheKubeletsCallBoundsTheClaimsRead) {
+    auto p = make();  // request_timeout 2 s
+    api.put(make_claim("uid-a", "vms", "c", json::array({result("gpu", "pci-0000-02-00-0")})));
+    CallLimit soon;
+    soon.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(700);
+    PrepareResult r = p->prepare({"uid-a", "vms", "c"}, soon);
+    EXPECT_EQ(r.error, "");
+    EXPECT_EQ(api.gets.load(), 1);
+    EXPECT_LE(api.last_timeout.count(), 700);
+    EXPECT_GT(api.last_timeout.count(), 0);
+
+    CallLimit roomy;  // no deadline: the plugin's own bound
+    EXPECT_EQ(p->unprepare({"uid-a", "vms", "c"}, roomy), "");
+    EXPECT_EQ(p->prepare({"uid-a", "vms", "c"}, roomy).error, "");
+    EXPECT_EQ(api.last_timeout, std::chrono::milliseconds(2000));
+    EXPECT_EQ(p->unprepare({"uid-a", "vms", "c"}), "");
+
+    CallLimit past;
+    past.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+    CallLimit cancelled;
+    cancelled.cancelled = [] { return true; };
+    for (const auto& [limit, why] : {std::pair{past, "past its deadline"},
+                                     std::pair{cancelled, "cancelled"}}) {
+        const int gets = api.gets.load();
+        r = p->prepare({"uid-a", "vms", "c"}, limit);
+        EXPECT_EQ(api.gets.load(), gets) << why;
+        EXPECT_NE(r.error.find("vms/c (uid-a)"), std::string::npos) << r.error;
+        EXPECT_NE(r.error.find(why), std::string::npos) << r.error;
+    }
     EXPECT_TRUE(p->prepared().empty());
 }
 
