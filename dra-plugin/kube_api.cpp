@@ -44,11 +44,44 @@ constexpr size_t kPoolSize = 4;
 constexpr std::chrono::milliseconds kWatchCheck{1000};
 
 std::atomic<size_t> g_max_body_override{0};
+std::atomic<size_t> g_max_held_override{0};
+std::atomic<size_t> g_held{0};  // bytes of bodies held now, by every call of the process
 
 size_t max_body() {
     size_t v = g_max_body_override.load(std::memory_order_relaxed);
     return v ? v : kMaxBody;
 }
+
+size_t max_held() {
+    size_t v = g_max_held_override.load(std::memory_order_relaxed);
+    return v ? v : kMaxBodiesHeld;
+}
+
+// One body's share of kMaxBodiesHeld: grown before the body grows, given back with the last
+// holder (the call, then its ApiResponse).
+struct HeldBytes {
+    size_t bytes = 0;
+    HeldBytes() = default;
+    HeldBytes(const HeldBytes&) = delete;
+    HeldBytes& operator=(const HeldBytes&) = delete;
+    ~HeldBytes() { shrink_to(0); }
+    // False, and nothing taken, when n more bytes would take the process past the total.
+    bool grow(size_t n) {
+        size_t cur = g_held.load();
+        do {
+            if (cur + n > max_held() || cur + n < cur)
+                return false;
+        } while (!g_held.compare_exchange_weak(cur, cur + n));
+        bytes += n;
+        return true;
+    }
+    void shrink_to(size_t n) {
+        if (n < bytes) {
+            g_held.fetch_sub(bytes - n);
+            bytes = n;
+        }
+    }
+};
 
 // Reads a whole regular file of at most `limit` bytes. False and *err ("<path>: <why>").
 bool read_small_file(const std::string& path, size_t limit, std::string* out, std::string* err) {
@@ -629,6 +662,8 @@ struct Transfer {
     size_t limit = 0;
     std::string body;
     bool too_big = false;
+    std::shared_ptr<HeldBytes> held = std::make_shared<HeldBytes>();  // body's or pending's
+    bool over_held = false;
     // Watches only.
     bool streaming = false;
     bool status_known = false;
@@ -663,6 +698,10 @@ size_t on_write(char* data, size_t size, size_t n, void* userdata) {
                 t->too_big = true;
                 return 0;
             }
+            if (!t->held->grow(len)) {
+                t->over_held = true;
+                return 0;
+            }
             t->body.append(data, len);
             return len;
         }
@@ -671,26 +710,25 @@ size_t on_write(char* data, size_t size, size_t n, void* userdata) {
         size_t pos = 0;
         while (pos < len) {
             const char* nl = static_cast<const char*>(std::memchr(data + pos, '\n', len - pos));
-            if (!nl) {
-                if (t->pending.size() + (len - pos) > t->limit) {
-                    t->too_big = true;
-                    return 0;
-                }
-                t->pending.append(data + pos, len - pos);
-                break;
-            }
-            size_t end = static_cast<size_t>(nl - data);
+            const size_t end = nl ? static_cast<size_t>(nl - data) : len;
             if (t->pending.size() + (end - pos) > t->limit) {
                 t->too_big = true;
                 return 0;
             }
+            if (!t->held->grow(end - pos)) {
+                t->over_held = true;
+                return 0;
+            }
             t->pending.append(data + pos, end - pos);
+            if (!nl)
+                break;
             pos = end + 1;
             if (!t->pending.empty() && t->pending.back() == '\r')
                 t->pending.pop_back();
             if (!t->pending.empty()) {
                 bool more = (*t->on_line)(t->pending);
                 t->pending.clear();
+                t->held->shrink_to(0);
                 if (!more) {
                     t->caller_ended = true;
                     return 0;
@@ -781,11 +819,13 @@ public:
     }
     void remove_token_listener(uint64_t id) override { token_watch_.remove(id); }
 
+    using KubeApi::request;
     ApiResponse request(const std::string& method, const std::string& path,
-                        const std::string& body, std::chrono::milliseconds timeout) override {
+                        const std::string& body, std::chrono::milliseconds timeout,
+                        size_t body_limit) override {
         ApiResponse r;
         try {
-            r = call(method, path, body, timeout, nullptr, nullptr, {});
+            r = call(method, path, body, timeout, body_limit, nullptr, nullptr, {});
         } catch (const std::exception& e) {
             r = fail(method, path, e.what());
         } catch (...) {
@@ -801,7 +841,7 @@ public:
         if (idle <= std::chrono::milliseconds::zero())
             idle = kDefaultWatchIdle;
         try {
-            r = call("GET", path, "", idle, &on_line, &stop, idle);
+            r = call("GET", path, "", idle, kMaxBody, &on_line, &stop, idle);
         } catch (const std::exception& e) {
             r = fail("GET", path, e.what());
         } catch (...) {
@@ -847,7 +887,7 @@ private:
     // One request, or a watch when on_line is given; a 401 re-reads the token file and tries
     // once more if the token changed.
     ApiResponse call(const std::string& method, const std::string& path, const std::string& body,
-                     std::chrono::milliseconds timeout,
+                     std::chrono::milliseconds timeout, size_t body_limit,
                      const std::function<bool(const std::string&)>* on_line,
                      const std::atomic<bool>* stop, std::chrono::milliseconds idle) {
         static const char* const kMethods[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
@@ -868,13 +908,13 @@ private:
         bool with_token = !ep_.token.empty() || token_.from_file();
         if (with_token && !token_.get(&token, &why))
             return fail(method, path, why);
-        ApiResponse r = perform_once(method, path, body, timeout, on_line, stop, idle, token);
+        ApiResponse r = perform_once(method, path, body, timeout, body_limit, on_line, stop, idle, token);
         if (r.status == 401 && token_.from_file()) {
             std::string fresh;
             if (token_.get(&fresh, &why, /*force=*/true) && fresh != token) {
                 spdlog::info("{} {}: 401 Unauthorized; trying again with the re-read token",
                              method, path);
-                r = perform_once(method, path, body, timeout, on_line, stop, idle, fresh);
+                r = perform_once(method, path, body, timeout, body_limit, on_line, stop, idle, fresh);
             }
         }
         return r;
@@ -882,6 +922,7 @@ private:
 
     ApiResponse perform_once(const std::string& method, const std::string& path,
                              const std::string& body, std::chrono::milliseconds timeout,
+                             size_t body_limit,
                              const std::function<bool(const std::string&)>* on_line,
                              const std::atomic<bool>* stop, std::chrono::milliseconds idle,
                              const std::string& token) {
@@ -909,7 +950,7 @@ private:
 
         Transfer t;
         t.h = h;
-        t.limit = max_body();
+        t.limit = std::min(body_limit, max_body());
         t.streaming = streaming;
         t.on_line = on_line;
         t.stop = stop;
@@ -927,7 +968,6 @@ private:
         if (!hdr_ok)
             return fail(method, path, "out of memory");
 
-        curl_blob ca_blob{}, cert_blob{}, key_blob{};
         bool set_ok = true;
         auto set = [&](CURLcode c) { set_ok = set_ok && c == CURLE_OK; };
         set(curl_easy_setopt(h, CURLOPT_URL, url.c_str()));
@@ -942,31 +982,36 @@ private:
         set(curl_easy_setopt(h, CURLOPT_CAPATH, nullptr));
         set(curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L));
         set(curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L));
-        // A rotated CA file is read for the next connection, not a day later.
-        set(curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, 0L));
-        if (!ep_.ca_data.empty()) {
-            ca_blob = {const_cast<char*>(ep_.ca_data.data()), ep_.ca_data.size(),
-                       CURL_BLOB_NOCOPY};
-            set(curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca_blob));
-        } else {
-            set(curl_easy_setopt(h, CURLOPT_CAINFO, ep_.ca_file.c_str()));
-        }
-        if (!ep_.client_cert_data.empty()) {
-            cert_blob = {const_cast<char*>(ep_.client_cert_data.data()),
-                         ep_.client_cert_data.size(), CURL_BLOB_NOCOPY};
+        // The CA and client certificate files are read here, never by libcurl: it would open a
+        // FIFO and wait for ever, or read a huge file whole, and no timeout of ours would stop
+        // it. read_small_file refuses both, as for the token file; and a rotated CA is used from
+        // the next call on.
+        std::string ca_read, cert_read, key_read, unread;
+        auto pem = [&](const std::string& data, const std::string& file, std::string* read,
+                       const char* what) -> const std::string* {
+            if (file.empty())
+                return &data;
+            if (read_small_file(file, kMaxCredentialFile, read, &unread))
+                return read;
+            unread = what + (" " + unread);
+            return nullptr;
+        };
+        const std::string* ca = pem(ep_.ca_data, ep_.ca_file, &ca_read, "CA");
+        const std::string* cert = ca ? pem(ep_.client_cert_data, ep_.client_cert_file, &cert_read,
+                                           "client certificate")
+                                     : nullptr;
+        const std::string* key =
+            cert ? pem(ep_.client_key_data, ep_.client_key_file, &key_read, "client key") : nullptr;
+        if (!key)
+            return fail(method, path, unread);
+        curl_blob ca_blob{const_cast<char*>(ca->data()), ca->size(), CURL_BLOB_NOCOPY};
+        curl_blob cert_blob{const_cast<char*>(cert->data()), cert->size(), CURL_BLOB_NOCOPY};
+        curl_blob key_blob{const_cast<char*>(key->data()), key->size(), CURL_BLOB_NOCOPY};
+        set(curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca_blob));
+        if (!cert->empty()) {
             set(curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert_blob));
             set(curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM"));
-        } else if (!ep_.client_cert_file.empty()) {
-            set(curl_easy_setopt(h, CURLOPT_SSLCERT, ep_.client_cert_file.c_str()));
-            set(curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM"));
-        }
-        if (!ep_.client_key_data.empty()) {
-            key_blob = {const_cast<char*>(ep_.client_key_data.data()),
-                        ep_.client_key_data.size(), CURL_BLOB_NOCOPY};
             set(curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key_blob));
-            set(curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM"));
-        } else if (!ep_.client_key_file.empty()) {
-            set(curl_easy_setopt(h, CURLOPT_SSLKEY, ep_.client_key_file.c_str()));
             set(curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM"));
         }
         // The API server is reached directly, as the kubelet's own client would with no proxy
@@ -1026,10 +1071,14 @@ private:
             return fail(method, path, "no data for " + std::to_string(idle.count()) + " ms");
         if (!t.callback_error.empty())
             return fail(method, path, t.callback_error);
+        const char* what = streaming && t.lines ? "a watch event" : "the response body";
         if (t.too_big || rc == CURLE_FILESIZE_EXCEEDED)
+            return fail(method, path, std::string(what) + " is over " + std::to_string(t.limit) +
+                                          " bytes; refused");
+        if (t.over_held)
             return fail(method, path,
-                        std::string(streaming && t.lines ? "a watch event" : "the response body") +
-                            " is over " + std::to_string(t.limit) + " bytes; refused");
+                        std::string(what) + " would take the bodies the API client holds over " +
+                            std::to_string(max_held()) + " bytes; refused (try again)");
         if (rc != CURLE_OK) {
             std::string why = curl_easy_strerror(rc);
             if (errbuf[0])
@@ -1041,6 +1090,7 @@ private:
                           t.pending.size());
         r.status = status;
         r.body = std::move(t.body);
+        r.held = std::move(t.held);
         return r;
     }
 
@@ -1195,6 +1245,12 @@ std::unique_ptr<KubeApi> make_curl_api(const ApiEndpoint& endpoint, std::string*
 void set_max_body_for_tests(size_t limit) {
     g_max_body_override.store(limit, std::memory_order_relaxed);
 }
+
+void set_max_bodies_held_for_tests(size_t limit) {
+    g_max_held_override.store(limit, std::memory_order_relaxed);
+}
+
+size_t bodies_held_for_tests() { return g_held.load(); }
 
 std::string ApiResponse::describe() const {
     if (status == 0)

@@ -42,9 +42,11 @@ bool in_cluster_endpoint(const std::string& sa_dir, ApiEndpoint* out, std::strin
 
 struct ApiResponse {
     long status = 0;    // the HTTP status; 0 when no answer came (connect failed, timed out,
-                        // dropped, TLS refused)
-    std::string body;   // at most kMaxBody bytes; a longer body is an error (status 0)
+                        // dropped, TLS refused, over a limit below)
+    std::string body;   // at most the call's max_body bytes; a longer body is an error (status 0)
     std::string error;  // status 0: what went wrong, for a log line
+    // The body's share of kMaxBodiesHeld, given back when the last copy of the answer is gone.
+    std::shared_ptr<const void> held{};
     bool ok() const { return status >= 200 && status < 300; }
     // Worth trying again after a backoff: no answer, 429, or a 5xx.
     bool retryable() const { return status == 0 || status == 429 || status >= 500; }
@@ -52,10 +54,18 @@ struct ApiResponse {
     std::string describe() const;
 };
 
-// Bodies larger than this are refused (a hostile or broken server cannot exhaust memory).
+// Memory a hostile or broken server can make the client hold, bounded twice, both counted as
+// the body streams in (never after it was read whole): one body (or one watch event) is cut off
+// past its call's max_body, at most kMaxBody, and the bodies of all calls of the process at once
+// (received, and answers not yet dropped by their callers) past kMaxBodiesHeld, which fails the
+// call that would go over it (status 0, retryable). DESIGN §10.
 constexpr size_t kMaxBody = 64 << 20;
-// Tests only: a smaller limit in place of kMaxBody for the whole process (0: kMaxBody again).
+constexpr size_t kMaxBodiesHeld = 128 << 20;
+// Tests only: smaller limits in place of kMaxBody and kMaxBodiesHeld for the whole process (0:
+// the constant again), and the bytes held now.
 void set_max_body_for_tests(size_t limit);
+void set_max_bodies_held_for_tests(size_t limit);
+size_t bodies_held_for_tests();
 
 // One API server. Thread-safe: any thread may call, concurrently (each call uses its own
 // curl handle, or a per-thread one). Every call is bounded in time; none throws.
@@ -66,8 +76,15 @@ public:
     // ("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=..."). body: JSON or empty; a
     // PATCH body is a JSON merge patch (application/merge-patch+json). A 401 re-reads the token
     // file and tries once more when the token changed.
+    // The answer's body is refused as soon as it passes max_body (kMaxBody when larger): the
+    // caller's own bound for what it asks, 4 MiB for a ResourceClaim, say.
     virtual ApiResponse request(const std::string& method, const std::string& path,
-                                const std::string& body, std::chrono::milliseconds timeout) = 0;
+                                const std::string& body, std::chrono::milliseconds timeout,
+                                size_t max_body) = 0;
+    ApiResponse request(const std::string& method, const std::string& path,
+                        const std::string& body, std::chrono::milliseconds timeout) {
+        return request(method, path, body, timeout, kMaxBody);
+    }
     // A watch: GET `path` (which carries watch=true) as a stream; each complete line (one watch
     // event, JSON) goes to on_line as it arrives. Returns when the server ends the stream, the
     // connection drops, no byte arrived for `idle` (the server's bookmarks or the timeoutSeconds

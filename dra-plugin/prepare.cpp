@@ -598,7 +598,8 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     if (std::string why = call.over(); !why.empty() || timeout.count() == 0)
         return {who + ": not read from the API server: " +
                     (why.empty() ? "the kubelet's call has no time left" : why), {}};
-    ApiResponse resp = api.request("GET", url, "", timeout);
+    // Cut off at kMaxClaimBytes as it streams in, not after it was read whole.
+    ApiResponse resp = api.request("GET", url, "", timeout, kMaxClaimBytes);
     if (!resp.ok())
         return {who + ": GET " + url + ": " + resp.describe(), {}};
     Claim claim;

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -119,8 +120,29 @@ protected:
         dir_ = *work_ + "/" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
         fs::create_directories(dir_);
         vfiod::dra::set_max_body_for_tests(0);
+        vfiod::dra::set_max_bodies_held_for_tests(0);
     }
-    void TearDown() override { vfiod::dra::set_max_body_for_tests(0); }
+    void TearDown() override {
+        vfiod::dra::set_max_body_for_tests(0);
+        vfiod::dra::set_max_bodies_held_for_tests(0);
+    }
+
+    // The fake's count of "huge" body bytes it wrote, once no huge answer is being written.
+    static size_t huge_sent() {
+        json state;
+        vfiod::test::eventually([&] {
+            auto r = server_->control("GET", "/_fake/state");
+            state = json::parse(r.body, nullptr, false);
+            return r.ok() && state.value("huge_streaming", 1) == 0;
+        }, 30s);
+        return state.value("huge_sent", size_t{0});
+    }
+    static bool huge_fault(const std::string& path, size_t bytes, int count) {
+        return server_->control("POST", "/_fake/faults",
+                                json{{"method", "GET"}, {"path_prefix", path}, {"action", "huge"},
+                                     {"bytes", bytes}, {"count", count}}.dump())
+            .ok();
+    }
 
     std::unique_ptr<KubeApi> api(const ApiEndpoint& ep) {
         std::string err;
@@ -230,6 +252,53 @@ TEST_F(KubeApiTest, UnusableEndpointsAreRefusedUpFront) {
     ep = server_->endpoint();
     ep.ca_data = slurp(ep.ca_file);
     EXPECT_FALSE(vfiod::dra::make_curl_api(ep, &err));  // both a CA file and CA data
+
+    // A FIFO would block the reader until someone writes, a huge file cost its size: refused
+    // from the file's type and size, not read.
+    ep = server_->endpoint();
+    ep.ca_file = dir_ + "/fifo.crt";
+    ASSERT_EQ(mkfifo(ep.ca_file.c_str(), 0600), 0);
+    EXPECT_FALSE(vfiod::dra::make_curl_api(ep, &err));
+    EXPECT_NE(err.find(ep.ca_file + ": not a regular file"), std::string::npos) << err;
+    ep.ca_file = dir_ + "/huge.crt";
+    fs::resize_file((spit(ep.ca_file, ""), ep.ca_file), 2ull << 30);
+    EXPECT_FALSE(vfiod::dra::make_curl_api(ep, &err));
+    EXPECT_NE(err.find(ep.ca_file + ": larger than"), std::string::npos) << err;
+}
+
+// Issue 37: libcurl reads a CA file at each new connection, where it would wait for ever on a
+// FIFO or read a huge file whole; the client reads it first, with the same check as at start.
+TEST_F(KubeApiTest, ACaFileReplacedByAFifoOrAHugeFileIsRefusedNotRead) {
+    ApiEndpoint ep = server_->endpoint();
+    ep.ca_file = dir_ + "/ca.crt";
+    fs::copy_file(server_->ca_file(), ep.ca_file);
+    auto a = api(ep);
+    ASSERT_TRUE(a);
+    fs::remove(ep.ca_file);
+    ASSERT_EQ(mkfifo(ep.ca_file.c_str(), 0600), 0);
+    auto call = std::async(std::launch::async, [&] { return a->request("GET", kSlices, "", 5s); });
+    if (call.wait_for(20s) != std::future_status::ready) {
+        ADD_FAILURE() << "a request with a FIFO for its CA file hangs";
+        int fd = open(ep.ca_file.c_str(), O_WRONLY | O_NONBLOCK);  // lets the reader go
+        close(fd);
+    }
+    ApiResponse r = call.get();
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.error.find("CA " + ep.ca_file + ": not a regular file"), std::string::npos)
+        << r.error;
+
+    fs::remove(ep.ca_file);
+    fs::resize_file((spit(ep.ca_file, ""), ep.ca_file), 2ull << 30);
+    r = a->request("GET", kSlices, "", 5s);
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.error.find("CA " + ep.ca_file + ": larger than 1048576 bytes"), std::string::npos)
+        << r.error;
+
+    // Put right, it is read again at the next call.
+    fs::remove(ep.ca_file);
+    fs::copy_file(server_->ca_file(), ep.ca_file);
+    r = a->request("GET", kSlices, "", 10s);
+    EXPECT_EQ(r.status, 200) << r.describe();
 }
 
 TEST_F(KubeApiTest, NothingButTheApiServerIsReached) {
@@ -782,6 +851,79 @@ TEST_F(KubeApiTest, ABodyOverTheLimitIsRefused) {
     vfiod::dra::set_max_body_for_tests(0);
     EXPECT_EQ(a->request("GET", kSlices + "/big", "", 10s).status, 200);
     a->request("DELETE", kSlices + "/big", "", 10s);
+}
+
+// Issue 37: a caller's own bound cuts a body off as it streams in, not after 64 MiB of it were
+// read: a server that streams a claim for ever gets about the caller's 4 MiB through.
+TEST_F(KubeApiTest, ABodyIsCutOffAtTheCallersBoundWhileItStreams) {
+    auto a = api();
+    ASSERT_TRUE(a);
+    const size_t before = huge_sent();
+    const std::string claim = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/huge";
+    ASSERT_TRUE(huge_fault(claim, 256u << 20, 1));
+    ApiResponse r = a->request("GET", claim, "", 30s, 4u << 20);
+    EXPECT_EQ(r.status, 0);
+    EXPECT_TRUE(r.body.empty());
+    EXPECT_NE(r.error.find("over 4194304 bytes"), std::string::npos) << r.error;
+    const size_t sent = huge_sent() - before;
+    // 4 MiB read, and what the kernel's socket buffers took on top (a few MiB on loopback).
+    EXPECT_LT(sent, 24u << 20) << "the server got " << sent << " bytes through";
+    EXPECT_GE(sent, 4u << 20);
+    std::printf("a body cut off at 4 MiB: the server sent %zu bytes\n", sent);
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 0u);
+}
+
+// Issue 37: every body held at once, by any call, counts against one total; the call that
+// would pass it fails clearly and the others are whole. Given back when the answer is dropped.
+TEST_F(KubeApiTest, BodiesHeldAtOnceStayWithinTheTotal) {
+    auto a = api();
+    ASSERT_TRUE(a);
+    vfiod::dra::set_max_bodies_held_for_tests(5u << 20);
+    const std::string big = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/big";
+    ASSERT_TRUE(huge_fault(big, 2u << 20, -1));
+    ApiResponse first = a->request("GET", big, "", 30s);
+    ApiResponse second = a->request("GET", big, "", 30s);
+    ASSERT_EQ(first.status, 200) << first.describe();
+    ASSERT_EQ(second.status, 200) << second.describe();
+    EXPECT_EQ(first.body.size(), 2u << 20);
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 4u << 20);
+    ApiResponse third = a->request("GET", big, "", 30s);
+    EXPECT_EQ(third.status, 0);
+    EXPECT_TRUE(third.retryable());
+    EXPECT_NE(third.error.find("over 5242880 bytes; refused (try again)"), std::string::npos)
+        << third.error;
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 4u << 20);
+    first = {};
+    third = a->request("GET", big, "", 30s);
+    EXPECT_EQ(third.status, 200) << third.describe();
+    second = {};
+    third = {};
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 0u);
+
+    // Eight at once, each answer kept until all are in: two fit, whatever the interleaving.
+    std::vector<ApiResponse> answers(8);
+    std::vector<std::thread> threads;
+    for (auto& answer : answers)
+        threads.emplace_back([&] { answer = a->request("GET", big, "", 30s); });
+    for (auto& t : threads)
+        t.join();
+    size_t whole = 0;
+    for (const auto& answer : answers) {
+        if (answer.status == 200) {
+            EXPECT_EQ(answer.body.size(), 2u << 20);
+            ++whole;
+        } else {
+            EXPECT_NE(answer.error.find("would take the bodies the API client holds over"),
+                      std::string::npos)
+                << answer.error;
+        }
+    }
+    EXPECT_LE(whole, 2u);
+    EXPECT_GE(whole, 1u);
+    EXPECT_LE(vfiod::dra::bodies_held_for_tests(), 5u << 20);
+    answers.clear();
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 0u);
+    ASSERT_TRUE(server_->control("DELETE", "/_fake/faults").ok());
 }
 
 // ---- watch ----------------------------------------------------------------------------------

@@ -791,6 +791,35 @@ TEST_F(DraScenarioTest, CallsTheKubeletGaveUpOnDoNotStarveFreshOnes) {
     EXPECT_GE(dead_gets, 8u);
 }
 
+// Issue 37: a claim is cut off at 4 MiB as it streams in, not after 64 MiB of it were read: an
+// API server that streams a claim for ever gets about 4 MiB (and the socket buffers) through.
+TEST_F(DraScenarioTest, AHugeClaimIsCutOffWhileItStreams) {
+    start_fake_vfiod();
+    start_plugin();
+    ASSERT_TRUE(registered(kStartLimit));
+    ASSERT_TRUE(api.control("POST", "/_fake/faults",
+                            json{{"method", "GET"},
+                                 {"path_prefix",
+                                  "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/vm-huge"},
+                                 {"action", "huge"}}
+                                .dump())
+                    .ok());
+    Prepared huge = prepare_one("vm-huge", "uid-huge");
+    ASSERT_TRUE(huge.called) << huge.status;
+    EXPECT_NE(huge.error.find("vm-huge"), std::string::npos) << huge.error;
+    EXPECT_NE(huge.error.find("over 4194304 bytes"), std::string::npos) << huge.error;
+    json state;
+    EXPECT_TRUE(eventually([&] {
+        auto r = api.control("GET", "/_fake/state");
+        state = json::parse(r.body, nullptr, false);
+        return r.ok() && state.value("huge_streaming", 1) == 0;
+    }, 30s));
+    const size_t sent = state.value("huge_sent", size_t{0});
+    std::printf("# a claim streamed for ever: %zu bytes sent before the plugin stopped reading\n",
+                sent);
+    EXPECT_LT(sent, 24u << 20);
+}
+
 // Scenario 7: a restarted kubelet asks GetInfo again on the existing registration socket and
 // deletes the node's slices; they are back within the limit, and the plugin still serves.
 TEST_F(DraScenarioTest, SlicesAreBackAfterAKubeletRestart) {

@@ -27,19 +27,23 @@ Control (same token): POST /_fake/nodes (upsert a Node), POST /_fake/claims (ups
   ResourceClaim; its uid is kept as given), DELETE /_fake/claims/{ns}/{name}, POST
   /_fake/slices (upsert a ResourceSlice unvalidated: what a broken or hostile server holds),
   POST /_fake/faults {"method": "PUT"|"*", "path_prefix": "/apis/...", "action": "401"|"403"|
-  "409"|"410"|"429"|"500"|"503"|any 3-digit code|"hang"|"drop"|"garbage"|"delay"|"expired",
+  "409"|"410"|"429"|"500"|"503"|any 3-digit code|"hang"|"drop"|"garbage"|"delay"|"expired"|"huge",
   "count": N (default 1, negative: until cleared), optional "watch": bool, "delay_ms",
-  "seconds", "bookmark": bool} for the next N matching requests (path_prefix is matched against
-  path and query);
+  "seconds", "bookmark": bool, "bytes"} for the next N matching requests (path_prefix is matched
+  against path and query);
   "hang" holds the request until the client gives up (or 60 s, or "seconds") and then closes;
   "drop" closes without an answer (a drop on a reused keep-alive connection is not counted,
   since clients such as libcurl silently re-send there); "garbage" is a 200 whose body is not
   JSON; "expired" is a 200 whose stream is one ERROR event {code 410, reason Expired} (after a
-  BOOKMARK when "bookmark" is true) and the end, as a compacted resourceVersion; DELETE /_fake/faults, GET /_fake/faults; GET /_fake/writes[?since=SEQ] (writes.jsonl
+  BOOKMARK when "bookmark" is true) and the end, as a compacted resourceVersion; "huge" is a 200
+  whose body streams without a Content-Length, so only a client that counts can stop it:
+  "bytes" of it (default 256 MiB), a JSON object that never closes, its bytes counted in
+  /_fake/state as they go out; DELETE /_fake/faults, GET /_fake/faults; GET /_fake/writes[?since=SEQ] (writes.jsonl
   as an array), GET /_fake/requests[?since=SEQ] (every API request: method, path, status);
   POST /_fake/rotate-token; POST /_fake/compact (every older resourceVersion becomes 410);
   POST /_fake/close-watches (ends every open watch, as an API server restart would);
-  GET /_fake/state (resourceVersion, open watches, object names, hung requests).
+  GET /_fake/state (resourceVersion, open watches, object names, hung requests, "huge_sent"
+  bytes of every "huge" body so far and "huge_streaming" answers now).
 """
 
 import argparse
@@ -85,6 +89,7 @@ DRAIN_LIMIT = 32 * 1024 * 1024  # a refused body up to this size is read before 
 MAX_CONNECTIONS = 2048         # beyond this, new connections are closed at once
 MAX_HISTORY_BYTES = 64 << 20   # watch history kept, in JSON bytes
 HANG_SECONDS = 60              # the "hang" fault's bound
+HUGE_BYTES = 256 << 20         # the "huge" fault's default body
 DEFAULT_WATCH_SECONDS = 1800   # a watch without timeoutSeconds ends after this
 MAX_WATCH_SECONDS = 3600
 
@@ -485,6 +490,8 @@ class Server(ThreadingHTTPServer):
         self.faults = []
         self.faults_lock = threading.Lock()
         self.hanging = 0               # requests held by a "hang" fault right now
+        self.huge_sent = 0             # bytes of "huge" bodies written to clients
+        self.huge_streaming = 0        # "huge" answers being written now
         self.log_lock = threading.Lock()
         self.requests = []
         self.seq = 0
@@ -796,6 +803,9 @@ class Handler(BaseHTTPRequestHandler):
         if action == "delay":
             time.sleep(min(max(fault.get("delay_ms", 1000), 0), HANG_SECONDS * 1000) / 1000.0)
             return
+        if action == "huge":
+            self.stream_huge(min(max(int(fault.get("bytes", HUGE_BYTES)), 0), 1 << 40))
+            return
         if action == "garbage":
             junk = b'{"kind": "ResourceSliceList", "items": [{"metadata": \x00\xff garbage'
             if is_watch:
@@ -829,6 +839,28 @@ class Handler(BaseHTTPRequestHandler):
             headers["Retry-After"] = "1"
             details = {"retryAfterSeconds": 1}
         self.send_json(code, status_obj(code, msg, REASONS.get(code, "InternalError"), details), headers)
+
+    def stream_huge(self, total):
+        self.start_chunked()
+        with self.server.faults_lock:
+            self.server.huge_streaming += 1
+        try:
+            data = b'{"kind":"ResourceClaim","metadata":{"name":"huge","annotations":{"a":"'
+            data += b"a" * ((64 << 10) - len(data))
+            sent = 0
+            while sent < total:
+                n = min(len(data), total - sent)
+                self.write_chunk(data[:n])
+                sent += n
+                data = b"a" * (64 << 10)
+                with self.server.faults_lock:
+                    self.server.huge_sent += n
+            self.end_chunked()
+        except (OSError, ssl.SSLError):
+            pass  # the client stopped reading: what a bounded one does
+        finally:
+            with self.server.faults_lock:
+                self.server.huge_streaming -= 1
 
     # -- chunked streaming (watch) -----------------------------------------------------------
 
@@ -891,7 +923,7 @@ class Handler(BaseHTTPRequestHandler):
         elif method == "POST" and path == "/_fake/faults":
             f = self.json_body(body)
             action = str(f.get("action", ""))
-            if action not in ("hang", "drop", "garbage", "delay", "expired") and not re.match(r"^[1-5]\d\d$", action):
+            if action not in ("hang", "drop", "garbage", "delay", "expired", "huge") and not re.match(r"^[1-5]\d\d$", action):
                 raise ApiError(400, f'unknown fault action "{action}"')
             count = f.get("count", 1)
             if not isinstance(count, int) or isinstance(count, bool):
@@ -899,7 +931,7 @@ class Handler(BaseHTTPRequestHandler):
             fault = {"method": str(f.get("method", "*")).upper(), "path_prefix": str(f.get("path_prefix", "/")),
                      "action": action, "remaining": count if count != 0 else 1}
             for k, types in (("watch", (bool,)), ("bookmark", (bool,)), ("delay_ms", (int, float)),
-                             ("seconds", (int, float))):
+                             ("seconds", (int, float)), ("bytes", (int,))):
                 if k in f:
                     if not isinstance(f[k], types) or (k not in ("watch", "bookmark") and isinstance(f[k], bool)):
                         raise ApiError(400, f"fault field {k} has the wrong type")
@@ -946,6 +978,8 @@ class Handler(BaseHTTPRequestHandler):
                          "nodes": sorted(st.nodes)}
             with srv.faults_lock:
                 state["hanging"] = srv.hanging
+                state["huge_sent"] = srv.huge_sent
+                state["huge_streaming"] = srv.huge_streaming
             self.send_json(200, state)
         else:
             raise ApiError(404, f"no control endpoint {method} {path}", "NotFound")

@@ -69,6 +69,7 @@ public:
     std::string fault;  // "hang": no answer within the timeout
     std::atomic<int> gets{0};
     std::chrono::milliseconds last_timeout{0};
+    size_t last_max_body = 0;
     int gate = 0, waiting = 0, max_waiting = 0;
 
     void put(const json& claim) {
@@ -79,11 +80,13 @@ public:
         return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name;
     }
 
+    using KubeApi::request;
     ApiResponse request(const std::string& method, const std::string& path, const std::string&,
-                        std::chrono::milliseconds timeout) override {
+                        std::chrono::milliseconds timeout, size_t max_body) override {
         ++gets;
         std::unique_lock<std::mutex> l(mu);
         last_timeout = timeout;
+        last_max_body = max_body;
         if (method != "GET")
             return {405, "", ""};
         if (fault == "hang") {
@@ -612,6 +615,7 @@ TEST_F(Prepare, TheKubeletsCallBoundsTheClaimsRead) {
     PrepareResult r = p->prepare({"uid-a", "vms", "c"}, soon);
     EXPECT_EQ(r.error, "");
     EXPECT_EQ(api.gets.load(), 1);
+    EXPECT_EQ(api.last_max_body, 4u << 20) << "a claim is cut off at 4 MiB as it streams in";
     EXPECT_LE(api.last_timeout.count(), 700);
     EXPECT_GT(api.last_timeout.count(), 0);
 
