@@ -279,7 +279,9 @@ TEST_F(KubeApiTest, ACaFileReplacedByAFifoOrAHugeFileIsRefusedNotRead) {
     auto call = std::async(std::launch::async, [&] { return a->request("GET", kSlices, "", 5s); });
     if (call.wait_for(20s) != std::future_status::ready) {
         ADD_FAILURE() << "a request with a FIFO for its CA file hangs";
-        int fd = open(ep.ca_file.c_str(), O_WRONLY | O_NONBLOCK);  // lets the reader go
+        // Lets the reader go, and leaves no FIFO for it to open again.
+        int fd = open(ep.ca_file.c_str(), O_WRONLY | O_NONBLOCK);
+        fs::remove(ep.ca_file);
         close(fd);
     }
     ApiResponse r = call.get();
