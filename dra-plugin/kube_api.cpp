@@ -1090,6 +1090,7 @@ private:
                           t.pending.size());
         r.status = status;
         r.body = std::move(t.body);
+        t.held->shrink_to(r.body.size());  // a watch's partial last line is dropped
         r.held = std::move(t.held);
         return r;
     }

@@ -1214,6 +1214,8 @@ TEST_F(KubeApiTest, APartialLastLineIsNotDeliveredAndUnframedBodiesAreBounded) {
                              stop, 10s);
     EXPECT_EQ(r.status, 200) << r.describe();
     EXPECT_EQ(got, (std::vector<std::string>{R"({"type":"ADDED"})", R"({"type":"MODIFIED"})"}));
+    // The dropped partial line holds none of the bodies' total.
+    EXPECT_EQ(vfiod::dra::bodies_held_for_tests(), 0u);
 
     // No Content-Length to refuse it by: the bytes are counted as they come.
     vfiod::dra::set_max_body_for_tests(1000);
