@@ -5,7 +5,7 @@ What counts as a citation (no other document in this project is cited with a sec
 to cite another one's section write "section 4.1" or "RFC 6902 4.1", never the sign):
   - every section sign (U+00A7) followed by a number, anywhere: "DESIGN §4", "DESIGN.md §6",
     "(DESIGN §2, §4)", "§9–§11", and a citation wrapped onto the next line ("(DESIGN\n// §10)");
-  - "DESIGN section N" and "DESIGN.md section N";
+  - "DESIGN section N", "DESIGN.md, Section N" and the like;
   - a section sign followed by no number is an error too: it cites nothing a reader can find.
 Each cited N needs a heading "## N." in docs/DESIGN.md. The appendix is cited by its name
 ("DESIGN, appendix"), which this does not check.
@@ -26,7 +26,7 @@ DESIGN = os.path.join("docs", "DESIGN.md")
 SKIP_DIRS = {".git", os.path.join("tests", "fuzz", "corpus")}
 HEADING = re.compile(r"^## (\d+)\. ", re.M)
 SIGN = "\u00a7"
-CITATION = re.compile(SIGN + r"\s*(\d+)|DESIGN(?:\.md)? section (\d+)|" + SIGN)
+CITATION = re.compile(SIGN + r"\s*(\d+)|DESIGN(?:\.md)?,? (?i:section) (\d+)|" + SIGN)
 
 
 def files(root):
@@ -73,7 +73,7 @@ def main():
     bad, checked, cited_files = 0, 0, set()
     for rel, path in files(root):
         text = text_of(path)
-        if text is None or (SIGN not in text and "section" not in text):
+        if text is None or (SIGN not in text and "DESIGN" not in text):
             continue
         for lineno, line in enumerate(text.splitlines(), 1):
             for m in CITATION.finditer(line):

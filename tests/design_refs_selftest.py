@@ -75,6 +75,7 @@ def main():
         expect_violation("daemon/core/planner.cpp", f"// mediated devices (DESIGN {SIGN}12).")
         expect_violation("daemon/core/planner.cpp", f"// (DESIGN {SIGN}4, {SIGN}13)")
         expect_violation("bench/README.md", "are fixed by DESIGN " + "section 14.")
+        expect_violation("tests/vm/README.md", "see DESIGN.md, " + "Section 13")
         expect_violation("systemd/vfiod.service.in", f"# DESIGN.md {SIGN}0")
         # Wrapped: the line with the number does not say DESIGN.
         expect_violation("dra-plugin/main.cpp", f"// {SIGN}99). This file parses the command line")
