@@ -11,7 +11,11 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "core/pci_address.hpp"
 
 namespace vfiod {
 
@@ -75,6 +79,22 @@ enum class Outcome {
 
 // The published State of a group (D-Bus org.vfiod1.Group.State, `vfioctl status`).
 enum class GroupState { Bound, Pending, Refused, Failed, Released };
+
+// A state and why: what the executor reports (Outcome, PfState) and what the service publishes
+// (GroupState, PfState) have one shape. A verdict nobody filled in is a failure: every State
+// here has a Failed.
+template <typename State>
+struct Verdict {
+    State state = State::Failed;
+    Reason reason = Reason::None;
+    std::string message;               // step, path and strerror(errno), for humans and logs
+    std::vector<PciAddress> blockers;  // the functions at fault
+    bool operator==(const Verdict&) const = default;
+};
+
+// One group's published state and why; one PF's, published or as its count change left it.
+using GroupStatus = Verdict<GroupState>;
+using PfStatus = Verdict<PfState>;
 
 // What is published for a plan before (or instead of) executing it: pending for writes to come.
 GroupState planned_state(Action a);

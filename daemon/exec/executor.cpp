@@ -162,7 +162,7 @@ const JournalEntry::Function* find_function(const std::optional<JournalEntry>& e
 
 GroupOutcome outcome(const std::optional<unsigned>& group, Outcome state, Reason reason = Reason::None,
                      std::string message = "", std::vector<PciAddress> blockers = {}) {
-    return {group, state, reason, std::move(message), std::move(blockers)};
+    return {{state, reason, std::move(message), std::move(blockers)}, group};
 }
 
 }  // namespace

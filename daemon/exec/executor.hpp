@@ -21,25 +21,18 @@
 
 namespace vfiod {
 
-struct GroupOutcome {
+// What a plan's execution came to (core/state.hpp, Verdict): reason VfioUnavailable,
+// WriteFailed (also when the journal could not be written: then nothing was), Stuck, or the
+// plan's refuse reason; None otherwise. The group is the journal entry's, which may be unknown.
+struct GroupOutcome : Verdict<Outcome> {
     std::optional<unsigned> group;
-    Outcome state = Outcome::Failed;
-    // VfioUnavailable, WriteFailed (also when the journal could not be written: then nothing
-    // was), Stuck, or the plan's refuse reason; None otherwise.
-    Reason reason = Reason::None;
-    std::string message;               // step, path and strerror(errno), for humans and logs
-    std::vector<PciAddress> blockers;  // the functions at fault
 };
 
-// What a PF's count change (DESIGN §11) came to.
-struct PfOutcome {
-    PfState state = PfState::Failed;   // Ready, Refused (the plan's), or Failed
-    // WriteFailed (ENOENT: the PF has no driver; also when the journal could not be written),
-    // Stuck (a write blocked past write_timeout), or the plan's refuse reason; None when Ready.
-    Reason reason = Reason::None;
-    std::string message;               // step, path and strerror(errno)
-    std::vector<PciAddress> blockers;  // the plan's, or the PF
-};
+// What a PF's count change (DESIGN §11) came to: Ready, Refused (the plan's), or Failed, with
+// reason WriteFailed (ENOENT: the PF has no driver; also when the journal could not be
+// written), Stuck (a write blocked past write_timeout), or the plan's refuse reason; None when
+// Ready. The blockers are the plan's, or the PF. The same type the PF's status is published as.
+using PfOutcome = Verdict<PfState>;
 
 // Who asks for a bind. DESIGN §6: a group an operator released stays released until an
 // explicit Bind; the executor enforces it, so no caller has to remember to check.

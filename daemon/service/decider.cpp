@@ -18,7 +18,7 @@ Prepared Decider::ended(OpResult r) {
     return p;
 }
 
-Prepared Decider::settle(unsigned group, Status st) {
+Prepared Decider::settle(unsigned group, GroupStatus st) {
     publisher_.set_status(group, std::move(st));
     return ended({});
 }
@@ -35,7 +35,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
     const GroupPlan& gp = *found;
     if (executor_.released(id))  // what to publish; the executor would not bind it anyway
         return settle(id, {GroupState::Released, Reason::None, "", {}});
-    Status planned{planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
+    GroupStatus planned{planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
     Prepared p;
     p.group = id;
     p.trigger = Trigger::Automatic;
@@ -43,7 +43,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
         return p;
     if (gp.action != Action::Bind)
         return settle(id, planned);
-    const Status* prev = publisher_.status(id);
+    const GroupStatus* prev = publisher_.status(id);
     if (from_events && prev && prev->state == GroupState::Bound)
         if (auto failed = drift(id, gp))
             return settle(id, std::move(*failed));
@@ -59,7 +59,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
 
 // A refused group's functions parked on an early override go back to the host: true (and *p
 // holds their writes) when there are any.
-bool Decider::clean_up_early(const GroupPlan& gp, const Status& planned, Prepared* p) const {
+bool Decider::clean_up_early(const GroupPlan& gp, const GroupStatus& planned, Prepared* p) const {
     for (const PciFunction* fn : parked_early(gp)) {
         spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and "
                      "probing the host driver",
@@ -77,12 +77,12 @@ bool Decider::clean_up_early(const GroupPlan& gp, const Status& planned, Prepare
 // Someone moved a function of a bound group back to a host driver. Re-assert once; a second
 // drift is a human (or a tool) meaning it, and fighting it would be a bind loop. Returns the
 // status to settle on when it is not re-asserted.
-std::optional<Service::Status> Decider::drift(unsigned id, const GroupPlan& gp) {
+std::optional<GroupStatus> Decider::drift(unsigned id, const GroupPlan& gp) {
     spdlog::warn("group {}: drift: no longer bound ({})", id, describe_devices(gp));
     if (mode_() != Mode::Enforce)
         return std::nullopt;
     if (reasserted_.count(id))
-        return Status{GroupState::Failed, Reason::Drift,
+        return GroupStatus{GroupState::Failed, Reason::Drift,
                       "drifted again after one re-assertion; use Bind to take it back", {}};
     reasserted_.insert(id);
     spdlog::warn("group {}: re-asserting the binding once", id);

@@ -31,7 +31,7 @@ struct Prepared {
     // The early-override clean-up: each function's writes back to the host; the group's
     // status is then `after`, whatever the writes did.
     std::vector<std::pair<PciAddress, std::vector<Write>>> cleanup;
-    std::optional<Service::Status> after;
+    std::optional<GroupStatus> after;
     // Finishing or rolling back what the last run left unfinished (the journal names the
     // functions); the group's decision follows in its queue.
     bool reconciling = false;
@@ -69,16 +69,15 @@ public:
     static OpResult refusal(const GroupPlan& gp);
 
 private:
-    using Status = Service::Status;
     static Prepared ended(OpResult r);  // a request answered without writes
-    Prepared settle(unsigned group, Status st);
+    Prepared settle(unsigned group, GroupStatus st);
     // The function an operator's Bind or Release names, re-read now; nullptr, with the answer
     // in *why, when the address is malformed or names no function.
     const PciFunction* requested_function(std::string_view address, OpResult* why);
     const GroupPlan* bind_plan(const PciFunction& fn, std::optional<Plan>* whole) const;
     std::vector<const PciFunction*> parked_early(const GroupPlan& gp) const;
-    bool clean_up_early(const GroupPlan& gp, const Status& planned, Prepared* p) const;
-    std::optional<Status> drift(unsigned group, const GroupPlan& gp);
+    bool clean_up_early(const GroupPlan& gp, const GroupStatus& planned, Prepared* p) const;
+    std::optional<GroupStatus> drift(unsigned group, const GroupPlan& gp);
 
     HostModel& host_;
     Publisher& publisher_;

@@ -28,8 +28,8 @@ Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
     }
     if (!plan)
         return ended();  // gone, or no entry governs it now: the publisher drops it
-    Publisher::PfStatus planned{planned_state(plan->action), plan->reason,
-                                join(plan->details, "; "), plan->blockers};
+    PfStatus planned{planned_state(plan->action), plan->reason, join(plan->details, "; "),
+                     plan->blockers};
     if (plan->action != PfAction::Create) {
         publisher_.set_pf_status(pf, std::move(planned));
         return ended();
@@ -68,7 +68,7 @@ void PfDecider::finish(const PciAddress& pf, const PfOutcome& o) {
     if (o.state == PfState::Ready)
         publisher_.set_pf_status(pf, {PfState::Ready, Reason::None, "", {}});
     else
-        publisher_.set_pf_status(pf, {o.state, o.reason, o.message, o.blockers});
+        publisher_.set_pf_status(pf, o);
 }
 
 std::vector<PciAddress> PfDecider::to_probe(const std::set<PciAddress>& touched) const {

@@ -17,7 +17,6 @@ namespace vfiod {
 
 class HostModel;
 class Publisher;
-struct PfOutcome;
 
 class PfDecider {
 public:

@@ -10,7 +10,7 @@
 
 namespace vfiod {
 
-const Publisher::Status* Publisher::status(unsigned group) const {
+const GroupStatus* Publisher::status(unsigned group) const {
     auto it = status_.find(group);
     return it == status_.end() ? nullptr : &it->second;
 }
@@ -22,7 +22,7 @@ void Publisher::mark(std::optional<unsigned> group) {
         publish_all_ = true;
 }
 
-void Publisher::set_status(unsigned group, Status s) {
+void Publisher::set_status(unsigned group, GroupStatus s) {
     dirty_.insert(group);
     auto it = status_.find(group);
     if (it != status_.end() && it->second == s)
@@ -50,7 +50,7 @@ void Publisher::set_status(unsigned group, Status s) {
     status_[group] = std::move(s);
 }
 
-const Publisher::PfStatus* Publisher::pf_status(const PciAddress& pf) const {
+const PfStatus* Publisher::pf_status(const PciAddress& pf) const {
     auto it = pf_status_.find(pf);
     return it == pf_status_.end() ? nullptr : &it->second;
 }

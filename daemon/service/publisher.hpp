@@ -21,7 +21,6 @@ class Journal;
 
 class Publisher {
 public:
-    using Status = Service::Status;
     using Reply = Service::Reply;
 
     Publisher(const HostModel& host, const Journal& journal, std::function<Mode()> mode)
@@ -30,22 +29,15 @@ public:
     void set_on_change(Service::OnChange cb) { on_change_ = std::move(cb); }
     const Inventory& inventory() const { return inventory_; }
 
-    const std::map<unsigned, Status>& statuses() const { return status_; }
-    const Status* status(unsigned group) const;
+    const std::map<unsigned, GroupStatus>& statuses() const { return status_; }
+    const GroupStatus* status(unsigned group) const;
     // Logs the change (one line per state change) and marks the group for publication.
-    void set_status(unsigned group, Status s);
+    void set_status(unsigned group, GroupStatus s);
     void forget_group(unsigned group);
     // The group's view may have changed (nullopt: any group's may have).
     void mark(std::optional<unsigned> group);
 
     // SR-IOV PFs (DESIGN §11), the same way: a status per governed PF, its change logged.
-    struct PfStatus {
-        PfState state = PfState::Pending;
-        Reason reason = Reason::None;
-        std::string message;
-        std::vector<PciAddress> blockers;
-        bool operator==(const PfStatus&) const = default;
-    };
     const PfStatus* pf_status(const PciAddress& pf) const;
     void set_pf_status(const PciAddress& pf, PfStatus s);
 
@@ -68,7 +60,7 @@ private:
     const HostModel& host_;
     const Journal& journal_;
     std::function<Mode()> mode_;
-    std::map<unsigned, Status> status_;
+    std::map<unsigned, GroupStatus> status_;
     std::map<PciAddress, PfStatus> pf_status_;
     std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
     bool publish_all_ = true;     // everything may have (start-up, Reload)

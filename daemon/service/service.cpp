@@ -21,7 +21,7 @@ namespace vfiod {
 
 namespace {
 
-Service::Status from_outcome(const GroupOutcome& o) {
+GroupStatus from_outcome(const GroupOutcome& o) {
     GroupState state = published_state(o.state);
     // A success publishes no reason and no message: those describe what stands in the way.
     if (state == GroupState::Bound || state == GroupState::Released)
@@ -366,7 +366,7 @@ Written Service::run_writes(const Prepared& p) {
     if (p.reconciling) {
         // The config is stable here: a Reload waits for the operations in flight (DESIGN §6).
         auto o = executor_->reconcile(p.group, host_->config());
-        return {o ? *o : GroupOutcome{p.group, Outcome::RolledBack, Reason::None, "", {}}, {}};
+        return {o ? *o : GroupOutcome{{Outcome::RolledBack, Reason::None, "", {}}, p.group}, {}};
     }
     for (const auto& [fn, writes] : p.cleanup) {
         for (const auto& w : writes)
@@ -426,7 +426,7 @@ OpResult Service::complete(const Prepared& p, const Written& w) {
         host_->reread();
         return {};
     }
-    Status st = p.after ? *p.after : from_outcome(o);
+    GroupStatus st = p.after ? *p.after : from_outcome(o);
     // First, so the state-change line names the drivers the functions went to.
     std::set<PciAddress> written = host_->members({p.group});
     for (const auto& d : p.plan.devices)

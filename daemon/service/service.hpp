@@ -111,15 +111,6 @@ public:
     using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
     void set_on_change(OnChange cb);
 
-    // One group's published state and why.
-    struct Status {
-        GroupState state = GroupState::Pending;
-        Reason reason = Reason::None;
-        std::string message;
-        std::vector<PciAddress> blockers;
-        bool operator==(const Status&) const = default;
-    };
-
 private:
     struct Request {
         // Pf: an SR-IOV PF's decision; PfReconcile: its journal entry from the last run;
