@@ -101,20 +101,20 @@ void ManagerObject::send(const sdbus::Result<>& res, const std::optional<sdbus::
 }
 
 void ManagerObject::Bind(sdbus::Result<>&& result, std::string address) {
-    authorized("Bind", std::move(result), [this, address](const Service::Reply& reply) {
+    authorized("Bind", std::move(result), [this, address](const Reply& reply) {
         service_.bind_async(address, reply);
     });
 }
 
 void ManagerObject::Release(sdbus::Result<>&& result, std::string address) {
-    authorized("Release", std::move(result), [this, address](const Service::Reply& reply) {
+    authorized("Release", std::move(result), [this, address](const Reply& reply) {
         service_.release_async(address, reply);
     });
 }
 
 void ManagerObject::Reload(sdbus::Result<>&& result) {
     authorized("Reload", std::move(result),
-               [this](const Service::Reply& reply) { service_.reload_async(reply); });
+               [this](const Reply& reply) { service_.reload_async(reply); });
 }
 
 std::string ManagerObject::Plan() {

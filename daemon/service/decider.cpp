@@ -8,7 +8,7 @@
 #include "exec/journal.hpp"
 #include "service/host_model.hpp"
 #include "service/plan_text.hpp"
-#include "service/publisher.hpp"
+#include "service/status_store.hpp"
 
 namespace vfiod {
 
@@ -19,7 +19,7 @@ Prepared Decider::ended(OpResult r) {
 }
 
 Prepared Decider::settle(unsigned group, GroupStatus st) {
-    publisher_.set_status(group, std::move(st));
+    store_.set_status(group, std::move(st));
     return ended({});
 }
 
@@ -28,7 +28,7 @@ Prepared Decider::settle(unsigned group, GroupStatus st) {
 Prepared Decider::decide(unsigned id, bool from_events) {
     const GroupPlan* found = host_.group_plan(id);
     if (!found) {
-        publisher_.forget_group(id);
+        store_.forget_group(id);
         reasserted_.erase(id);
         return ended({});
     }
@@ -43,7 +43,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
         return p;
     if (gp.action != Action::Bind)
         return settle(id, planned);
-    const GroupStatus* prev = publisher_.status(id);
+    const GroupStatus* prev = store_.status(id);
     if (from_events && prev && prev->state == GroupState::Bound)
         if (auto failed = drift(id, gp))
             return settle(id, std::move(*failed));
@@ -51,7 +51,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
         return settle(id, {planned_state(gp.action), Reason::None,
                            "would bind " + describe_devices(gp), {}});
     // Consumers see `pending` while the writes run.
-    publisher_.set_status(
+    store_.set_status(
         id, {planned_state(gp.action), Reason::None, "binding " + describe_devices(gp), {}});
     p.plan = gp;
     return p;
@@ -68,7 +68,7 @@ bool Decider::clean_up_early(const GroupPlan& gp, const GroupStatus& planned, Pr
     }
     if (p->cleanup.empty())
         return false;
-    publisher_.set_status(*gp.group, planned);
+    store_.set_status(*gp.group, planned);
     p->plan = gp;
     p->after = planned;
     return true;
@@ -185,7 +185,7 @@ Prepared Decider::bind(std::string_view address) {
         return settle(id, {GroupState::Bound, Reason::None, "", {}});
     }
     // Consumers see `pending` while the writes run.
-    publisher_.set_status(
+    store_.set_status(
         id, {planned_state(gp->action), Reason::None, "binding " + describe_devices(*gp), {}});
     Prepared p;
     p.group = id;
@@ -200,7 +200,7 @@ Prepared Decider::release(std::string_view address) {
     if (!fn)
         return ended(why);
     const PciAddress addr = fn->address;
-    if (!fn->iommu_group || !publisher_.status(*fn->iommu_group))
+    if (!fn->iommu_group || !store_.status(*fn->iommu_group))
         return ended(OpResult::error(OpResult::Code::NotAllowlisted,
                                      addr.str() + " is not in a group vfiod manages"));
     unsigned id = *fn->iommu_group;

@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "core/plan.hpp"
+#include "core/state.hpp"
 #include "exec/executor.hpp"
-#include "service/service.hpp"
+#include "service/op_result.hpp"
 
 namespace vfiod {
 
 class HostModel;
 class Journal;
-class Publisher;
+class StatusStore;
 
 // One operation split at its writes: decided on the loop, written off it.
 struct Prepared {
@@ -55,9 +56,9 @@ struct Written {
 
 class Decider {
 public:
-    Decider(HostModel& host, Publisher& publisher, Executor& executor, const Journal& journal,
+    Decider(HostModel& host, StatusStore& store, Executor& executor, const Journal& journal,
             std::function<Mode()> mode)
-        : host_(host), publisher_(publisher), executor_(executor), journal_(journal),
+        : host_(host), store_(store), executor_(executor), journal_(journal),
           mode_(std::move(mode)) {}
 
     Prepared decide(unsigned group, bool from_events);
@@ -80,7 +81,7 @@ private:
     std::optional<GroupStatus> drift(unsigned group, const GroupPlan& gp);
 
     HostModel& host_;
-    Publisher& publisher_;
+    StatusStore& store_;
     Executor& executor_;
     const Journal& journal_;
     std::function<Mode()> mode_;

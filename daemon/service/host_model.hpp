@@ -26,7 +26,7 @@ class FencedHostFs;
 class HostModel {
 public:
     // Told of every group whose plan was made again (nullopt: the whole host was re-read), so
-    // the publisher looks at them again.
+    // the status store looks at them again.
     using Replanned = std::function<void(std::optional<unsigned> group)>;
 
     explicit HostModel(HostFs& fs);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -73,6 +74,9 @@ struct InventoryChange {
         pfs.merge(other.pfs);
     }
 };
+
+// Told what a publication changed, with the inventory as it is now (Service::set_on_change).
+using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
 
 // inv as it may go on the bus: every string valid UTF-8 (invalid bytes become U+FFFD). The host
 // names things with bytes, not text (a driver directory "evil\xff", a journal entry recording

@@ -1,7 +1,8 @@
-// The outcome of an operator request, on its own so the operation queue can answer Busy without
-// knowing the service.
+// The outcome of an operator request and how it is answered, on their own so the operation
+// queue, the deciders and the status store can answer without knowing the service.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -17,5 +18,9 @@ struct OpResult {
     bool ok() const { return code == Code::Ok; }
     static OpResult error(Code c, std::string m) { return {c, std::move(m)}; }
 };
+
+// Answers one request (a D-Bus method's reply); it runs on the loop, once what the operation
+// did is published (StatusStore::answer).
+using Reply = std::function<void(const OpResult&)>;
 
 }  // namespace vfiod

@@ -3,7 +3,7 @@
 #include "core/strings.hpp"
 #include "exec/executor.hpp"
 #include "service/host_model.hpp"
-#include "service/publisher.hpp"
+#include "service/status_store.hpp"
 
 namespace vfiod {
 
@@ -27,21 +27,21 @@ Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
         plan = host_.pf_plan(pf);
     }
     if (!plan)
-        return ended();  // gone, or no entry governs it now: the publisher drops it
+        return ended();  // gone, or no entry governs it now: the status store drops it
     PfStatus planned{planned_state(plan->action), plan->reason, join(plan->details, "; "),
                      plan->blockers};
     if (plan->action != PfAction::Create) {
-        publisher_.set_pf_status(pf, std::move(planned));
+        store_.set_pf_status(pf, std::move(planned));
         return ended();
     }
     std::string change = "sriov_numvfs " + std::to_string(plan->num_vfs) + " -> " +
                          std::to_string(plan->wanted_vfs);
     if (mode_() == Mode::Observe) {
-        publisher_.set_pf_status(pf, {PfState::Pending, Reason::None, "would write " + change, {}});
+        store_.set_pf_status(pf, {PfState::Pending, Reason::None, "would write " + change, {}});
         return ended();
     }
     // Consumers see `pending` while the writes run.
-    publisher_.set_pf_status(pf, {PfState::Pending, Reason::None, "writing " + change, {}});
+    store_.set_pf_status(pf, {PfState::Pending, Reason::None, "writing " + change, {}});
     Prepared p;
     p.group = group;
     p.pf = *plan;
@@ -66,9 +66,9 @@ void PfDecider::finish(const PciAddress& pf, const PfOutcome& o) {
     if (!host_.pf_plan(pf))
         return;
     if (o.state == PfState::Ready)
-        publisher_.set_pf_status(pf, {PfState::Ready, Reason::None, "", {}});
+        store_.set_pf_status(pf, {PfState::Ready, Reason::None, "", {}});
     else
-        publisher_.set_pf_status(pf, o);
+        store_.set_pf_status(pf, o);
 }
 
 std::vector<PciAddress> PfDecider::to_probe(const std::set<PciAddress>& touched) const {

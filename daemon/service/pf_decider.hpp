@@ -16,12 +16,12 @@
 namespace vfiod {
 
 class HostModel;
-class Publisher;
+class StatusStore;
 
 class PfDecider {
 public:
-    PfDecider(HostModel& host, Publisher& publisher, std::function<Mode()> mode)
-        : host_(host), publisher_(publisher), mode_(std::move(mode)) {}
+    PfDecider(HostModel& host, StatusStore& store, std::function<Mode()> mode)
+        : host_(host), store_(store), mode_(std::move(mode)) {}
 
     // One PF, on the host as it is now (the PF and its VFs re-read: whether a VF is in use has
     // no event of its own): its status at once, or its writes. `group` is the PF's group.
@@ -39,7 +39,7 @@ public:
 
 private:
     HostModel& host_;
-    Publisher& publisher_;
+    StatusStore& store_;
     std::function<Mode()> mode_;
 };
 

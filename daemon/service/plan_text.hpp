@@ -1,5 +1,5 @@
 // How the service's log lines and answers name functions and groups; shared by the policy
-// (Decider) and the status log (Publisher).
+// (Decider) and the status log (StatusStore).
 #pragma once
 
 #include <string>

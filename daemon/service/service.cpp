@@ -15,7 +15,7 @@
 #include "service/decider.hpp"
 #include "service/host_model.hpp"
 #include "service/pf_decider.hpp"
-#include "service/publisher.hpp"
+#include "service/status_store.hpp"
 
 namespace vfiod {
 
@@ -37,18 +37,18 @@ Service::Service(HostFs& fs, ServiceOptions options)
       journal_(std::make_unique<Journal>(fs_)),
       executor_(std::make_unique<Executor>(fs_, journal_.get())),
       host_(std::make_unique<HostModel>(fs_)),
-      publisher_(std::make_unique<Publisher>(*host_, *journal_, [this] { return mode(); })),
-      decider_(std::make_unique<Decider>(*host_, *publisher_, *executor_, *journal_,
+      store_(std::make_unique<StatusStore>(*host_, *journal_, [this] { return mode(); })),
+      decider_(std::make_unique<Decider>(*host_, *store_, *executor_, *journal_,
                                          [this] { return mode(); })),
-      pf_decider_(std::make_unique<PfDecider>(*host_, *publisher_, [this] { return mode(); })),
+      pf_decider_(std::make_unique<PfDecider>(*host_, *store_, [this] { return mode(); })),
       queue_(std::make_unique<GroupQueue>(GroupQueue::Hooks{
           .answer = [this](Reply reply, OpResult r) {
-              publisher_->answer(std::move(reply), std::move(r));
+              store_->answer(std::move(reply), std::move(r));
           },
           .reload = [this] { return reload(); },
           .group_idle = [this](unsigned g) { group_idle(g); },
       })) {
-    host_->set_on_replan([this](std::optional<unsigned> g) { publisher_->mark(g); });
+    host_->set_on_replan([this](std::optional<unsigned> g) { store_->mark(g); });
     if (fs.live()) {
         std::vector<std::string> notes;
         set_table_watch(watch_kernel_tables(&notes));
@@ -66,11 +66,11 @@ void Service::set_table_watch(std::unique_ptr<TableWatch> watch) {
     host_->set_table_watch(std::move(watch));
 }
 const HostTables& Service::tables() const { return host_->tables(); }
-const Inventory& Service::inventory() const { return publisher_->inventory(); }
-void Service::set_on_change(OnChange cb) { publisher_->set_on_change(std::move(cb)); }
+const Inventory& Service::inventory() const { return store_->inventory(); }
+void Service::set_on_change(OnChange cb) { store_->set_on_change(std::move(cb)); }
 bool Service::busy(unsigned group) const { return queue_->busy(group); }
 void Service::when_idle(std::function<void()> cb) { queue_->when_idle(std::move(cb)); }
-void Service::publish() { publisher_->publish(); }
+void Service::publish() { store_->publish(); }
 
 std::string Service::plan_json() const { return plan_to_json(host_->whole_plan()); }
 
@@ -119,7 +119,7 @@ bool Service::start() {
             spdlog::warn("the IOMMU is disabled: {} allowlisted function(s) cannot be passed "
                          "through", plan.groups.size());
     }
-    publisher_->publish_changes();
+    store_->publish_changes();
     return true;
 }
 
@@ -142,7 +142,7 @@ OpResult Service::guarded(const char* what, F&& entry) {
         spdlog::error("{}; the groups it was deciding are marked failed", why);
         for (unsigned g : deciding_)
             if (host_->group_plan(g))  // not one the entry found gone
-                publisher_->set_status(
+                store_->set_status(
                     g, {GroupState::Failed, Reason::None, "internal error: " + why, {}});
         deciding_ = std::move(outer);
         return OpResult::error(OpResult::Code::Failed, why);
@@ -217,7 +217,7 @@ void Service::decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind) {
         if (auto g = host_->group_of(pf))
             enqueue(*g, {kind, pf.str(), {}, false});
         else if (host_->pf_plan(pf))
-            publisher_->set_pf_status(pf, {PfState::Refused, Reason::NoIommu,
+            store_->set_pf_status(pf, {PfState::Refused, Reason::NoIommu,
                                            "the PF is in no IOMMU group: vfiod changes VF "
                                            "counts only on a host with IOMMU groups", {}});
     }
@@ -226,7 +226,7 @@ void Service::decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind) {
 void Service::retry_pfs() {
     std::set<PciAddress> waiting = host_->governed_pfs();
     std::erase_if(waiting, [&](const PciAddress& a) {
-        const auto* st = publisher_->pf_status(a);
+        const auto* st = store_->pf_status(a);
         return st && st->state == PfState::Ready;
     });
     decide_pfs(waiting);
@@ -290,7 +290,7 @@ OpResult Service::apply_reload() {
     }
     decider_->forget_reassertions();
     std::set<unsigned> groups;
-    for (const auto& [g, st] : publisher_->statuses())
+    for (const auto& [g, st] : store_->statuses())
         groups.insert(g);
     host_->reread();
     for (const auto& [g, gp] : host_->plans())
@@ -432,7 +432,7 @@ OpResult Service::complete(const Prepared& p, const Written& w) {
     for (const auto& d : p.plan.devices)
         written.insert(d.address);
     host_->refresh(std::move(written));
-    publisher_->set_status(p.group, st);
+    store_->set_status(p.group, st);
     if (p.releasing || p.trigger == Trigger::Operator)
         retry_pfs();
     GroupState want = p.releasing ? GroupState::Released : GroupState::Bound;
@@ -476,7 +476,7 @@ void Service::reload_async(Reply reply) { queue_->reload(std::move(reply)); }
 void Service::submit(Request r) {
     bool release = r.kind == Request::Kind::Release;
     if (!queue_->threaded())
-        return publisher_->answer(std::move(r.reply),
+        return store_->answer(std::move(r.reply),
                                   release ? this->release(r.address) : bind(r.address));
     if (queue_->reload_waiting()) {
         Reply reply = std::move(r.reply);
@@ -494,7 +494,7 @@ void Service::submit(Request r) {
     if (!g) {
         // No group: answered from the plan (InvalidArgs, NotFound, NotAllowlisted, no-iommu),
         // without a write.
-        return publisher_->answer(std::move(r.reply),
+        return store_->answer(std::move(r.reply),
                                   release ? this->release(r.address) : bind(r.address));
     }
     queue_->submit(*g, operation(std::move(r), *g));
@@ -508,7 +508,7 @@ void Service::resubmit(Request r, Reply reply) {
         return OpResult{};
     });
     if (!res.ok())
-        publisher_->answer(std::move(reply), res);
+        store_->answer(std::move(reply), res);
 }
 
 void Service::enqueue(unsigned g, Request r) { queue_->enqueue(g, operation(std::move(r), g)); }

@@ -1,8 +1,8 @@
 // The daemon's service layer: event → re-read → plan → execute → publish. A thin front over
 // HostModel (what the host is), Decider (what to do about it), GroupQueue (when, and on which
-// thread) and Publisher (what the consumers are told); it owns the config's lifecycle (load,
-// reload), the bridge to the executor and the entries' error guard. The D-Bus adaptor and the
-// event loop only call into it.
+// thread) and StatusStore (what was decided, and what the consumers are told); it owns the
+// config's lifecycle (load, reload), the bridge to the executor and the entries' error guard.
+// The D-Bus adaptor and the event loop only call into it.
 #pragma once
 
 #include <deque>
@@ -32,7 +32,7 @@ class Executor;
 class HostModel;
 class Journal;
 class PfDecider;
-class Publisher;
+class StatusStore;
 class Workers;
 struct Prepared;
 struct Written;
@@ -85,7 +85,6 @@ public:
     // then, and requests arriving meanwhile wait for it. Without set_workers() everything runs
     // synchronously. Set the workers before start(), the coldplug binds use them too, and let
     // them go first: their jobs use the service until they end (~Workers waits for them).
-    using Reply = std::function<void(const OpResult&)>;
     void set_workers(Workers* workers);
     // What says that the host's mount table, swaps, routes or links changed, so events re-read
     // them only then. The live host watches the kernel (watch_kernel_tables()); a tree has
@@ -108,7 +107,6 @@ public:
     // Called by publish() when the inventory changed, with what changed: the first time with
     // everything. A bind's `pending` step is published before its writes end (they run on a
     // worker, after the dispatch that decided them), so consumers see each transition.
-    using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
     void set_on_change(OnChange cb);
 
 private:
@@ -164,7 +162,7 @@ private:
     const std::unique_ptr<Journal> journal_;
     const std::unique_ptr<Executor> executor_;
     const std::unique_ptr<HostModel> host_;
-    const std::unique_ptr<Publisher> publisher_;
+    const std::unique_ptr<StatusStore> store_;
     const std::unique_ptr<Decider> decider_;
     const std::unique_ptr<PfDecider> pf_decider_;
     const std::unique_ptr<GroupQueue> queue_;

@@ -1,5 +1,5 @@
-// What the consumers (the D-Bus objects) are told: every group's published status and its log
-// line, the inventory built from the host model, what changed since the last publication
+// The status store: what the deciders set and read back, and what the consumers (the D-Bus
+// objects) are told from it. Every group's and PF's published status and its log line, the inventory built from the host model, what changed since the last publication
 // (dirty groups, or everything), and the replies held until that publication. It reads the
 // host model and the journal; it must not re-read the host, decide a group or write anything.
 #pragma once
@@ -11,22 +11,21 @@
 #include <utility>
 #include <vector>
 
+#include "core/state.hpp"
 #include "service/inventory.hpp"
-#include "service/service.hpp"
+#include "service/op_result.hpp"
 
 namespace vfiod {
 
 class HostModel;
 class Journal;
 
-class Publisher {
+class StatusStore {
 public:
-    using Reply = Service::Reply;
-
-    Publisher(const HostModel& host, const Journal& journal, std::function<Mode()> mode)
+    StatusStore(const HostModel& host, const Journal& journal, std::function<Mode()> mode)
         : host_(host), journal_(journal), mode_(std::move(mode)) {}
 
-    void set_on_change(Service::OnChange cb) { on_change_ = std::move(cb); }
+    void set_on_change(OnChange cb) { on_change_ = std::move(cb); }
     const Inventory& inventory() const { return inventory_; }
 
     const std::map<unsigned, GroupStatus>& statuses() const { return status_; }
@@ -69,7 +68,7 @@ private:
     InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
     std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
     Inventory inventory_;
-    Service::OnChange on_change_;
+    OnChange on_change_;
 };
 
 }  // namespace vfiod

@@ -1,4 +1,4 @@
-#include "service/publisher.hpp"
+#include "service/status_store.hpp"
 
 #include <algorithm>
 
@@ -10,19 +10,19 @@
 
 namespace vfiod {
 
-const GroupStatus* Publisher::status(unsigned group) const {
+const GroupStatus* StatusStore::status(unsigned group) const {
     auto it = status_.find(group);
     return it == status_.end() ? nullptr : &it->second;
 }
 
-void Publisher::mark(std::optional<unsigned> group) {
+void StatusStore::mark(std::optional<unsigned> group) {
     if (group)
         dirty_.insert(*group);
     else
         publish_all_ = true;
 }
 
-void Publisher::set_status(unsigned group, GroupStatus s) {
+void StatusStore::set_status(unsigned group, GroupStatus s) {
     dirty_.insert(group);
     auto it = status_.find(group);
     if (it != status_.end() && it->second == s)
@@ -50,12 +50,12 @@ void Publisher::set_status(unsigned group, GroupStatus s) {
     status_[group] = std::move(s);
 }
 
-const PfStatus* Publisher::pf_status(const PciAddress& pf) const {
+const PfStatus* StatusStore::pf_status(const PciAddress& pf) const {
     auto it = pf_status_.find(pf);
     return it == pf_status_.end() ? nullptr : &it->second;
 }
 
-void Publisher::set_pf_status(const PciAddress& pf, PfStatus s) {
+void StatusStore::set_pf_status(const PciAddress& pf, PfStatus s) {
     auto it = pf_status_.find(pf);
     if (it != pf_status_.end() && it->second == s)
         return;
@@ -74,7 +74,7 @@ void Publisher::set_pf_status(const PciAddress& pf, PfStatus s) {
     pf_status_[pf] = std::move(s);
 }
 
-void Publisher::update_pfs(InventoryChange* change) {
+void StatusStore::update_pfs(InventoryChange* change) {
     std::map<PciAddress, PfInfo> now;
     for (const auto& [a, plan] : host_.pf_plans()) {
         auto st = pf_status_.find(a);
@@ -102,14 +102,14 @@ void Publisher::update_pfs(InventoryChange* change) {
     inventory_.pfs = std::move(now);
 }
 
-void Publisher::forget_group(unsigned group) {
+void StatusStore::forget_group(unsigned group) {
     dirty_.insert(group);
     if (status_.erase(group))
         spdlog::info("group {}: gone (no allowlisted function left)", group);
 }
 
 // The published view of one group (nullopt: not published): its object and its functions'.
-std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Publisher::group_view(unsigned id) const {
+std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> StatusStore::group_view(unsigned id) const {
     const GroupPlan* gp = host_.group_plan(id);
     auto st = status_.find(id);
     if (!gp || st == status_.end())
@@ -136,7 +136,7 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> Publisher::group_vi
     return out;
 }
 
-void Publisher::publish() {
+void StatusStore::publish() {
     try {
         publish_changes();
     } catch (const std::exception& e) {
@@ -156,12 +156,12 @@ void Publisher::publish() {
     send_replies();
 }
 
-void Publisher::answer(Reply reply, OpResult r) {
+void StatusStore::answer(Reply reply, OpResult r) {
     if (reply)
         replies_.emplace_back(std::move(reply), std::move(r));
 }
 
-void Publisher::send_replies() {
+void StatusStore::send_replies() {
     std::vector<std::pair<Reply, OpResult>> replies;
     replies.swap(replies_);
     for (auto& [reply, r] : replies) {
@@ -174,7 +174,7 @@ void Publisher::send_replies() {
     }
 }
 
-void Publisher::update_group(unsigned g, InventoryChange* change) {
+void StatusStore::update_group(unsigned g, InventoryChange* change) {
     auto view = group_view(g);
     auto old = inventory_.groups.find(g);
     if (old != inventory_.groups.end() && view && old->second == view->first &&
@@ -204,7 +204,7 @@ void Publisher::update_group(unsigned g, InventoryChange* change) {
     }
 }
 
-void Publisher::publish_changes() {
+void StatusStore::publish_changes() {
     // Only the groups that may have changed are rebuilt (each costs a journal read), and only
     // they go to the consumers: an event about one group costs the same on a host of four
     // groups or four thousand.
