@@ -4,10 +4,12 @@
 #   daemon/infra    nothing of the project's but itself: the loop, logging, workers, Fd
 #   daemon/io       core, and infra/fd.hpp (header-only)
 #   daemon/exec     core, io, and infra/fd.hpp
-#   daemon/service  core, io, exec, infra (and libudev, the bus connection); never dbus/
+#   daemon/service  core, io, exec, infra: the event cycle only, no libudev, sd-bus or sd_notify
+#                   (the adapters to those are daemon/app's); never dbus/
 #   daemon/dbus     core, io, exec, infra, service (and sdbus-c++, sd-bus)
-#   daemon/app      every layer above: vfiod put together; nothing includes it but main() and
-#                   the tests; it never includes tests/ (the fake kernel has its own main there)
+#   daemon/app      every layer above: vfiod put together (the Daemon, the event loop, the udev
+#                   monitor, --udev-match); nothing includes it but main() and the tests; it
+#                   never includes tests/ (the fake kernel has its own main there)
 #   client          core, io, infra/fd.hpp
 #   cli             core, io, exec, client, infra/fd.hpp; never the daemon's service or dbus
 #   device-plugin   core, io, client, infra
@@ -43,7 +45,8 @@ forbid daemon/io 'exec/|infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
     'may include core (and infra/fd.hpp) only' 'infra/fd\.hpp'
 forbid daemon/exec 'infra/|service/|dbus/|app/|sdbus-c\+\+|spdlog' \
     'may include core and io (and infra/fd.hpp) only' 'infra/fd\.hpp'
-forbid daemon/service 'dbus/|app/' 'is below the D-Bus objects: it never names them'
+forbid daemon/service 'dbus/|app/|libudev|sdbus-c\+\+|systemd/' \
+    'is the event cycle: below the D-Bus objects, and its adapters (udev, the bus) are in app/'
 forbid daemon/dbus 'app/' 'is below daemon/app: it never names it'
 # The test support's headers (fake kernel, scenarios) are found by name alone: vfiod never
 # includes them, nor anything through tests/.

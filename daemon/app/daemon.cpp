@@ -8,13 +8,13 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "app/udev_match.hpp"
+#include "app/udev_monitor.hpp"
 #include "dbus/authorization.hpp"
 #include "dbus/objects.hpp"
 #include "infra/logging.hpp"
 #include "infra/loop.hpp"
 #include "io/host_fs.hpp"
-#include "service/udev_match.hpp"
-#include "service/udev_monitor.hpp"
 
 namespace vfiod {
 

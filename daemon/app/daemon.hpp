@@ -6,7 +6,7 @@
 //
 // daemon/app is the one room that may include every other. The Daemon does no PCI work of its
 // own: deciding and writing is the service's, the bus protocol the D-Bus objects', watchdog
-// pings the Loop's (infra/loop.hpp), SIGHUP reloads the event loop's (service/event_loop.hpp).
+// pings the Loop's (infra/loop.hpp), SIGHUP reloads the event loop's (app/event_loop.hpp).
 #pragma once
 
 #include <atomic>
@@ -16,10 +16,10 @@
 #include <string>
 #include <thread>
 
+#include "app/event_loop.hpp"
 #include "app/options.hpp"
 #include "dbus/call_log.hpp"
 #include "infra/workers.hpp"
-#include "service/event_loop.hpp"
 #include "service/service.hpp"
 
 namespace sdbus {

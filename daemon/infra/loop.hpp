@@ -1,4 +1,4 @@
-// Loop: one poll(2) around a system bus connection, shared by vfiod (service/event_loop.cpp) and
+// Loop: one poll(2) around a system bus connection, shared by vfiod (app/event_loop.cpp) and
 // vfiod-device-plugin. It serves the bus, a signalfd, the other fds a program adds, one-shot
 // timers and systemd's watchdog. Idle means blocked in poll: only an fd, a due timer, a deadline
 // or a signal wakes it.

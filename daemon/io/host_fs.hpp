@@ -35,7 +35,7 @@ void set_openat2(Openat2Fn fn);
 }  // namespace sysfs_testing
 
 // What vfiod may ask of the host, as an interface: the kernel's answers come from KernelHostFs
-// below; the event loop's fenced view (service/fenced_host_fs) wraps another HostFs. Every
+// below; the event loop's fenced view (io/fenced_host_fs) wraps another HostFs. Every
 // method that touches the host is pure virtual, so a wrapper that misses one does not compile;
 // the few non-virtual helpers (live, path, link_name) only call the virtual ones.
 class HostFs {

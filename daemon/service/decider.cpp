@@ -4,10 +4,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/plan_text.hpp"
 #include "core/strings.hpp"
 #include "exec/journal.hpp"
 #include "service/host_model.hpp"
-#include "service/plan_text.hpp"
 #include "service/status_store.hpp"
 
 namespace vfiod {

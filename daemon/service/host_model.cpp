@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "io/fenced_host_fs.hpp"
 #include "io/host_use.hpp"
 #include "io/topology_reader.hpp"
-#include "service/fenced_host_fs.hpp"
 
 namespace vfiod {
 

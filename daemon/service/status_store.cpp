@@ -4,9 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/plan_text.hpp"
 #include "exec/journal.hpp"
 #include "service/host_model.hpp"
-#include "service/plan_text.hpp"
 
 namespace vfiod {
 

@@ -33,7 +33,7 @@
 #include "dbus/authorization.hpp"
 #include "dbus/call_log.hpp"
 #include "dbus/objects.hpp"
-#include "service/event_loop.hpp"
+#include "app/event_loop.hpp"
 #include "service/service.hpp"
 #include "infra/workers.hpp"
 

@@ -31,9 +31,9 @@
 #include "dbus/authorization.hpp"
 #include "dbus/call_log.hpp"
 #include "dbus/objects.hpp"
-#include "service/event_loop.hpp"
+#include "app/event_loop.hpp"
 #include "service/service.hpp"
-#include "service/udev_monitor.hpp"
+#include "app/udev_monitor.hpp"
 #include "infra/workers.hpp"
 
 namespace vfiod::test {

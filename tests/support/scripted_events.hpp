@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "service/udev_monitor.hpp"
+#include "app/udev_monitor.hpp"
 
 namespace vfiod::test {
 

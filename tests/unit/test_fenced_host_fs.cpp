@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fake_tree.hpp"
-#include "service/fenced_host_fs.hpp"
+#include "io/fenced_host_fs.hpp"
 
 using namespace vfiod;
 using test::FakeTree;

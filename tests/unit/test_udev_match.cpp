@@ -1,11 +1,11 @@
-// The udev rule's helper (service/udev_match): the planner's rule on the topology reader's view
+// The udev rule's helper (app/udev_match): the planner's rule on the topology reader's view
 // of one function, so what binds early is exactly what the daemon would bind.
 #include <gtest/gtest.h>
 
+#include "app/udev_match.hpp"
 #include "core/config.hpp"
 #include "fake_tree.hpp"
 #include "io/host_fs.hpp"
-#include "service/udev_match.hpp"
 
 namespace vfiod::test {
 namespace {

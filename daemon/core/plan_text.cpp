@@ -1,4 +1,4 @@
-#include "service/plan_text.hpp"
+#include "core/plan_text.hpp"
 
 #include "core/strings.hpp"
 

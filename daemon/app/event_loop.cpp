@@ -1,4 +1,4 @@
-#include "service/event_loop.hpp"
+#include "app/event_loop.hpp"
 
 #include <malloc.h>
 #include <signal.h>
@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include "app/udev_monitor.hpp"
 #include "infra/loop.hpp"
 #include "service/service.hpp"
-#include "service/udev_monitor.hpp"
 
 namespace vfiod {
 

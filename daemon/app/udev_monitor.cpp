@@ -1,4 +1,4 @@
-#include "service/udev_monitor.hpp"
+#include "app/udev_monitor.hpp"
 
 #include <cerrno>
 #include <cstring>

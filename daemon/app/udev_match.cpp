@@ -1,4 +1,4 @@
-#include "service/udev_match.hpp"
+#include "app/udev_match.hpp"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "service/fenced_host_fs.hpp"
+#include "io/fenced_host_fs.hpp"
 
 #include <algorithm>
 #include <cerrno>
