@@ -137,14 +137,9 @@ bool safe_request(const std::string& r) {
     return safe_component(r.substr(0, slash), 63) && safe_component(r.substr(slash + 1), 63);
 }
 
-// A host path's directory and last component ("/a/b/c.json": "/a/b", "c.json"), and the path
-// as HostFs takes it, relative to the root ("a/b/c.json").
+// A host path's directory and last component ("/a/b/c.json": "/a/b", "c.json").
 std::string dir_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
 std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
-std::string rel_of(const std::string& p) {
-    size_t at = p.find_first_not_of('/');
-    return at == std::string::npos ? std::string() : p.substr(at);
-}
 
 bool gone(int e) { return e == ENOENT || e == ENOTDIR; }
 
@@ -354,11 +349,11 @@ struct Preparer::Impl {
     // Every file is reached through a directory opened beneath the root (HostFs::open_own_dir):
     // a link on the way that leads out of a --root tree is refused, never followed, so nothing
     // is written, renamed or removed outside it. The paths below are for messages.
-    std::string path(const std::string& host_path) const { return host.path(rel_of(host_path)); }
+    std::string path(const std::string& host_path) const { return host.path(HostFs::rel_of(host_path)); }
 
     // The directory at host path `dir`, made (0755) when missing and `create`; else errno in *e.
     Fd open_dir(const std::string& dir, bool create, int* e) const {
-        return host.open_own_dir(rel_of(dir), create, e);
+        return host.open_own_dir(HostFs::rel_of(dir), create, e);
     }
     // One of the plugin's own directories (checkpoints, metadata, damaged ones): made and kept
     // 0700, whoever made it before.
