@@ -133,19 +133,32 @@ void build_sriov_host(FakeTree& t) {
 }
 
 void build_sriov_routed_vf(FakeTree& t) {
-    build_sriov_host(t);
+    t.enable_iommu();
+    t.add_driver("vfio-pci");
+    t.add_function(fn("0000:00:02.0", "8086", "10d3", "020000", "e1000e", 2));
+    t.add_netdev("0000:00:02.0", "eth0");
+    t.add_function(fn("0000:00:04.0", "1b36", "000c", "060400", "pcieport", 4));
+    Fn pf = fn(kSriovPf, "8086", "1521", "020000", "igb", 7, "0000:00:04.0");
+    pf.sriov_totalvfs = 2;
+    pf.sriov_numvfs = 2;
+    pf.sriov_vf_device = "1520";
+    t.add_function(pf);
+    t.add_netdev(kSriovPf, "enp2s0f0");
     for (unsigned i = 0; i < 2; ++i) {
         std::string bdf = std::string("0000:02:00.") + std::to_string(i + 1);
-        Fn vf = fn(bdf.c_str(), "1b36", "0010", "010802", "nvme", 8 + i);
+        Fn vf = fn(bdf.c_str(), "8086", "1520", "020000", "igbvf", 8 + i);
         vf.physfn = kSriovPf;
         t.add_function(vf);
+        t.add_netdev(bdf, "enp2s0v" + std::to_string(i));
     }
-    t.write_file(t.devpath(kSriovPf) + "/sriov_numvfs", "2\n");
-    t.add_netdev("0000:02:00.1", "enp2s0v0");
+    t.write_file("proc/self/mountinfo", "");
+    t.write_file("proc/mounts", "");
+    t.write_file("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
     t.write_file("proc/net/route",
                  "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\t"
                  "Window\tIRTT\n"
                  "enp2s0v0\t00000000\t0202000A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n");
+    t.write_file("proc/net/ipv6_route", "");
 }
 
 std::vector<std::string> scenario_names() {

@@ -20,9 +20,11 @@ void build_gpu_host(FakeTree& t);
 void build_sriov_host(FakeTree& t);
 inline constexpr char kSriovPf[] = "0000:02:00.0";
 
-// The sriov-host once its PF has 2 VFs (0000:02:00.1 in group 8, .2 in group 9, both on nvme),
-// the first carrying a netdev, enp2s0v0, that holds the host's default route: what a journal
-// entry or a count change must never destroy (issue 37). No vfiod.toml.
+// The sriov-host's layout with an SR-IOV NIC at kSriovPf instead of the NVMe (8086:1521 on igb,
+// group 7, netdev enp2s0f0) that already has its 2 VFs (8086:1520 on igbvf: 0000:02:00.1 in
+// group 8 with enp2s0v0, which carries the host's default route, and .2 in group 9 with
+// enp2s0v1): what a journal entry or a count change must never destroy (issue 37). No
+// vfiod.toml.
 void build_sriov_routed_vf(FakeTree& t);
 
 // The vfiod.toml both kubelet plugins' scenarios (test_device_plugin, test_dra_scenarios) run

@@ -500,7 +500,7 @@ TEST(ExecutorPf, AnEntryNeverDestroysAVfInUseOrTouchesAProtectedPf) {
             h.tree.write_file("proc/net/route", "Iface\tDestination\tGateway \tFlags\n");
         if (c.vm) {
             const std::string vf_dir = std::string("sys/bus/pci/devices/") + kVf1 + "/";
-            ASSERT_EQ(h.kernel->write("sys/bus/pci/drivers/nvme/unbind", kVf1), 0);
+            ASSERT_EQ(h.kernel->write("sys/bus/pci/drivers/igbvf/unbind", kVf1), 0);
             ASSERT_EQ(h.kernel->write(vf_dir + "driver_override", "vfio-pci"), 0);
             ASSERT_EQ(h.kernel->write("sys/bus/pci/drivers_probe", kVf1), 0);
             ASSERT_EQ(h.driver(kVf1), "vfio-pci");
