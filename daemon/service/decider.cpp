@@ -12,20 +12,20 @@
 
 namespace vfiod {
 
-Prepared Decider::ended(OpResult r) {
-    Prepared p;
+GroupWrite Decider::ended(OpResult r) {
+    GroupWrite p;
     p.done = std::move(r);
     return p;
 }
 
-Prepared Decider::settle(unsigned group, GroupStatus st) {
+GroupWrite Decider::settle(unsigned group, GroupStatus st) {
     store_.set_status(group, std::move(st));
     return ended({});
 }
 
 // What the daemon does with a group on its own: a status to publish at once, or writes (a bind,
 // or the early-override clean-up of a refused group) to run off the loop.
-Prepared Decider::decide(unsigned id, bool from_events) {
+GroupWrite Decider::decide(unsigned id, bool from_events) {
     const GroupPlan* found = host_.group_plan(id);
     if (!found) {
         store_.forget_group(id);
@@ -36,7 +36,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
     if (executor_.released(id))  // what to publish; the executor would not bind it anyway
         return settle(id, {GroupState::Released, Reason::None, "", {}});
     GroupStatus planned{planned_state(gp.action), gp.reason, join(gp.details, "; "), gp.blockers};
-    Prepared p;
+    GroupWrite p;
     p.group = id;
     p.trigger = Trigger::Automatic;
     if (gp.action == Action::Refuse && mode_() == Mode::Enforce && clean_up_early(gp, planned, &p))
@@ -59,7 +59,7 @@ Prepared Decider::decide(unsigned id, bool from_events) {
 
 // A refused group's functions parked on an early override go back to the host: true (and *p
 // holds their writes) when there are any.
-bool Decider::clean_up_early(const GroupPlan& gp, const GroupStatus& planned, Prepared* p) const {
+bool Decider::clean_up_early(const GroupPlan& gp, const GroupStatus& planned, GroupWrite* p) const {
     for (const PciFunction* fn : parked_early(gp)) {
         spdlog::warn("group {}: {} refused; clearing its early driver_override '{}' and "
                      "probing the host driver",
@@ -154,7 +154,7 @@ const GroupPlan* Decider::bind_plan(const PciFunction& fn, std::optional<Plan>* 
     return nullptr;
 }
 
-Prepared Decider::bind(std::string_view address) {
+GroupWrite Decider::bind(std::string_view address) {
     OpResult why;
     const PciFunction* fn = requested_function(address, &why);
     if (!fn)
@@ -169,7 +169,7 @@ Prepared Decider::bind(std::string_view address) {
     if (gp->action == Action::Refuse) {
         // Published as the daemon decides it, early-override clean-up included: after this
         // request, in the group's turn.
-        Prepared refused = ended(refusal(*gp));
+        GroupWrite refused = ended(refusal(*gp));
         refused.redecide = gp->group;
         return refused;
     }
@@ -187,14 +187,14 @@ Prepared Decider::bind(std::string_view address) {
     // Consumers see `pending` while the writes run.
     store_.set_status(
         id, {planned_state(gp->action), Reason::None, "binding " + describe_devices(*gp), {}});
-    Prepared p;
+    GroupWrite p;
     p.group = id;
     p.plan = *gp;
     p.trigger = Trigger::Operator;  // an explicit Bind is the one way to undo a Release
     return p;
 }
 
-Prepared Decider::release(std::string_view address) {
+GroupWrite Decider::release(std::string_view address) {
     OpResult why;
     const PciFunction* fn = requested_function(address, &why);
     if (!fn)
@@ -214,7 +214,7 @@ Prepared Decider::release(std::string_view address) {
         return ended(refusal(rp));
     }
     spdlog::info("group {}: Release requested for {}", id, addr.str());
-    Prepared p;
+    GroupWrite p;
     p.group = id;
     p.plan = std::move(rp);
     p.releasing = true;

@@ -7,17 +7,7 @@
 
 namespace vfiod {
 
-namespace {
-
-Prepared ended() {
-    Prepared p;
-    p.done = OpResult{};
-    return p;
-}
-
-}  // namespace
-
-Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
+std::optional<PfPlan> PfDecider::decide(const PciAddress& pf) {
     host_.refresh({pf});
     const PfPlan* plan = host_.pf_plan(pf);
     if (plan && plan->num_vfs != plan->wanted_vfs) {
@@ -27,39 +17,22 @@ Prepared PfDecider::decide(const PciAddress& pf, unsigned group) {
         plan = host_.pf_plan(pf);
     }
     if (!plan)
-        return ended();  // gone, or no entry governs it now: the status store drops it
+        return std::nullopt;  // gone, or no entry governs it now: the status store drops it
     PfStatus planned{planned_state(plan->action), plan->reason, join(plan->details, "; "),
                      plan->blockers};
     if (plan->action != PfAction::Create) {
         store_.set_pf_status(pf, std::move(planned));
-        return ended();
+        return std::nullopt;
     }
     std::string change = "sriov_numvfs " + std::to_string(plan->num_vfs) + " -> " +
                          std::to_string(plan->wanted_vfs);
     if (mode_() == Mode::Observe) {
         store_.set_pf_status(pf, {PfState::Pending, Reason::None, "would write " + change, {}});
-        return ended();
+        return std::nullopt;
     }
     // Consumers see `pending` while the writes run.
     store_.set_pf_status(pf, {PfState::Pending, Reason::None, "writing " + change, {}});
-    Prepared p;
-    p.group = group;
-    p.pf = *plan;
-    // Fenced while the writes run: the PF only. A blocked sriov_numvfs store holds the PF's
-    // device lock, which its attributes' reads take; the VFs come and go meanwhile, and their
-    // events must be heard as they come.
-    p.functions = {pf};
-    return p;
-}
-
-Prepared PfDecider::settle_entry(const PciAddress& pf, unsigned group) const {
-    Prepared p;
-    p.group = group;
-    p.pf_reconcile = pf;
-    if (const PfPlan* plan = host_.pf_plan(pf))
-        p.pf_wanted = plan->wanted_vfs;
-    p.functions = {pf};  // as decide() does
-    return p;
+    return *plan;
 }
 
 void PfDecider::finish(const PciAddress& pf, const PfOutcome& o) {

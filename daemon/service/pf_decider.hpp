@@ -1,17 +1,19 @@
 // The SR-IOV policy (DESIGN §11): what the daemon does with a PF an [[sriov]] entry governs
 // (publish its plan, or change its VF count off the loop) and which new VFs it sends to their
-// host driver. Like the Decider it turns a request into a Prepared operation and sets the
-// statuses it decides; it must not run writes, queue operations or publish.
+// host driver. Like the Decider it turns a request into the writes to run and sets the statuses
+// it decides; it must not run writes, queue operations or publish.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "core/config.hpp"
 #include "core/pci_address.hpp"
-#include "service/decider.hpp"
+#include "core/plan.hpp"
+#include "exec/executor.hpp"
 
 namespace vfiod {
 
@@ -24,10 +26,8 @@ public:
         : host_(host), store_(store), mode_(std::move(mode)) {}
 
     // One PF, on the host as it is now (the PF and its VFs re-read: whether a VF is in use has
-    // no event of its own): its status at once, or its writes. `group` is the PF's group.
-    Prepared decide(const PciAddress& pf, unsigned group);
-    // Settling the last run's journal entry of a PF: the count its entry wants now, if any.
-    Prepared settle_entry(const PciAddress& pf, unsigned group) const;
+    // no event of its own): its status at once (nullopt), or the count change to write.
+    std::optional<PfPlan> decide(const PciAddress& pf);
     // What a count change came to, published (the caller has re-read the PF).
     void finish(const PciAddress& pf, const PfOutcome& o);
 

@@ -1,8 +1,9 @@
-// The daemon's service layer: event → re-read → plan → execute → publish. A thin front over
-// HostModel (what the host is), Decider (what to do about it), GroupQueue (when, and on which
-// thread) and StatusStore (what was decided, and what the consumers are told); it owns the
-// config's lifecycle (load, reload), the bridge to the executor and the entries' error guard.
-// The D-Bus adaptor and the event loop only call into it.
+// The daemon's service layer: event → re-read → plan → execute → publish. A thin front: it
+// routes each entry (coldplug, a udev burst, a Reload, a D-Bus method) to the operations it
+// makes (service/group_ops, service/pf_ops), which GroupQueue runs (when, and on which thread)
+// over the parts (HostModel: what the host is; the deciders: what to do about it; StatusStore:
+// what was decided, and what the consumers are told). It owns the config's lifecycle (load,
+// reload) and the entries' error guard. The D-Bus adaptor and the event loop only call into it.
 #pragma once
 
 #include <deque>
@@ -17,32 +18,26 @@
 
 #include "core/config.hpp"
 #include "core/plan.hpp"
-#include "exec/executor.hpp"
 #include "io/snapshot.hpp"
 #include "io/host_fs.hpp"
 #include "io/host_tables.hpp"
 #include "service/group_queue.hpp"
 #include "service/inventory.hpp"
 #include "service/op_result.hpp"
+#include "service/operation.hpp"
+#include "service/service_parts.hpp"
 
 namespace vfiod {
 
-class Decider;
-class Executor;
-class HostModel;
-class Journal;
-class PfDecider;
-class StatusStore;
+class OperatorOp;
 class Workers;
-struct Prepared;
-struct Written;
 
 struct ServiceOptions {
     std::optional<std::string> config_file;  // --config; default: root/etc/vfiod/vfiod.toml
     bool force_observe = false;              // --observe
 };
 
-class Service {
+class Service final : private FollowUps {
 public:
     Service(HostFs& fs, ServiceOptions options);
     ~Service();
@@ -110,61 +105,43 @@ public:
     void set_on_change(OnChange cb);
 
 private:
-    struct Request {
-        // Pf: an SR-IOV PF's decision; PfReconcile: its journal entry from the last run;
-        // Probe: a VF left to its host driver (DESIGN §11).
-        enum class Kind { Bind, Release, Decide, Reconcile, Pf, PfReconcile, Probe };
-        Kind kind = Kind::Bind;
-        std::string address;       // Bind, Release; the PF or VF of the SR-IOV kinds
-        Reply reply;               // Bind, Release
-        bool from_events = false;  // Decide: a udev event, not coldplug or a reload
-    };
     template <typename F>
     OpResult guarded(const char* what, F&& entry);
     void apply_events(const std::set<PciAddress>& touched);
     OpResult apply_reload();
     // What a crash or a blocked write left unfinished, per group (start()).
     std::map<unsigned, std::vector<PciAddress>> reconcile();
-    void log_interrupted(const GroupOutcome& o);
     void refresh_fences();
     void decide(const std::set<unsigned>& groups, bool from_events);
-    // Each PF, in its group's queue (a PF outside any group is not acted on).
-    void decide_pfs(const std::set<PciAddress>& pfs, Request::Kind kind = Request::Kind::Pf);
-    // The PFs not ready yet, tried again: nothing says when a VM let a VF go (DESIGN §11).
-    void retry_pfs();
+    // An operation per PF, in its group's queue (a PF outside any group is not acted on).
+    void for_pfs(const std::set<PciAddress>& pfs,
+                 const std::function<OperationPtr(const PciAddress&)>& make);
+    void decide_pfs(const std::set<PciAddress>& pfs);
     // The SR-IOV side of a burst: the PFs it concerns (`before`: as the last read had them)
     // and the new VFs left to the host.
     void pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before);
+    // FollowUps, what the operations ask for on their way.
+    void decide(unsigned group) override;
+    // The PFs not ready yet, tried again: nothing says when a VM let a VF go (DESIGN §11).
+    void retry_pfs() override;
     // The VFs among `vfs` left to the host, each probed in its group's queue (enforce mode),
     // except those whose PF's group is busy, unless that PF is `finishing` its operation.
-    void probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing = nullptr);
-    void submit(Request r);
-    // Sends a request that waited for a reload on its way, answering it Failed if that throws.
-    void resubmit(Request r, Reply reply);
-    void enqueue(unsigned group, Request r);
-    // A request as the group queue carries it, and what it does when it reaches the front.
-    GroupQueue::Op operation(Request r, unsigned group);
-    GroupQueue::Started start_operation(const Request& r, unsigned group);
-    Prepared prepare(const Request& r, unsigned group);
-    Prepared prepare_bind(std::string_view address);
-    Written run_writes(const Prepared& p);  // any thread: executor only
-    Written run_pf_writes(const Prepared& p);
-    OpResult complete(const Prepared& p, const Written& w);
-    OpResult complete_pf(const Prepared& p, const Written& w);
-    OpResult finish(unsigned group, const Prepared& p, const Written& w);
+    void probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing) override;
+    void deciding(unsigned group) override;
+    // An operator's Bind or Release: queued in its group, or answered at once from the plan.
+    void submit(std::shared_ptr<OperatorOp> op, Reply reply);
+    void enqueue(unsigned group, OperationPtr op);
+    // An operation as the group queue carries it: prepared, fenced, run and completed.
+    GroupQueue::Op queued(OperationPtr op, unsigned group, Reply reply);
+    GroupQueue::Started start(const OperationPtr& op, unsigned group);
+    OpResult finish(Operation& op, unsigned group);
     // A group's queue emptied: the events it held back are heard now.
     void group_idle(unsigned group);
 
-    HostFs& fs_;  // the executor's: writes, on worker threads
     ServiceOptions options_;
     // Made with the service and never replaced: operations on worker threads use them until
     // they end, and the workers go before the service (set_workers()).
-    const std::unique_ptr<Journal> journal_;
-    const std::unique_ptr<Executor> executor_;
-    const std::unique_ptr<HostModel> host_;
-    const std::unique_ptr<StatusStore> store_;
-    const std::unique_ptr<Decider> decider_;
-    const std::unique_ptr<PfDecider> pf_decider_;
+    ServiceParts s_;
     const std::unique_ptr<GroupQueue> queue_;
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
