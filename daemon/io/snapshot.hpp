@@ -2,6 +2,7 @@
 // plan/apply/doctor, the daemon) plans from a Snapshot, so they all see the host the same way.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ struct Snapshot {
     std::vector<std::string> warnings;  // odd sysfs content, skipped devices
 };
 
-Snapshot read_snapshot(const HostFs& fs);
+// With `fenced` (the daemon's functions being written, DESIGN §6), those functions keep what
+// `last` has of them: their attributes (see Fenced in io/topology_reader.hpp) and what the host
+// was found to use them for. Their files are not read.
+Snapshot read_snapshot(const HostFs& fs, const std::set<PciAddress>* fenced = nullptr,
+                       const Snapshot* last = nullptr);
+
+// The findings of `use` about the functions in `only`.
+HostUse findings_about(const HostUse& use, const std::set<PciAddress>& only);
 
 }  // namespace vfiod

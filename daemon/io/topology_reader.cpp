@@ -33,8 +33,9 @@ std::optional<unsigned> parse_group_number(std::string_view s) {
 // function is left out rather than guessed at.
 class FunctionReader {
 public:
-    FunctionReader(const HostFs& fs, const PciAddress& addr, std::vector<std::string>* warnings)
-        : fs_(fs), bdf_(addr.str()), warnings_(warnings) {
+    FunctionReader(const HostFs& fs, const PciAddress& addr, std::vector<std::string>* warnings,
+                   const PciFunction* kept)
+        : fs_(fs), bdf_(addr.str()), warnings_(warnings), kept_(kept) {
         fn_.address = addr;
     }
 
@@ -50,9 +51,13 @@ public:
         }
         dir_ = held_.rel();
         fn_.devpath = dir_;
-        if (!read_ids())
-            return std::nullopt;
-        read_attributes();
+        if (kept_) {
+            keep_attributes();
+        } else {
+            if (!read_ids())
+                return std::nullopt;
+            read_attributes();
+        }
         read_links();
         // Asked of the path, not the held fd: a directory removed meanwhile is gone, whatever
         // was read through the fd before.
@@ -99,6 +104,21 @@ private:
                 fn_.sriov_totalvfs =
                     static_cast<unsigned>(std::min(*v, static_cast<long>(UINT_MAX)));
         }
+    }
+
+    // A fenced function's attribute files, as its last record has them (what read_ids and
+    // read_attributes found then).
+    void keep_attributes() {
+        fn_.vendor = kept_->vendor;
+        fn_.device = kept_->device;
+        fn_.class_code = kept_->class_code;
+        fn_.subsystem_vendor = kept_->subsystem_vendor;
+        fn_.subsystem_device = kept_->subsystem_device;
+        fn_.driver_override = kept_->driver_override;
+        fn_.numa_node = kept_->numa_node;
+        fn_.boot_vga = kept_->boot_vga;
+        fn_.sriov_numvfs = kept_->sriov_numvfs;
+        fn_.sriov_totalvfs = kept_->sriov_totalvfs;
     }
 
     void read_links() {
@@ -183,6 +203,7 @@ private:
     const HostFs& fs_;
     std::string bdf_;
     std::vector<std::string>* warnings_;
+    const PciFunction* kept_;
     HostFs::Dir held_;
     std::string dir_;
     PciFunction fn_;
@@ -192,8 +213,9 @@ private:
 }  // namespace
 
 std::optional<PciFunction> read_function(const HostFs& fs, const PciAddress& addr,
-                                         std::vector<std::string>* warnings) {
-    return FunctionReader(fs, addr, warnings).read();
+                                         std::vector<std::string>* warnings,
+                                         const PciFunction* kept) {
+    return FunctionReader(fs, addr, warnings, kept).read();
 }
 
 namespace {
@@ -231,7 +253,7 @@ std::vector<PciAddress> read_group_members(const HostFs& fs, unsigned group,
     return read_members(fs, std::to_string(group), skipped);
 }
 
-Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
+Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings, Fenced fenced) {
     Topology topo;
     read_drivers(fs, &topo);
 
@@ -246,7 +268,7 @@ Topology read_topology(const HostFs& fs, std::vector<std::string>* warnings) {
             continue;
         }
         std::vector<std::string> odd;
-        if (auto fn = read_function(fs, *addr, &odd))
+        if (auto fn = read_function(fs, *addr, &odd, fenced.record(*addr)))
             topo.functions.emplace(*addr, std::move(*fn));
         for (auto& w : odd)
             skipped.add(std::move(w));
@@ -291,8 +313,10 @@ void reread_group(const HostFs& fs, Topology* topo, unsigned g, BoundedWarnings&
 
 std::set<unsigned> refresh_topology(const HostFs& fs, Topology* topo,
                                     const std::set<PciAddress>& touched,
-                                    std::vector<std::string>* warnings) {
+                                    std::vector<std::string>* warnings,
+                                    const std::set<PciAddress>* fenced) {
     read_drivers(fs, topo);
+    const Fenced kept{fenced, topo};
     BoundedWarnings skipped(warnings, "odd sysfs entries skipped");
     std::set<PciAddress> done;
     std::set<unsigned> groups, groups_done;
@@ -308,7 +332,7 @@ std::set<unsigned> refresh_topology(const HostFs& fs, Topology* topo,
                 todo.push_back(*old->physfn);
         }
         std::vector<std::string> odd;
-        auto fn = read_function(fs, a, &odd);
+        auto fn = read_function(fs, a, &odd, kept.record(a));
         for (auto& w : odd)
             skipped.add(std::move(w));
         if (!fn) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "io/fenced_host_fs.hpp"
 #include "io/host_use.hpp"
@@ -42,7 +43,8 @@ void HostModel::replanned(std::optional<unsigned> group) const {
 }
 
 void HostModel::reread() {
-    snapshot_ = read_snapshot(*view_);
+    // The functions being written keep their last record: their files are not read.
+    snapshot_ = read_snapshot(*view_, &view_->fenced(), &snapshot_);
     log_host_warnings(snapshot_.warnings, true);
     strays_.clear();
     vfs_.clear();
@@ -165,7 +167,7 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
         if (const PciFunction* fn = topo.find(a); fn && fn->physfn)
             pfs_before.insert(*fn->physfn);
     std::vector<std::string> warnings;
-    std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings);
+    std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings, &view_->fenced());
     if (topo.iommu_enabled != iommu_before) {
         // Every decision hangs on it: read it all again.
         for (const auto& [g, gp] : plans_)
@@ -178,7 +180,13 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
     std::set<PciAddress> only = members(groups);
     only.merge(touched);
     update_strays(groups, only);
-    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, only, &tables_), only);
+    // What the host uses a function being written for is kept from its last reading, as its
+    // attributes are (read_snapshot).
+    std::set<PciAddress> unfenced;
+    std::set_difference(only.begin(), only.end(), view_->fenced().begin(), view_->fenced().end(),
+                        std::inserter(unfenced, unfenced.end()));
+    merge_host_use(&snapshot_.use, read_host_use(*view_, topo, &warnings, unfenced, &tables_),
+                   unfenced);
     log_host_warnings(warnings, false);
     static const std::set<PciAddress> kNone;
     for (unsigned g : groups) {

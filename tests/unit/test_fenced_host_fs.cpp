@@ -1,14 +1,19 @@
 // The fenced view reaches the host only through the HostFs it wraps: every method goes to the
 // wrapped host (a recorder here, whose answers differ from the tree under its root), never to a
-// tree of the fence's own; and a fenced function's attributes are not read at all.
+// tree of the fence's own; and a fenced function's attributes are not read at all. The host model
+// keeps a fenced function's last record meanwhile, and reads it afresh once it is unfenced.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "fake_tree.hpp"
 #include "io/fenced_host_fs.hpp"
+#include "io/host_use.hpp"
+#include "service/host_model.hpp"
 
 using namespace vfiod;
 using test::FakeTree;
@@ -222,6 +227,158 @@ TEST(LastRead, EachPathAnswersItsOwnLastValue) {
     last.put(c, "sys/devices/0000:02:00.00/vendor", 25, "0x1af4\n");
     EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.00/vendor"), "0x1af4\n");
     EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.0/vendor"), std::nullopt);
+}
+
+// The host model over a host that notes every file read: the fenced view is the model's own,
+// so what reaches this host is what the loop would read.
+class CountingHost : public KernelHostFs {
+public:
+    using KernelHostFs::KernelHostFs;
+    std::optional<std::string> read(std::string_view rel, size_t max_bytes, std::string* why,
+                                    const Dir* in) const override {
+        reads.emplace_back(rel);
+        return KernelHostFs::read(rel, max_bytes, why, in);
+    }
+    WholeFile read_whole(std::string_view rel, size_t max_bytes) const override {
+        reads.emplace_back(rel);
+        return KernelHostFs::read_whole(rel, max_bytes);
+    }
+    // The files read of function `a` (its own and its devices'), forgotten after.
+    std::vector<std::string> take_reads_of(const PciAddress& a) const {
+        std::vector<std::string> out;
+        for (const auto& r : reads)
+            if (nearest_function(r) == a)
+                out.push_back(r);
+        reads.clear();
+        return out;
+    }
+
+    mutable std::vector<std::string> reads;  // a test double's log, const reads included
+};
+
+class FencedModelTest : public ::testing::Test {
+protected:
+    FencedModelTest() {
+        tree.enable_iommu();
+        tree.add_function(FakeTree::pci(kGpu, "10de", "1eb8", "030200", "nvidia", 13));
+        tree.add_function(FakeTree::pci(kNic, "8086", "10d3", "020000", "e1000e", 14));
+    }
+    void set_fenced(const std::vector<PciAddress>& stuck) { model.refresh_fences(stuck); }
+    const PciFunction* gpu() const { return model.snapshot().topology.find(gpu_); }
+    // The GPU's attribute files as a write to it leaves them, and its driver link.
+    void gpu_written() {
+        tree.write_file(tree.devpath(kGpu) + "/driver_override", "vfio-pci\n");
+        tree.write_file(tree.devpath(kGpu) + "/numa_node", "1\n");
+        tree.unbind(kGpu);
+    }
+
+    static constexpr const char* kGpu = "0000:01:00.0";
+    static constexpr const char* kNic = "0000:02:00.0";
+    const PciAddress gpu_ = *PciAddress::parse(kGpu);
+    const PciAddress nic_ = *PciAddress::parse(kNic);
+    FakeTree tree;
+    CountingHost host{tree.root()};
+    HostModel model{host};
+};
+
+// While a write runs, nothing of the function's files is read, by a refresh of it or a whole
+// re-read (a Reload): the snapshot shows the attributes of its last record. Its links take no
+// device lock and are read as ever (the driver it is on now). Others are read as usual.
+TEST_F(FencedModelTest, AFencedFunctionIsNotReadAndKeepsItsLastRecord) {
+    model.reread();
+    ASSERT_TRUE(gpu());
+    const PciFunction before = *gpu();
+    EXPECT_EQ(before.driver_override, "");
+    EXPECT_EQ(before.numa_node, -1);
+    EXPECT_FALSE(host.take_reads_of(gpu_).empty());
+
+    model.fence_group(13, {gpu_});
+    set_fenced({});
+    gpu_written();
+    tree.write_file(tree.devpath(kNic) + "/numa_node", "1\n");
+    model.refresh({gpu_, nic_});
+    EXPECT_EQ(host.take_reads_of(gpu_), std::vector<std::string>{});
+    ASSERT_TRUE(gpu());
+    PciFunction kept = before;
+    kept.driver = "";
+    EXPECT_EQ(*gpu(), kept);
+    EXPECT_EQ(model.snapshot().topology.find(nic_)->numa_node, 1);
+
+    model.reread();
+    EXPECT_EQ(host.take_reads_of(gpu_), std::vector<std::string>{});
+    ASSERT_TRUE(gpu());
+    EXPECT_EQ(*gpu(), kept);
+    EXPECT_TRUE(model.snapshot().warnings.empty());
+}
+
+// Unfenced, the function is read afresh: the values the write left.
+TEST_F(FencedModelTest, AnUnfencedFunctionIsReadAfresh) {
+    model.reread();
+    model.fence_group(13, {gpu_});
+    set_fenced({});
+    gpu_written();
+    model.refresh({gpu_});
+    ASSERT_TRUE(gpu());
+    EXPECT_EQ(gpu()->driver_override, "");
+
+    model.unfence_group(13);
+    set_fenced({});
+    host.reads.clear();
+    model.refresh({gpu_});
+    EXPECT_FALSE(host.take_reads_of(gpu_).empty());
+    ASSERT_TRUE(gpu());
+    EXPECT_EQ(gpu()->driver_override, "vfio-pci");
+    EXPECT_EQ(gpu()->numa_node, 1);
+}
+
+// A function fenced before it was ever read (at start, the last run's unfinished write may still
+// hold its device lock) has no record: it is left out, as a function whose vendor cannot be
+// read is, and its group still lists it; its files are not read. Unfenced, it is read.
+TEST_F(FencedModelTest, AFunctionFirstSeenWhileFencedIsLeftOutUntilUnfenced) {
+    model.fence_group(13, {gpu_});
+    set_fenced({});
+    model.reread();
+    EXPECT_EQ(host.take_reads_of(gpu_), std::vector<std::string>{});
+    EXPECT_EQ(gpu(), nullptr);
+    EXPECT_EQ(model.snapshot().topology.groups.at(13), std::vector<PciAddress>{gpu_});
+    EXPECT_EQ(model.snapshot().warnings,
+              std::vector<std::string>{"skipping PCI function 0000:01:00.0: cannot read vendor"});
+    model.refresh({gpu_});
+    EXPECT_EQ(host.take_reads_of(gpu_), std::vector<std::string>{});
+    EXPECT_EQ(gpu(), nullptr);
+
+    model.unfence_group(13);
+    set_fenced({});
+    model.refresh({gpu_});
+    EXPECT_FALSE(host.take_reads_of(gpu_).empty());
+    ASSERT_TRUE(gpu());
+    EXPECT_EQ(gpu()->vendor, 0x10de);
+}
+
+// What the host uses a function for is part of its record: a function whose write is stuck keeps
+// its findings (here a user's enable count on vfio-pci) without its enable file being read, by a
+// refresh or a whole re-read; unstuck, they are read afresh.
+TEST_F(FencedModelTest, AStuckFunctionKeepsWhatTheHostUsesItFor) {
+    tree.unbind(kGpu);
+    tree.bind(kGpu, "vfio-pci");
+    tree.write_file(tree.devpath(kGpu) + "/enable", "1\n");
+    model.reread();
+    const std::vector<std::string> enabled{"the device is enabled by a user (enable=1)"};
+    EXPECT_EQ(model.snapshot().use.vfio.at(gpu_), enabled);
+
+    set_fenced({gpu_});
+    tree.write_file(tree.devpath(kGpu) + "/enable", "0\n");
+    host.reads.clear();
+    model.refresh({gpu_});
+    EXPECT_EQ(model.snapshot().use.vfio.at(gpu_), enabled);
+    model.reread();
+    EXPECT_EQ(model.snapshot().use.vfio.at(gpu_), enabled);
+    EXPECT_EQ(host.take_reads_of(gpu_), std::vector<std::string>{});
+
+    set_fenced({});
+    model.refresh({gpu_});
+    EXPECT_EQ(model.snapshot().use.vfio.count(gpu_), 0u);
+    EXPECT_FALSE(host.take_reads_of(gpu_).empty());
 }
 
 }  // namespace
