@@ -1,6 +1,6 @@
 // The fenced view reaches the host only through the HostFs it wraps: every method goes to the
 // wrapped host (a recorder here, whose answers differ from the tree under its root), never to a
-// tree of the fence's own; and a fenced function's attributes are not read at all. The host model
+// tree of the fence's own; and a fenced function's files are not read at all. The host model
 // keeps a fenced function's last record meanwhile, and reads it afresh once it is unfenced.
 #include <gtest/gtest.h>
 
@@ -159,15 +159,21 @@ TEST_F(FencedHostFsTest, WritesAreRefusedAndNeverReachTheHost) {
     EXPECT_TRUE(host.calls.empty());
 }
 
-// A fenced function's attribute answers what it said last, without a read of the host (the
-// read that would sleep on the device lock); unfenced, it is read again.
-TEST_F(FencedHostFsTest, AFencedAttributeAnswersItsLastValueWithoutAskingTheHost) {
+// A fenced function's files answer nothing, without a read of the host (the read that would
+// sleep on the device lock): its attributes, through any of its directories, and the files of
+// the devices under it. Another function's files are read; unfenced, its own are read again.
+TEST_F(FencedHostFsTest, AFencedFunctionsFilesAreRefusedWithoutAskingTheHost) {
     const auto fn = *PciAddress::parse("0000:01:00.0");
+    const std::string canonical = "sys/devices/pci0000:00/0000:01:00.0/numa_node";
+    const std::string disk = "sys/devices/pci0000:00/0000:01:00.0/nvme/nvme0/nvme0n1/dev";
+    const std::string other = "sys/bus/pci/devices/0000:02:00.0/vendor";
     EXPECT_EQ(view.read(kAttr), "recorded");
     view.fence(fn);
-    EXPECT_EQ(view.read(kAttr), "recorded");
-    EXPECT_EQ(view.read("sys/bus/pci/devices/0000:01:00.0/device"), std::nullopt);
-    EXPECT_EQ(host.calls.count("read " + kAttr), 1u);
+    EXPECT_EQ(view.read(kAttr), std::nullopt);
+    EXPECT_EQ(view.read(canonical), std::nullopt);
+    EXPECT_EQ(view.read(disk), std::nullopt);
+    EXPECT_EQ(view.read(other), "recorded");
+    EXPECT_EQ(host.calls, (std::multiset<std::string>{"read " + kAttr, "read " + other}));
     view.unfence(fn);
     EXPECT_EQ(view.read(kAttr), "recorded");
     EXPECT_EQ(host.calls.count("read " + kAttr), 2u);
@@ -186,47 +192,6 @@ TEST_F(FencedHostFsTest, AFencedFunctionsFileIsNotReadWhole) {
     EXPECT_EQ(view.read_whole(kAttr, 100).status, HostFs::WholeFile::Status::Ok);
     EXPECT_EQ(host.calls, (std::multiset<std::string>{"read_whole etc/vfiod/vfiod.toml",
                                                       "read_whole " + kAttr}));
-}
-
-// The fence's memory keeps each text once for every function that said it: each path still
-// answers its own last value, whichever directory it was read through (the canonical one or the
-// bus's link), after values replaced it (the text another function still says kept for it,
-// a freed text's number reused), and once a read failed, nothing.
-TEST(LastRead, EachPathAnswersItsOwnLastValue) {
-    const auto a = *PciAddress::parse("0000:01:00.0");
-    const auto b = *PciAddress::parse("0000:01:00.1");
-    const std::string dir = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0";
-    const std::string link = "sys/bus/pci/devices/0000:01:00.0";
-    const std::string dir_b = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.1";
-    LastRead last;
-    last.put(a, dir + "/vendor", dir.size(), "0x8086\n");
-    last.put(a, dir + "/driver_override", dir.size(), "(null)\n");
-    last.put(a, link + "/vendor", link.size(), std::string("odd\0text", 8));
-    last.put(b, dir_b + "/vendor", dir_b.size(), "0x15b3\n");
-    last.put(b, dir_b + "/driver_override", dir_b.size(), "(null)\n");
-    last.put(a, dir + "/driver_override", dir.size(), "vfio-pci\n");
-    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
-    EXPECT_EQ(last.find(a, dir + "/vendor"), "0x8086\n");
-    EXPECT_EQ(last.find(a, dir + "/driver_override"), "vfio-pci\n");
-    EXPECT_EQ(last.find(a, link + "/vendor"), std::string("odd\0text", 8));
-    EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
-    EXPECT_EQ(last.find(a, dir + "/device"), std::nullopt);
-    EXPECT_EQ(last.find(a, dir), std::nullopt);
-    last.erase(a, dir + "/vendor");
-    EXPECT_EQ(last.find(a, dir + "/vendor"), std::nullopt);
-    EXPECT_EQ(last.find(a, dir + "/driver_override"), "vfio-pci\n");
-    last.erase(a, dir + "/driver_override");
-    last.erase(a, link + "/vendor");
-    EXPECT_EQ(last.find(a, link + "/vendor"), std::nullopt);
-    last.put(a, dir + "/numa_node", dir.size(), "1\n");
-    EXPECT_EQ(last.find(a, dir + "/numa_node"), "1\n");
-    EXPECT_EQ(last.find(b, dir_b + "/vendor"), "0x15b3\n");
-    EXPECT_EQ(last.find(b, dir_b + "/driver_override"), "(null)\n");
-    // A directory that spells the address otherwise than PciAddress::str() keeps whole paths.
-    const auto c = *PciAddress::parse("0000:02:00.0");
-    last.put(c, "sys/devices/0000:02:00.00/vendor", 25, "0x1af4\n");
-    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.00/vendor"), "0x1af4\n");
-    EXPECT_EQ(last.find(c, "sys/devices/0000:02:00.0/vendor"), std::nullopt);
 }
 
 // The host model over a host that notes every file read: the fenced view is the model's own,
