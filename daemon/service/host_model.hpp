@@ -70,7 +70,8 @@ public:
     // Re-reads what `touched` concerns; returns the groups re-planned (see host_model.cpp).
     std::set<unsigned> refresh(std::set<PciAddress> touched);
 
-    // Functions being written, per group: the view reads none of them until unfenced.
+    // Functions being written, per group: the view reads none of their files until unfenced,
+    // and the snapshot keeps their last record meanwhile (attributes, host-use findings).
     void fence_group(unsigned group, const std::set<PciAddress>& functions);
     void unfence_group(unsigned group);
     // Fences exactly the functions being written and those with a write `stuck` in the kernel.
