@@ -1,7 +1,8 @@
 // vfiod-bench-daemon [--smoke] VFIOD ROOT: the real vfiod (observe mode) on a benchmark tree and
 // the system bus named by DBUS_SYSTEM_BUS_ADDRESS (bench/run.sh starts a private one):
 //   ready    fork+exec to its sd_notify READY=1 (NOTIFY_SOCKET is ours), median of runs
-//   rss      VmRSS of the ready daemon (and VmHWM, its peak during the coldplug read)
+//   rss      VmRSS of the ready daemon (and VmHWM, its peak during the coldplug read; RssAnon,
+//            its heap and stacks, without the shared libraries' pages it has touched)
 //   gmo      one GetManagedObjects call on a fresh connection's proxy, median of calls: the
 //            reply decoded by sdbus-c++ into maps of Variants, as a C++ client sees it
 //   gmo_reply the same call on plain sd-bus, timed until the whole reply has arrived (what
@@ -318,7 +319,7 @@ void stop(Daemon& d) {
 }
 
 struct Figures {
-    long rss = -1, hwm = -1, reload_hwm = -1;
+    long rss = -1, hwm = -1, rss_anon = -1, reload_hwm = -1;
     size_t objects = 0;
     int reads = 0;  // GetManagedObjects sent ahead of each Reload
     double gmo_cpu = -1, floor_gmo_cpu = -1;  // the server's CPU per sd-bus call
@@ -353,6 +354,7 @@ bool measure_ready(const Daemon& d, int calls, bool smoke, Figures& f) {
     const int reads = f.reads = smoke ? 12 : 120, reload_runs = smoke ? 1 : 3;
     f.rss = status_kib(d.pid, "VmRSS");
     f.hwm = status_kib(d.pid, "VmHWM");
+    f.rss_anon = status_kib(d.pid, "RssAnon");
     if (!decoded_replies(calls, f) || !timed_replies(calls, f.shape, f.gmo_reply, d.pid, f.gmo_cpu))
         return false;
     if (static_cast<size_t>(f.shape->objects()) + 1 != f.objects) {
@@ -392,7 +394,7 @@ bool measure_floor(const char* floor, int calls, Figures& f) {
 }
 
 void print(const Figures& f, int starts, int calls) {
-    std::printf("reload_hwm_kib %ld 1\n", f.reload_hwm);
+    std::printf("reload_hwm_kib %ld 1\nrss_anon_kib %ld 1\n", f.reload_hwm, f.rss_anon);
     std::printf("ready_ms %.1f %d\nrss_kib %ld 1\nhwm_kib %ld 1\ngmo_ms %.2f %d\n"
                 "gmo_reply_ms %.2f %d\nobjects %zu\nreload_ms %.1f %zu\n"
                 "reload_reads_ms %.1f %zu\nreads %d\n",
