@@ -24,6 +24,7 @@
 
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "eventually.hpp"
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "app/daemon.hpp"
@@ -149,13 +150,6 @@ Clock::duration worst_read(unsigned group, const std::string& state, int rounds)
     return worst;
 }
 
-bool eventually(const std::function<bool()>& f, Clock::duration limit = 15s) {
-    for (auto end = Clock::now() + limit; Clock::now() < end; std::this_thread::sleep_for(10ms))
-        if (f())
-            return true;
-    return f();
-}
-
 class AsyncTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -228,9 +222,7 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
 
     kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
     auto hung = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
-    for (int i = 0; i < 200 && kernel.blocked_now() == 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    ASSERT_EQ(kernel.blocked_now(), 1u) << "the GPU's driver_override write did not start";
+    ASSERT_TRUE(hangs_now()) << "the GPU's driver_override write did not start";
 
     // Everything else answers at once, again and again, while that write hangs.
     Clock::duration worst = worst_read(13, "pending", 5);
@@ -273,9 +265,7 @@ TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
     ASSERT_TRUE(call("Release", {kGpu}).error.empty());
     kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
     auto first = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
-    for (int i = 0; i < 200 && kernel.blocked_now() == 0; ++i)
-        std::this_thread::sleep_for(10ms);
-    ASSERT_EQ(kernel.blocked_now(), 1u);
+    ASSERT_TRUE(hangs_now());
     // A Release of the same group (through its other function) and a Reload, both queued.
     auto second = std::async(std::launch::async, [] { return call("Release", {"0000:01:00.1"}); });
     auto reload = std::async(std::launch::async, [] { return call("Reload"); });

@@ -16,6 +16,7 @@
 
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "eventually.hpp"
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "private_bus.hpp"
@@ -689,17 +690,15 @@ TEST_F(DbusObjectsTest, TheClientFollowsPfSignals) {
     // "ADDRESS NOW/WANTED STATE REASON" per followed PF, once it reads `want` (or after 5 s).
     auto pfs_when = [&](const std::string& want) {
         std::string got;
-        for (auto end = std::chrono::steady_clock::now() + 5s;
-             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(20ms)) {
+        eventually([&] {
             std::lock_guard l(mu);
             got.clear();
             for (const auto& p : followed.view().pfs.value_or(std::vector<client::DaemonPf>{}))
                 got += (got.empty() ? "" : "|") + p.plan.address.str() + " " +
                        std::to_string(p.plan.num_vfs) + "/" + std::to_string(p.plan.wanted_vfs) +
                        " " + p.state + " " + to_string(p.plan.reason);
-            if (got == want)
-                break;
-        }
+            return got == want;
+        }, 5s);
         return got;
     };
     Inventory inv = pf_inventory();

@@ -1172,16 +1172,13 @@ public:
             _exit(127);
         }
         // Ready when it accepts.
-        for (int i = 0; i < 200; ++i) {
+        a.sin_port = htons(port_);
+        return vfiod::test::eventually([&] {
             int c = socket(AF_INET, SOCK_STREAM, 0);
-            a.sin_port = htons(port_);
             bool up = connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
             close(c);
-            if (up)
-                return true;
-            std::this_thread::sleep_for(25ms);
-        }
-        return false;
+            return up;
+        }, 5s);
     }
     std::string url() const { return "https://127.0.0.1:" + std::to_string(port_); }
     ~StaticServer() {

@@ -21,6 +21,7 @@
 
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "eventually.hpp"
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "app/daemon.hpp"
@@ -42,14 +43,6 @@ namespace {
 using namespace std::chrono_literals;
 
 const char* kGpu = "0000:01:00.0";
-
-bool eventually(const std::function<bool()>& f) {
-    for (auto end = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < end;
-         std::this_thread::sleep_for(20ms))
-        if (f())
-            return true;
-    return f();
-}
 
 class EventLoopTest : public ::testing::Test {
 protected:

@@ -19,4 +19,10 @@ inline bool eventually(const std::function<bool()>& f, std::chrono::milliseconds
     return f();
 }
 
+// The same within 15 s: a safety net for what takes milliseconds, or a second or two on a loaded
+// two-core machine.
+inline bool eventually(const std::function<bool()>& f) {
+    return eventually(f, std::chrono::seconds(15));
+}
+
 }  // namespace vfiod::test

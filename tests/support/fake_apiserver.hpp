@@ -22,9 +22,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "eventually.hpp"
 #include "kube_api.hpp"
 
 namespace vfiod::test {
@@ -106,20 +106,21 @@ public:
             execvp(argv[0], argv.data());
             _exit(127);
         }
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (std::chrono::steady_clock::now() < deadline) {
-            int status = 0;
-            if (waitpid(pid_, &status, WNOHANG) == pid_) {
-                pid_ = -1;
-                return ::testing::AssertionFailure()
-                       << "fake API server " << script << " "
-                       << (WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
-                                             : "died of signal " + std::to_string(WTERMSIG(status)))
-                       << " before writing " << dir_ << "/server.json; stderr:\n" << stderr_log();
-            }
-            if (read_server_json()) return ::testing::AssertionSuccess();
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        int status = 0;
+        bool exited = false;
+        bool up = eventually([&] {
+            exited = waitpid(pid_, &status, WNOHANG) == pid_;
+            return exited || read_server_json();
+        }, std::chrono::seconds(20));
+        if (exited) {
+            pid_ = -1;
+            return ::testing::AssertionFailure()
+                   << "fake API server " << script << " "
+                   << (WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                         : "died of signal " + std::to_string(WTERMSIG(status)))
+                   << " before writing " << dir_ << "/server.json; stderr:\n" << stderr_log();
         }
+        if (up) return ::testing::AssertionSuccess();
         stop();
         return ::testing::AssertionFailure() << "fake API server " << script << " wrote no "
                                              << dir_ << "/server.json within 20 s; stderr:\n"

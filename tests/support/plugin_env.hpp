@@ -76,16 +76,16 @@ public:
     }
     // Waits for the process to exit by itself; -1 on timeout.
     int wait_exit(std::chrono::milliseconds timeout) {
-        auto end = Clock::now() + timeout;
-        while (Clock::now() < end) {
+        int code = -1;
+        eventually([&] {
             int st = 0;
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                pid_ = -1;
-                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            }
-            std::this_thread::sleep_for(20ms);
-        }
-        return -1;
+            if (pid_ <= 0 || waitpid(pid_, &st, WNOHANG) != pid_)
+                return false;
+            pid_ = -1;
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            return true;
+        }, timeout);
+        return code;
     }
     int signal(int sig) const { return kill(pid_, sig); }
     pid_t pid() const { return pid_; }

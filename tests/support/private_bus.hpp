@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <thread>
 
+#include "eventually.hpp"
 #include "unix_socket.hpp"
 
 namespace vfiod::test {
@@ -66,8 +66,7 @@ public:
                    static_cast<char*>(nullptr));
             _exit(127);
         }
-        for (int i = 0; i < 500 && pid_ > 0 && !accepts_connections(socket_); ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        eventually([&] { return up(); }, std::chrono::seconds(5));
         return up();
     }
     void stop() {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/plan.hpp"
+#include "eventually.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
 #include "fake_kernel.hpp"
@@ -26,6 +27,7 @@
 
 using namespace vfiod;
 using namespace std::chrono_literals;
+using vfiod::test::eventually;
 using vfiod::test::FakeKernel;
 using vfiod::test::FakeTree;
 using vfiod::test::kSriovPf;
@@ -254,9 +256,7 @@ TEST(ExecutorPf, AHangingWriteIsStuckAndTheNextTryWritesNothing) {
 
     // Once the kernel lets go, the write completes and the entry is settled like any other.
     h.kernel->unblock();
-    for (int i = 0; i < 200 && !h.exec->stuck().empty(); ++i)
-        std::this_thread::sleep_for(10ms);
-    EXPECT_TRUE(h.exec->stuck().empty());
+    EXPECT_TRUE(eventually([&] { return h.exec->stuck().empty(); }, 2s));
     EXPECT_EQ(h.exec->unfinished_pfs(nullptr), std::vector<PciAddress>{kPf});
     auto settled = h.exec->reconcile_pf(kPf, 2u, Config{});
     ASSERT_TRUE(settled);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "eventually.hpp"
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "scenarios.hpp"
@@ -442,9 +443,7 @@ TEST_F(ServiceTest, WaitingReloadsShareOneReloadAndWaitForItsOperations) {
     reload();  // nothing in flight: it reloads at once, and its bind of the GPU hangs
     s.publish();
     ASSERT_EQ(answers.size(), 1u);
-    for (int i = 0; i < 500 && kernel.blocked_now() == 0; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_EQ(kernel.blocked_now(), 1u);
+    ASSERT_TRUE(eventually([&] { return kernel.blocked_now() == 1; }, std::chrono::seconds(5)));
     for (int i = 0; i < 3; ++i)
         reload();
     s.publish();
