@@ -21,6 +21,7 @@
 #include "fake_kubelet.hpp"
 #include "fake_vfiod_peer.hpp"
 #include "plugin_env.hpp"
+#include "poll_sleep.hpp"
 #include "scenarios.hpp"
 
 namespace vfiod::test {
@@ -536,7 +537,8 @@ TEST_F(DevicePluginTest, SigtermWhileVfiodIsFrozenAtStartExitsPromptly) {
     ASSERT_TRUE(kubelet->start());
     start_plugin();
     ASSERT_TRUE(eventually([&] { return log_count("starting") == 1; }, 5s));
-    std::this_thread::sleep_for(500ms);  // inside its first read by now
+    // Inside its first read: its loop sleeps until that read's timeout, the only deadline it has.
+    ASSERT_TRUE(eventually([&] { return poll_sleep_ms(plugin.pid()).value_or(-1) > 0; }, 5s));
     expect_prompt_exit(plugin, "vfiod frozen since start");
     vfiod.signal(SIGCONT);
 }
@@ -703,11 +705,14 @@ TEST_F(DevicePluginTest, SigtermWithStuckStreamsTakesOneDeadlineNotOneEach) {
         for (auto& f : fns)
             f.state = round % 2 ? "bound" : "released";
         peer.set_inventory(fns);
-        int reads = peer.reads();
+        // Read, and published before the next change (two changes in one read would cancel
+        // out): publishing a read, the plugin logs each device's new health, this inventory's
+        // last device last, then hands the lists to the streams before it takes the next signal.
+        const std::string last = "(IOMMU group " + std::to_string(fns.back().group) + ") " +
+                                 (round % 2 ? "Healthy" : "Unhealthy");
+        const size_t seen = log_count(last);
         peer.emit_changed(100);
-        // Read, and published before the next change: two changes in one read would cancel out.
-        ASSERT_TRUE(eventually([&] { return peer.reads() > reads; }, 10s));
-        std::this_thread::sleep_for(500ms);
+        ASSERT_TRUE(eventually([&] { return log_count(last) > seen; }, 10s));
     }
     int code = -1;
     long took = stop_timed(plugin, &code);

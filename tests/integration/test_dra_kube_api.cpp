@@ -127,14 +127,24 @@ protected:
         vfiod::dra::set_max_bodies_held_for_tests(0);
     }
 
+    // Whether the fake's /_fake/state comes to satisfy `pred` within `limit`; *last is the
+    // last state read.
+    static bool fake_state(const std::function<bool(const json&)>& pred,
+                           std::chrono::milliseconds limit = 5s, json* last = nullptr) {
+        json state;
+        bool held = vfiod::test::eventually([&] {
+            auto r = server_->control("GET", "/_fake/state");
+            state = json::parse(r.body, nullptr, false);
+            return r.ok() && state.is_object() && pred(state);
+        }, limit);
+        if (last)
+            *last = state;
+        return held;
+    }
     // The fake's count of "huge" body bytes it wrote, once no huge answer is being written.
     static size_t huge_sent() {
         json state;
-        vfiod::test::eventually([&] {
-            auto r = server_->control("GET", "/_fake/state");
-            state = json::parse(r.body, nullptr, false);
-            return r.ok() && state.value("huge_streaming", 1) == 0;
-        }, 30s);
+        fake_state([](const json& s) { return s.value("huge_streaming", 1) == 0; }, 30s, &state);
         return state.value("huge_sent", size_t{0});
     }
     static bool huge_fault(const std::string& path, size_t bytes, int count) {
@@ -1067,8 +1077,8 @@ TEST_F(KubeApiTest, AStopBeforeAnyByteEndsAWatchOnAHungServer) {
     ASSERT_TRUE(server_->fault("GET", kSlices, "hang", 1));
     Watcher w;
     w.start(*a, kSlices + "?watch=true", 30s);
-    // Let the request reach the server, then stop: no byte ever came, still prompt.
-    std::this_thread::sleep_for(200ms);
+    // The request reached the server, which holds it; then stop: no byte ever came, still prompt.
+    ASSERT_TRUE(fake_state([](const json& s) { return s.value("hanging", 0) == 1; }));
     auto t0 = std::chrono::steady_clock::now();
     w.stop_now();
     ASSERT_TRUE(w.wait_for([&] { return w.done.load(); }, 5s));
@@ -1082,9 +1092,15 @@ TEST_F(KubeApiTest, AStopNobodyWakesTheWatchForIsSeenWithinASecond) {
     ASSERT_TRUE(a);
     Watcher w;
     w.start(*a, kSlices + "?watch=true&fieldSelector=" +
-                    vfiod::dra::query_escape("spec.nodeName=nobody"),
+                    vfiod::dra::query_escape("spec.nodeName=nobody-wakes-it"),
             30s);
-    std::this_thread::sleep_for(300ms);  // the watch is open and asleep
+    // The watch is open: the server holds it, with nothing to send.
+    ASSERT_TRUE(fake_state([](const json& s) {
+        for (const auto& watch : s.value("watchers", json::array()))
+            if (watch.value("path", "").find("nobody-wakes-it") != std::string::npos)
+                return true;
+        return false;
+    }));
     auto t0 = std::chrono::steady_clock::now();
     w.stop = true;
     ASSERT_TRUE(w.wait_for([&] { return w.done.load(); }, 10s));
