@@ -352,13 +352,6 @@ TEST_F(DevicePluginTest, RetriesAKubeletThatDoesNotListenWithoutBlocking) {
     int dead = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT_EQ(bind(dead, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);  // no listen()
     start_plugin();
-    auto log_count = [&](const std::string& needle) {
-        std::string log = slurp(work + "/plugin.log");
-        size_t n = 0;
-        for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
-            ++n;
-        return n;
-    };
     ASSERT_TRUE(eventually([&] { return log_count("trying again") >= 3; }, 5s));
     const std::string gave_up = "error kubelet (";
     EXPECT_EQ(log_count(gave_up), 0u);  // still trying
@@ -370,10 +363,12 @@ TEST_F(DevicePluginTest, RetriesAKubeletThatDoesNotListenWithoutBlocking) {
     }, 5s));
     std::printf("# Release -> logged Unhealthy while Register retries: %ld ms\n", ms_since(t0));
     EXPECT_LT(Clock::now() - t0, kServedLimit);
-    // Given up: one error per resource, and no more tries.
+    // Given up: one error per resource, and no more tries. Settled: the loop sleeps with no
+    // timer set, and a try to come would be one.
     ASSERT_TRUE(eventually([&] { return log_count(gave_up) == 3; }, 6s));
     size_t tries = log_count("trying again");
-    std::this_thread::sleep_for(500ms);
+    EXPECT_TRUE(eventually([&] { return poll_sleep_ms(plugin.pid()) == -1; }, 5s))
+        << "a try is still scheduled";
     EXPECT_EQ(log_count("trying again"), tries);
     EXPECT_EQ(log_count(gave_up), 3u);
     close(dead);
@@ -503,7 +498,7 @@ TEST_F(DevicePluginTest, VfiodStopAndStartResyncsAndNeverActivates) {
     EXPECT_EQ(health(kNic, "0000:05:00.0"), "Unhealthy");  // pending: observe mode binds nothing
 
     vfiod.stop();
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(eventually([&] { return log_count("vfiod left the bus") == 1; }, 5s));
     size_t lists = kubelet->list_count(kNic);
     EXPECT_EQ(health(kNic, "0000:03:00.0"), "Healthy");  // bindings outlive vfiod
     fs::remove(root + "/dev/vfio/15");
@@ -571,14 +566,17 @@ TEST_F(DevicePluginTest, KubeletRestartWhileVfiodIsFrozenMidResyncRegistersAtOnc
 // the whole episode; once it answers, its inventory is served.
 TEST_F(DevicePluginTest, FrozenVfiodIsAskedAgainAfterABackoffAndServedWhenItAnswers) {
     peer.set_mode(FakeVfiodPeer::Mode::Freeze);
-    start_peer(peer_functions(1, 2));
+    auto fns = peer_functions(1, 2);
+    start_peer(fns);
     ASSERT_TRUE(kubelet->start());
     start_plugin();
     ASSERT_TRUE(eventually([&] { return peer.reads() == 1; }, 5s));
     // The read's timeout (5 s), then a first retry 1 s later.
     ASSERT_TRUE(eventually([&] { return log_count("did not answer") == 1; }, 10s));
     EXPECT_TRUE(eventually([&] { return peer.reads() == 2; }, 3s));
-    std::this_thread::sleep_for(1500ms);
+    // Settled: the loop sleeps until that read's timeout, seconds away, with nothing due sooner;
+    // a read in a loop, or on a short timer, would be.
+    EXPECT_TRUE(eventually([&] { return poll_sleep_ms(plugin.pid()).value_or(0) > 1500; }, 3s));
     EXPECT_EQ(peer.reads(), 2);
     EXPECT_EQ(log_count("did not answer"), 1u);
     EXPECT_TRUE(kubelet->registrations().empty());  // nothing known, nothing to register
@@ -587,6 +585,14 @@ TEST_F(DevicePluginTest, FrozenVfiodIsAskedAgainAfterABackoffAndServedWhenItAnsw
     EXPECT_TRUE(listed({"example.com/r0"}, 3s));
     std::printf("# frozen vfiod answers -> listed: %ld ms\n", ms_since(t0));
     EXPECT_EQ(log_count("vfiod answers again"), 1u);
+    // And no read went uncounted: the plugin's calls reach the fake in order, so the read a
+    // change asks for now comes after every read before it, and it is the third.
+    fns[1].state = "released";
+    peer.set_inventory(fns);
+    peer.emit_changed(100);
+    EXPECT_TRUE(eventually([&] { return health("example.com/r0", fns[1].address) == "Unhealthy"; },
+                           5s));
+    EXPECT_EQ(peer.reads(), 3);
 }
 
 // vfiod answering garbage: the last good inventory stays served, a burst of signals costs a few
@@ -597,23 +603,29 @@ TEST_F(DevicePluginTest, GarbageInventoryKeepsTheLastGoodOneAndBacksOff) {
     ASSERT_TRUE(kubelet->start());
     start_plugin();
     ASSERT_TRUE(listed({"example.com/r0"}));
-    int reads = peer.reads();
+    const int reads = peer.reads();
+    const size_t lists = kubelet->list_count("example.com/r0");
     peer.set_mode(FakeVfiodPeer::Mode::Garbage);
     for (int i = 0; i < 50; ++i) {
         peer.emit_changed(100);
         std::this_thread::sleep_for(10ms);
     }
-    std::this_thread::sleep_for(500ms);
-    std::printf("# 50 signals from a vfiod answering garbage: %d reads\n", peer.reads() - reads);
-    EXPECT_LE(peer.reads() - reads, 3);
-    EXPECT_EQ(log_count("cannot read vfiod's inventory"), 1u);  // one warning, not one a read
-    EXPECT_EQ(health("example.com/r0", "0000:01:00.0"), "Healthy");
-    EXPECT_FALSE(kubelet->streams()[0].ended);
+    // A good answer ends the episode. Once it is served, every read the burst cost has reached
+    // the fake (the plugin's calls arrive in order, the good one last), and every list sent
+    // meanwhile has reached the kubelet (a stream's lists arrive in order too).
     fns[0].state = "released";
     peer.set_inventory(fns);
     peer.set_mode(FakeVfiodPeer::Mode::Answer);
     EXPECT_TRUE(eventually([&] { return health("example.com/r0", "0000:01:00.0") == "Unhealthy"; },
                            5s));
+    std::printf("# 50 signals from a vfiod answering garbage, then a good answer: %d reads\n",
+                peer.reads() - reads);
+    EXPECT_LE(peer.reads() - reads, 3);  // the backed-off ones and the good one, not one a signal
+    EXPECT_EQ(log_count("cannot read vfiod's inventory"), 1u);  // one warning, not one a read
+    // The last good inventory stayed served: the one list since is the good answer's.
+    EXPECT_EQ(kubelet->list_count("example.com/r0"), lists + 1);
+    EXPECT_EQ(health("example.com/r0", fns[1].address), "Healthy");
+    EXPECT_FALSE(kubelet->streams()[0].ended);
 }
 
 // vfiod restarting over and over, frozen each time: every new owner is read once, each read
@@ -624,16 +636,17 @@ TEST_F(DevicePluginTest, VfiodRestartingRepeatedlyWhileFrozen) {
     start_plugin();
     ASSERT_TRUE(listed({"example.com/r0"}));
     peer.set_mode(FakeVfiodPeer::Mode::Freeze);
-    int reads = peer.reads();
+    const int reads = peer.reads();
+    const size_t lists = kubelet->list_count("example.com/r0");
+    const size_t owners = log_count("vfiod is on the bus");
     for (int i = 0; i < 30; ++i) {
         peer.own_name(false);
         std::this_thread::sleep_for(5ms);
         peer.own_name(true);
         std::this_thread::sleep_for(20ms);
     }
-    std::this_thread::sleep_for(300ms);
-    std::printf("# 30 restarts of a frozen vfiod: %d reads\n", peer.reads() - reads);
-    EXPECT_LE(peer.reads() - reads, 31);
+    // Every restart taken: the plugin names each new owner.
+    ASSERT_TRUE(eventually([&] { return log_count("vfiod is on the bus") == owners + 30; }, 5s));
     EXPECT_EQ(health("example.com/r0", "0000:01:00.0"), "Healthy");
     auto fns = peer_functions(1, 2);
     fns[1].state = "failed";
@@ -646,6 +659,12 @@ TEST_F(DevicePluginTest, VfiodRestartingRepeatedlyWhileFrozen) {
     peer.set_mode(FakeVfiodPeer::Mode::Freeze);
     peer.emit_changed(100);
     ASSERT_TRUE(eventually([&] { return peer.held() >= 1; }, 5s));
+    // That read reached the fake after every read before it (the plugin's calls arrive in
+    // order): 31 owners, each read once at most, and the change.
+    std::printf("# 31 owners of a frozen vfiod, then a change: %d reads\n", peer.reads() - reads);
+    EXPECT_LE(peer.reads() - reads, 32);
+    // Nothing was served meanwhile but the answer that failed a function.
+    EXPECT_EQ(kubelet->list_count("example.com/r0"), lists + 1);
     expect_prompt_exit(plugin, "frozen again after a restart");
 }
 
@@ -937,12 +956,17 @@ TEST_F(DevicePluginTest, AStoppingVfiodsRemovalsAreNotServed) {
 
     peer.stop_as_vfiod_does();
     EXPECT_TRUE(eventually([&] { return log_count("vfiod left the bus") == 1; }, kServedLimit));
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(kubelet->list_count(r0) + kubelet->list_count(r1), lists);
-    for (const char* fn : {"0000:01:00.0", "0000:01:01.0"})
-        EXPECT_EQ(health(r0, fn), "Healthy") << fn;
-    for (const char* fn : {"0000:01:02.0", "0000:01:03.0"})
-        EXPECT_EQ(health(r1, fn), "Healthy") << fn;
+    // Settled: a change after the removals, one device of each resource gone from /dev/vfio
+    // (followed without vfiod), is served on the same streams, so after anything they caused.
+    fs::remove(root + "/dev/vfio/100");
+    fs::remove(root + "/dev/vfio/102");
+    EXPECT_TRUE(eventually([&] {
+        return health(r0, "0000:01:00.0") == "Unhealthy" && health(r1, "0000:01:02.0") == "Unhealthy";
+    }, kServedLimit));
+    // Those are the only lists since: the removals were not served.
+    EXPECT_EQ(kubelet->list_count(r0) + kubelet->list_count(r1), lists + 2);
+    EXPECT_EQ(health(r0, "0000:01:01.0"), "Healthy");
+    EXPECT_EQ(health(r1, "0000:01:03.0"), "Healthy");
     for (const auto& s : kubelet->streams())
         EXPECT_FALSE(s.ended) << s.resource;
 }
