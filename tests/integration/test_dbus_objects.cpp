@@ -5,6 +5,7 @@
 // Introspect, Plan) wait behind every other call, by count, not by clock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <deque>
 #include <fstream>
@@ -298,20 +299,21 @@ TEST_F(DbusObjectsTest, PropertiesChangedNamesOnlyWhatChanged) {
     change.devices.insert(kVmd);
     objects_->publish(inv, change);
     objects_->publish(inv, change);  // the same again: nothing to say
+    // A marker after them, on the same connection: once it is seen, so is all that came before.
+    inv.devices[kVmd].driver = "nvme";
+    objects_->publish(inv, change);
     serve();
-    for (auto end = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < end;
-         std::this_thread::sleep_for(20ms)) {
+    EXPECT_TRUE(eventually([&] {
         std::lock_guard l(mu);
-        if (!seen.empty())
-            break;
-    }
-    std::this_thread::sleep_for(200ms);
+        return seen.size() >= 2;
+    }, 5s));
     client_->leaveEventLoop();
     std::lock_guard l(mu);
-    ASSERT_EQ(seen.size(), 1u);
+    ASSERT_EQ(seen.size(), 2u);
     EXPECT_EQ(seen[0], (std::set<std::string>{"org.vfiod1.Device.Driver",
                                               "org.vfiod1.Device.IommuGroup",
                                               "org.vfiod1.Device.Group"}));
+    EXPECT_EQ(seen[1], std::set<std::string>{"org.vfiod1.Device.Driver"}) << "not the marker";
 }
 
 TEST_F(DbusObjectsTest, ASignalThatCannotBeSentThrowsSdbusError) {
@@ -505,14 +507,22 @@ public:
     explicit SignalLog(sdbus::IConnection& bus)
         : slot_(bus.addMatch("type='signal',sender='org.vfiod1'",
                              [this](sdbus::Message& m) { record(m); })) {}
+    // Every signal so far, once there are `n` (or after 5 s).
     std::vector<std::string> wait_for(size_t n) {
-        for (auto end = std::chrono::steady_clock::now() + 5s;
-             std::chrono::steady_clock::now() < end; std::this_thread::sleep_for(20ms)) {
+        eventually([&] {
             std::lock_guard l(mu_);
-            if (seen_.size() >= n)
-                break;
-        }
-        std::this_thread::sleep_for(200ms);  // and nothing more after them
+            return seen_.size() >= n;
+        }, 5s);
+        std::lock_guard l(mu_);
+        return seen_;
+    }
+    // Every signal so far, once `line` has come (or after 5 s): all the signals sent before it
+    // are in, since a connection's signals arrive in the order they were sent.
+    std::vector<std::string> until(const std::string& line) {
+        eventually([&] {
+            std::lock_guard l(mu_);
+            return std::find(seen_.begin(), seen_.end(), line) != seen_.end();
+        }, 5s);
         std::lock_guard l(mu_);
         return seen_;
     }
@@ -572,10 +582,16 @@ TEST_F(DbusObjectsTest, PhysicalFunctionsComeChangeOnlyWhatChangedAndGo) {
     change.pfs = {kVmd, kLast, other};
     objects_->publish(inv, change);
     objects_->publish(inv, change);  // the same again: nothing to say
+    // A marker after them: once it is seen, so is every signal of the publications before it.
+    inv.pfs[kVmd].num_vfs = 1;
+    const std::string marker = "PropertiesChanged /org/vfiod1/pf/10000_00_00_0 NumVfs";
+    objects_->publish(inv, change);
     serve();
-    auto all = log.wait_for(5);
+    auto all = log.until(marker);
     client_->leaveEventLoop();
-    std::vector<std::string> seen(all.begin() + 2, all.end());
+    ASSERT_GE(all.size(), 3u);
+    ASSERT_EQ(all.back(), marker);
+    std::vector<std::string> seen(all.begin() + 2, all.end() - 1);
     EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()),
               (std::set<std::string>{
                   "PropertiesChanged /org/vfiod1/pf/10000_00_00_0 NumVfs State",
