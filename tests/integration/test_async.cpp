@@ -17,15 +17,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <sstream>
 #include <thread>
 
 #include <sdbus-c++/sdbus-c++.h>
+#include <systemd/sd-bus.h>
 
 #include "eventually.hpp"
 #include "fake_kernel.hpp"
+#include "log_capture.hpp"
 #include "fake_tree.hpp"
 #include "app/daemon.hpp"
 #include "infra/loop.hpp"
@@ -88,6 +91,82 @@ Reply call(const std::string& method, const std::vector<std::string>& args = {})
     r.took = Clock::now() - t0;
     return r;
 }
+
+// A caller with a bus connection of its own, driven from the test's thread: its calls go out
+// without waiting and their answers are taken when asked for. vfiod dispatches a connection's
+// messages in order and sends it its answers in order, so once sync() (a round trip on the same
+// connection) returns, vfiod has dispatched every call sent before it, and answers() holds every
+// answer vfiod sent before.
+class Caller {
+public:
+    Caller() { sd_bus_open_system(&bus_); }
+    ~Caller() {
+        for (sd_bus_slot* s : slots_)
+            sd_bus_slot_unref(s);
+        sd_bus_flush_close_unref(bus_);
+    }
+    Caller(const Caller&) = delete;
+    Caller& operator=(const Caller&) = delete;
+
+    void send(const char* method, const std::vector<std::string>& args = {}) {
+        sd_bus_message* m = nullptr;
+        sd_bus_message_new_method_call(bus_, &m, "org.vfiod1", "/org/vfiod1", "org.vfiod1.Manager",
+                                       method);
+        for (const auto& a : args)
+            sd_bus_message_append(m, "s", a.c_str());
+        sent_.push_back({this, Clock::now()});
+        sd_bus_slot* slot = nullptr;
+        if (sd_bus_call_async(bus_, &slot, m, &Caller::on_reply, &sent_.back(), 30'000'000) >= 0)
+            slots_.push_back(slot);
+        sd_bus_message_unref(m);
+    }
+    // A round trip: the Manager's Version.
+    bool sync() {
+        char* version = nullptr;
+        bool ok = sd_bus_get_property_string(bus_, "org.vfiod1", "/org/vfiod1",
+                                             "org.vfiod1.Manager", "Version", nullptr,
+                                             &version) >= 0;
+        free(version);
+        return ok;
+    }
+    // A call, and its answer.
+    Reply call(const char* method, const std::vector<std::string>& args = {}) {
+        size_t n = answers().size();
+        send(method, args);
+        return wait(n + 1, 30s) ? answers_.back() : Reply{"no answer", "", {}};
+    }
+    // The answers so far, in the order they came.
+    const std::vector<Reply>& answers() {
+        while (sd_bus_process(bus_, nullptr) > 0) {
+        }
+        return answers_;
+    }
+    // Whether `n` answers have come within `limit`.
+    bool wait(size_t n, Clock::duration limit) {
+        auto end = Clock::now() + limit;
+        while (answers().size() < n && Clock::now() < end)
+            sd_bus_wait(bus_, std::chrono::duration_cast<std::chrono::microseconds>(end - Clock::now()).count());
+        return answers().size() >= n;
+    }
+
+private:
+    struct Sent {
+        Caller* self;
+        Clock::time_point at;
+    };
+    static int on_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
+        auto* s = static_cast<Sent*>(userdata);
+        const sd_bus_error* e = sd_bus_message_get_error(m);
+        s->self->answers_.push_back({e ? e->name : "", e && e->message ? e->message : "",
+                                     Clock::now() - s->at});
+        return 1;
+    }
+
+    sd_bus* bus_ = nullptr;
+    std::deque<Sent> sent_;
+    std::vector<sd_bus_slot*> slots_;
+    std::vector<Reply> answers_;
+};
 
 // A group's State, or the error (a group not published yet, a daemon between runs).
 std::string group_state(unsigned group) {
@@ -260,24 +339,45 @@ TEST_F(AsyncTest, AHungWriteDelaysNothingButItsOwnCall) {
 }
 
 TEST_F(AsyncTest, SameGroupRequestsWaitTheirTurnAndAReloadWaitsForThem) {
+    LogCapture log;
     Daemon d(kernel);
     ASSERT_TRUE(d.start_thread());
     ASSERT_TRUE(call("Release", {kGpu}).error.empty());
     kernel.block_path(std::string("sys/bus/pci/devices/") + kGpu + "/driver_override");
     auto first = std::async(std::launch::async, [] { return call("Bind", {kGpu}); });
     ASSERT_TRUE(hangs_now());
-    // A Release of the same group (through its other function) and a Reload, both queued.
-    auto second = std::async(std::launch::async, [] { return call("Release", {"0000:01:00.1"}); });
-    auto reload = std::async(std::launch::async, [] { return call("Reload"); });
-    std::this_thread::sleep_for(500ms);
-    EXPECT_EQ(second.wait_for(0s), std::future_status::timeout) << "ran beside the Bind";
-    EXPECT_EQ(reload.wait_for(0s), std::future_status::timeout) << "did not wait for the Bind";
+    // What the daemon says from that Bind on.
+    const size_t bind = log.first("group 13: Bind requested").value_or(0);
+    auto said = [&](const char* what) { return log.first(what, bind); };
+    const char *bind_ended = "group 13: failed", *release_ran = "group 13: Release ";
+    // A Release of the same group (through its other function), then a call vfiod answers at
+    // once (an address in no group) from the same caller. vfiod authorizes a caller's calls in
+    // order, so by that answer the Release has reached its group's queue, and an answer to it
+    // would have come first.
+    Caller second;
+    second.send("Release", {"0000:01:00.1"});
+    EXPECT_EQ(second.call("Bind", {"0000:99:00.0"}).error, "org.vfiod1.Error.NotFound");
+    EXPECT_EQ(second.answers().size(), 1u) << "ran beside the Bind";
+    EXPECT_FALSE(said(release_ran)) << "started beside the Bind";
+    // A Reload, dispatched while the Bind runs.
+    Caller reload;
+    reload.send("Reload");
+    ASSERT_TRUE(reload.sync());
+    EXPECT_TRUE(reload.answers().empty()) << "did not wait for the Bind";
+    ASSERT_FALSE(said(bind_ended)) << "the Bind ended before the others queued behind it";
+
     Reply a = first.get();
-    Reply b = second.get();
-    Reply c = reload.get();
+    ASSERT_TRUE(second.wait(2, 15s));
+    ASSERT_TRUE(reload.wait(1, 15s));
     EXPECT_EQ(a.error, "org.vfiod1.Error.Failed");  // stuck
-    EXPECT_GE(b.took, 1s) << "the Release did not wait for the Bind";
-    EXPECT_TRUE(c.error.empty()) << c.message;
+    EXPECT_TRUE(reload.answers()[0].error.empty()) << reload.answers()[0].message;
+    // In the daemon's own words: the Bind ended, then the Release ran, then the reload.
+    auto ended = said(bind_ended), released = said(release_ran),
+         reloaded = said("configuration reloaded");
+    ASSERT_TRUE(ended && released && reloaded);
+    EXPECT_LT(*ended, *released) << "the Release did not wait for the Bind";
+    EXPECT_LT(*ended, *reloaded) << "the reload did not wait for the Bind";
+    EXPECT_LT(*released, *reloaded) << "the reload did not wait for the Release";
     EXPECT_EQ(kernel.reads_blocked(), 0u);
     kernel.unblock();
 }
@@ -295,40 +395,38 @@ TEST_F(AsyncTest, AGroupsQueueIsBoundedWhileItsWriteHangs) {
     ASSERT_TRUE(hangs_now()) << "the GPU's driver_override write did not start";
 
     constexpr int kCallers = 40;
-    std::vector<std::future<Reply>> more;
-    for (int i = 0; i < kCallers; ++i)
-        more.push_back(std::async(std::launch::async, [] { return call("Bind", {kGpu}); }));
+    std::vector<std::unique_ptr<Caller>> more;
+    for (int i = 0; i < kCallers; ++i) {
+        more.push_back(std::make_unique<Caller>());
+        more.back()->send("Bind", {kGpu});
+        ASSERT_TRUE(more.back()->sync());  // dispatched: vfiod asked the bus who the caller is
+    }
+    // vfiod asks the bus who each caller is in the order their calls came, and the bus answers
+    // in order: once a later caller's call is answered, each Bind above has been queued or
+    // refused, and a round trip of its caller brings in the refusal.
+    EXPECT_EQ(Caller().call("Bind", {"0000:99:00.0"}).error, "org.vfiod1.Error.NotFound");
     // 31 wait behind the hung Bind; the other 9 are refused without waiting for it.
     int busy = 0;
-    auto take_answered = [&] {
-        for (auto it = more.begin(); it != more.end();) {
-            if (it->wait_for(0s) != std::future_status::ready) {
-                ++it;
-                continue;
-            }
-            Reply r = it->get();
+    for (auto& c : more) {
+        ASSERT_TRUE(c->sync());
+        for (const Reply& r : c->answers()) {
             EXPECT_EQ(r.error, "org.freedesktop.DBus.Error.LimitsExceeded") << r.message;
             EXPECT_NE(r.message.find("group 13 already has 32 operations waiting"),
                       std::string::npos) << r.message;
             ++busy;
-            it = more.erase(it);
         }
-    };
-    for (auto end = Clock::now() + 15s; busy < kCallers - 31 && Clock::now() < end;) {
-        std::this_thread::sleep_for(10ms);
-        take_answered();
     }
-    std::this_thread::sleep_for(500ms);  // a tenth refusal would have come by now
-    take_answered();
     EXPECT_EQ(busy, kCallers - 31);
-    EXPECT_EQ(more.size(), 31u);
     EXPECT_EQ(group_state(15), "bound") << "another group was touched";
 
     kernel.unblock();
     Reply first = hung.get();
     EXPECT_TRUE(first.error.empty()) << first.error << ": " << first.message;
-    for (auto& f : more) {
-        Reply r = f.get();
+    for (auto& c : more) {
+        if (!c->answers().empty())
+            continue;  // refused above
+        ASSERT_TRUE(c->wait(1, 15s));
+        const Reply& r = c->answers()[0];
         EXPECT_TRUE(r.error.empty()) << r.error << ": " << r.message;
     }
     EXPECT_EQ(group_state(13), "bound");
