@@ -8,18 +8,15 @@
 
 #include <cstdio>
 
-#include "fake_tree.hpp"
-#include "io/host_use.hpp"
-#include "io/topology_reader.hpp"
+#include "host_scan.hpp"
 
 using namespace vfiod;
+using test::A;
 using test::FakeTree;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 namespace {
-
-PciAddress A(const char* s) { return *PciAddress::parse(s); }
 
 // A GPU with its HDMI audio in group 7, a NIC in group 8; char devices as the kernel lays them out.
 void gpu_host(FakeTree& t) {
@@ -47,17 +44,12 @@ std::vector<std::string> names(const HostFs& fs, const std::vector<DeviceNode>& 
     return out;
 }
 
-HostUse scan(const FakeTree& t) {
-    KernelHostFs fs(t.root());
-    std::vector<std::string> warnings;
-    Topology topo = read_topology(fs, &warnings);
-    return read_host_use(fs, topo, &warnings);
-}
+class DeviceNodes : public test::HostScan {};
+class DeviceUse : public test::HostScan {};
 
 }  // namespace
 
-TEST(DeviceNodes, CharDevicesUnderFunctionsButNotVfiosOwn) {
-    FakeTree t;
+TEST_F(DeviceNodes, CharDevicesUnderFunctionsButNotVfiosOwn) {
     gpu_host(t);
     KernelHostFs fs(t.root());
     EXPECT_THAT(names(fs, read_device_nodes(fs)),
@@ -67,8 +59,7 @@ TEST(DeviceNodes, CharDevicesUnderFunctionsButNotVfiosOwn) {
                             "/dev/dri/renderD128 226:128 0000:01:00.0"));
 }
 
-TEST(DeviceNodes, NvidiaNodeFromTheDriversProcInformation) {
-    FakeTree t;
+TEST_F(DeviceNodes, NvidiaNodeFromTheDriversProcInformation) {
     gpu_host(t);
     t.write_file("proc/devices", "Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n");
     t.write_file("proc/driver/nvidia/gpus/0000:01:00.0/information",
@@ -81,16 +72,14 @@ TEST(DeviceNodes, NvidiaNodeFromTheDriversProcInformation) {
     EXPECT_EQ(nodes.size(), 5u);
 }
 
-TEST(DeviceNodes, NoNvidiaNodeWithoutItsMajor) {
-    FakeTree t;
+TEST_F(DeviceNodes, NoNvidiaNodeWithoutItsMajor) {
     gpu_host(t);
     t.write_file("proc/driver/nvidia/gpus/0000:01:00.0/information", "Device Minor: 2\n");
     KernelHostFs fs(t.root());
     EXPECT_EQ(read_device_nodes(fs).size(), 4u);
 }
 
-TEST(DeviceUse, HoldersNamedByNodePidAndCommCompanionIncluded) {
-    FakeTree t;
+TEST_F(DeviceUse, HoldersNamedByNodePidAndCommCompanionIncluded) {
     gpu_host(t);
     t.hold_open(812, "pipewire", 31, "/dev/snd/controlC1");
     t.hold_open(900, "Xorg", 12, "/dev/dri/card0");
@@ -98,35 +87,32 @@ TEST(DeviceUse, HoldersNamedByNodePidAndCommCompanionIncluded) {
     t.hold_open(901, "bash", 0, "/dev/pts/0");
     t.hold_open(901, "bash", 3, "socket:[4242]");
     t.hold_open(902, "cat", 3, "/home/u/dev/snd/controlC1");  // a path, not the node
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_THAT(use.device[A("0000:01:00.1")],
                 ElementsAre("/dev/snd/controlC1 is open by pid 812 (pipewire)"));
     EXPECT_THAT(use.device[A("0000:01:00.0")], ElementsAre("/dev/dri/card0 is open by pid 900 (Xorg)"));
     EXPECT_EQ(use.device.size(), 2u);
 }
 
-TEST(DeviceUse, NobodyHoldingMeansNoUse) {
-    FakeTree t;
+TEST_F(DeviceUse, NobodyHoldingMeansNoUse) {
     gpu_host(t);
     t.hold_open(901, "bash", 0, "/dev/null");
-    EXPECT_THAT(scan(t).device, IsEmpty());
+    EXPECT_THAT(scan().device, IsEmpty());
 }
 
-TEST(DeviceUse, CommIsPrintable) {
-    FakeTree t;
+TEST_F(DeviceUse, CommIsPrintable) {
     gpu_host(t);
     t.hold_open(66, "evil\x1b[2J\nline", 4, "/dev/dri/renderD128");
-    EXPECT_THAT(scan(t).device[A("0000:01:00.0")],
+    EXPECT_THAT(scan().device[A("0000:01:00.0")],
                 ElementsAre("/dev/dri/renderD128 is open by pid 66 (evil\\x1b[2J\\x0aline)"));
 }
 
 // One scan of proc/*/fd serves both readers: vfio's users land in the same HostUse.
-TEST(DeviceUse, TheSameScanFindsVfioUsersButVfioNodesAreNotDeviceUse) {
-    FakeTree t;
+TEST_F(DeviceUse, TheSameScanFindsVfioUsersButVfioNodesAreNotDeviceUse) {
     gpu_host(t);
     t.hold_open(4242, "qemu-system-x86", 17, "/dev/vfio/8");
     t.hold_open(4243, "cloud-hyperviso", 5, "/dev/vfio/devices/vfio0");
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_THAT(use.vfio[A("0000:02:00.0")],
                 ElementsAre("/dev/vfio/8 is open by pid 4242 (qemu-system-x86)",
                             "/dev/vfio/devices/vfio0 is open by pid 4243 (cloud-hyperviso)"));
@@ -163,8 +149,7 @@ TEST(ProcFds, LiveFdsCarryTheirDeviceNumber) {
 // Processes that exit during the scan leave what the scan may meet: an fd directory without its
 // comm, a pid directory without fds, an fd dir that is a file. And a process with 20,000 fds
 // open on the same node is one line. The holders still there are named.
-TEST(DeviceUse, ExitingProcessesAndFdFloodsAreHandled) {
-    FakeTree t;
+TEST_F(DeviceUse, ExitingProcessesAndFdFloodsAreHandled) {
     gpu_host(t);
     t.hold_open(700, "pipewire", 31, "/dev/snd/controlC1");
     t.remove("proc/700/comm");               // exited after its fds were read
@@ -174,7 +159,7 @@ TEST(DeviceUse, ExitingProcessesAndFdFloodsAreHandled) {
     for (unsigned fd = 0; fd < 20000; ++fd)
         t.symlink("proc/704/fd/" + std::to_string(fd), "/dev/dri/card0");
     t.write_file("proc/704/comm", "leaky\n");
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_THAT(use.device[A("0000:01:00.1")],
                 ElementsAre("/dev/snd/controlC1 is open by pid 700 (?)"));
     EXPECT_THAT(use.device[A("0000:01:00.0")],

@@ -9,18 +9,15 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "fake_tree.hpp"
-#include "io/host_use.hpp"
-#include "io/topology_reader.hpp"
+#include "host_scan.hpp"
 
 using namespace vfiod;
+using test::A;
 using test::FakeTree;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 namespace {
-
-PciAddress A(const char* s) { return *PciAddress::parse(s); }
 
 constexpr const char* kHostNs = "net:[4026531840]";
 
@@ -48,16 +45,11 @@ void moved_nic(FakeTree& t) {
     t.symlink("proc/1/ns/net", kHostNs);
 }
 
-HostUse scan(const FakeTree& t) {
-    KernelHostFs fs(t.root());
-    std::vector<std::string> warnings;
-    return read_host_use(fs, read_topology(fs, &warnings), &warnings);
-}
+class NetnsUse : public test::HostScan {};
 
 }  // namespace
 
-TEST(Netns, NamedAndProcessHeldOnePerInodeHostLeftOut) {
-    FakeTree t;
+TEST_F(NetnsUse, NamedAndProcessHeldOnePerInodeHostLeftOut) {
     t.symlink("proc/1/ns/net", kHostNs);
     unsigned long blue = named_netns(t, "blue");
     in_netns(t, 200, "sleep", blue);
@@ -77,33 +69,30 @@ TEST(Netns, NamedAndProcessHeldOnePerInodeHostLeftOut) {
     EXPECT_EQ(spaces[1].pid, "300");
 }
 
-TEST(Netns, MovedInterfaceNamedThroughTheSysfsOfAProcessInIt) {
-    FakeTree t;
+TEST_F(NetnsUse, MovedInterfaceNamedThroughTheSysfsOfAProcessInIt) {
     moved_nic(t);
     unsigned long blue = named_netns(t, "blue");
     in_netns(t, 200, "sleep", blue);
     t.symlink("proc/200/root/sys/class/net/eth7",
               "../../devices/pci0000:00/0000:05:00.0/net/eth7");
     t.symlink("proc/200/root/sys/class/net/lo", "../../devices/virtual/net/lo");
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_THAT(use.network[A("0000:05:00.0")],
                 ElementsAre("its interface eth7 is in network namespace blue, held by pid 200 (sleep)"));
     EXPECT_EQ(use.network.count(A("0000:06:00.0")), 0u);  // its eth0 is here, unused
 }
 
-TEST(Netns, NoProcessInsideLeavesTheCandidates) {
-    FakeTree t;
+TEST_F(NetnsUse, NoProcessInsideLeavesTheCandidates) {
     moved_nic(t);
     named_netns(t, "blue");
     in_netns(t, 300, "pause", 4026532999);
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_THAT(use.network[A("0000:05:00.0")],
                 ElementsAre("its interface (e1000e) is in another network namespace; candidates: "
                             "network namespace blue, the network namespace of pid 300 (pause)"));
 }
 
-TEST(Netns, OnlyNetworkDriversWithAnEmptyNetDirectoryInATree) {
-    FakeTree t;
+TEST_F(NetnsUse, OnlyNetworkDriversWithAnEmptyNetDirectoryInATree) {
     moved_nic(t);
     // On vfio-pci the interface is gone for good, not elsewhere; a tree without `net` says nothing.
     t.add_function(FakeTree::pci("0000:07:00.0", "8086", "10d3", "020000", "vfio-pci", 11));
@@ -112,13 +101,12 @@ TEST(Netns, OnlyNetworkDriversWithAnEmptyNetDirectoryInATree) {
     // A display controller with an empty net directory is not a NIC.
     t.add_function(FakeTree::pci("0000:09:00.0", "10de", "2331", "030200", "nvidia", 13));
     std::filesystem::create_directories(t.root() + "/" + t.devpath("0000:09:00.0") + "/net");
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_EQ(use.network.size(), 1u);
     EXPECT_EQ(use.network.count(A("0000:05:00.0")), 1u);
 }
 
-TEST(Netns, VirtioNetInterfacesLiveOneLevelDown) {
-    FakeTree t;
+TEST_F(NetnsUse, VirtioNetInterfacesLiveOneLevelDown) {
     t.enable_iommu();
     t.write_file("proc/1/comm", "systemd\n");
     t.symlink("proc/1/ns/net", kHostNs);
@@ -129,7 +117,7 @@ TEST(Netns, VirtioNetInterfacesLiveOneLevelDown) {
     t.add_function(FakeTree::pci("0000:00:07.0", "1af4", "1041", "020000", "virtio-pci", 7));
     std::filesystem::create_directories(t.root() + "/" + t.devpath("0000:00:07.0") +
                                         "/virtio1/net");
-    HostUse use = scan(t);
+    HostUse use = scan();
     EXPECT_EQ(use.network.count(A("0000:00:06.0")), 0u);
     EXPECT_THAT(use.network[A("0000:00:07.0")],
                 ElementsAre("its interface (virtio-pci) is in another network namespace"));
@@ -139,8 +127,7 @@ TEST(Netns, VirtioNetInterfacesLiveOneLevelDown) {
 // a process gone between the listing and its ns link (no ns, no comm), links that are not a
 // network namespace's, a /run/netns entry that is a dangling link or a FIFO. Each is skipped;
 // the namespaces still there are named.
-TEST(Netns, VanishedProcessesAndJunkLinksAreSkipped) {
-    FakeTree t;
+TEST_F(NetnsUse, VanishedProcessesAndJunkLinksAreSkipped) {
     moved_nic(t);
     unsigned long blue = named_netns(t, "blue");
     t.symlink("run/netns/gone", "/run/netns/nothing-here");
@@ -159,7 +146,7 @@ TEST(Netns, VanishedProcessesAndJunkLinksAreSkipped) {
     std::vector<unsigned long> want{blue, 4026532111ul};
     std::sort(want.begin(), want.end());
     EXPECT_EQ(inodes, want);
-    HostUse use = scan(t);
+    HostUse use = scan();
     ASSERT_EQ(use.network[A("0000:05:00.0")].size(), 1u);
     EXPECT_NE(use.network[A("0000:05:00.0")][0].find("network namespace blue"), std::string::npos);
     EXPECT_NE(use.network[A("0000:05:00.0")][0].find("pid 401 (?)"), std::string::npos)
