@@ -49,53 +49,50 @@ std::string device(const std::string& key, const std::string& value) {
     return "[[device]]\n" + key + " = " + value + "\n";
 }
 
+// A document that must fail with exactly one error, at t.toml:AT, whose message contains `what`.
+// Each section below lists its own: SECTION/BadConfig.GivesOneErrorAtItsPlace/NAME.
+struct BadDoc {
+    const char* name;
+    std::string doc;
+    const char* at;
+    std::string what;
+};
+
+void PrintTo(const BadDoc& d, std::ostream* os) { *os << d.name; }
+
+std::string case_name(const ::testing::TestParamInfo<BadDoc>& c) { return c.param.name; }
+
+class BadConfig : public ::testing::TestWithParam<BadDoc> {};
+
+TEST_P(BadConfig, GivesOneErrorAtItsPlace) {
+    EXPECT_TRUE(OneError(GetParam().doc, GetParam().at, GetParam().what)) << GetParam().doc;
+}
+
 // ---- syntax -------------------------------------------------------------------------------
 
-TEST(ConfigSyntax, MissingValue) {
-    EXPECT_TRUE(OneError("[daemon]\nmode = \n", "2:8", "TOML syntax error"));
-}
-
-TEST(ConfigSyntax, UnterminatedString) {
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\n", "2:22", "TOML syntax error"));
-}
-
-TEST(ConfigSyntax, DuplicateKeyPointsAtTheSecondValue) {
-    EXPECT_TRUE(OneError("[daemon]\nmode = \"observe\"\nmode = \"enforce\"\n", "3:8",
-                         "TOML syntax error"));
-}
+INSTANTIATE_TEST_SUITE_P(Syntax, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"MissingValue", "[daemon]\nmode = \n", "2:8", "TOML syntax error"},
+    {"UnterminatedString", "[[device]]\nselector = \"10de:2331\n", "2:22", "TOML syntax error"},
+    {"DuplicateKeyPointsAtTheSecondValue", "[daemon]\nmode = \"observe\"\nmode = \"enforce\"\n", "3:8",
+     "TOML syntax error"},
+}), case_name);
 
 // ---- unknown keys and tables --------------------------------------------------------------
 
-TEST(ConfigUnknown, KeyInDaemon) {
-    EXPECT_TRUE(OneError("[daemon]\nmode = \"observe\"\nverbose = true\n", "3:1",
-                         "unknown key \"verbose\" in [daemon]"));
-}
-
-TEST(ConfigUnknown, KeyInDevice) {
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nresource = \"a.com/b\"\n", "3:1",
-                         "unknown key \"resource\" in [[device]]"));
-}
-
-TEST(ConfigUnknown, KeyInProtect) {
-    EXPECT_TRUE(OneError("[[protect]]\naddress = \"0000:00:02.0\"\n  vendor = \"8086\"\n", "3:3",
-                         "unknown key \"vendor\" in [[protect]]"));
-}
-
-TEST(ConfigUnknown, TopLevelKey) {
-    EXPECT_TRUE(OneError("\nmode = \"observe\"\n", "2:1", "unknown key \"mode\"; expected [daemon]"));
-}
-
-TEST(ConfigUnknown, Table) {
-    EXPECT_TRUE(OneError("[daemon]\n\n[devices]\nselector = \"10de:2331\"\n", "3:1",
-                         "unknown table [devices]"));
-    EXPECT_TRUE(OneError("[[protects]]\naddress = \"0000:00:02.0\"\n", "1:1",
-                         "unknown table [[protects]]"));
-}
-
-TEST(ConfigUnknown, SubtableOfDevice) {
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\n[device.extra]\nx = 1\n", "3:9",
-                         "unknown key \"extra\" in [[device]]"));
-}
+INSTANTIATE_TEST_SUITE_P(Unknown, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"KeyInDaemon", "[daemon]\nmode = \"observe\"\nverbose = true\n", "3:1",
+     "unknown key \"verbose\" in [daemon]"},
+    {"KeyInDevice", "[[device]]\nselector = \"10de:2331\"\nresource = \"a.com/b\"\n", "3:1",
+     "unknown key \"resource\" in [[device]]"},
+    {"KeyInProtect", "[[protect]]\naddress = \"0000:00:02.0\"\n  vendor = \"8086\"\n", "3:3",
+     "unknown key \"vendor\" in [[protect]]"},
+    {"TopLevelKey", "\nmode = \"observe\"\n", "2:1", "unknown key \"mode\"; expected [daemon]"},
+    {"Table", "[daemon]\n\n[devices]\nselector = \"10de:2331\"\n", "3:1", "unknown table [devices]"},
+    {"ArrayOfTables", "[[protects]]\naddress = \"0000:00:02.0\"\n", "1:1",
+     "unknown table [[protects]]"},
+    {"SubtableOfDevice", "[[device]]\nselector = \"10de:2331\"\n[device.extra]\nx = 1\n", "3:9",
+     "unknown key \"extra\" in [[device]]"},
+}), case_name);
 
 TEST(ConfigUnknown, ControlCharactersInKeysAreEscaped) {
     auto r = parse_config("[daemon]\n\"a\\u001bb\" = 1\n", "t.toml");
@@ -106,27 +103,18 @@ TEST(ConfigUnknown, ControlCharactersInKeysAreEscaped) {
 
 // ---- shapes and types ---------------------------------------------------------------------
 
-TEST(ConfigShape, DeviceTableInsteadOfArrayOfTables) {
-    EXPECT_TRUE(OneError("[device]\nselector = \"10de:2331\"\n", "1:1",
-                         "device: expected an array of tables ([[device]]), got a table ([device])"));
-    EXPECT_TRUE(OneError("[protect]\naddress = \"0000:00:02.0\"\n", "1:1",
-                         "protect: expected an array of tables ([[protect]])"));
-}
-
-TEST(ConfigShape, DeviceNotAnArray) {
-    EXPECT_TRUE(OneError("device = \"10de:2331\"\n", "1:10",
-                         "device: expected an array of tables ([[device]]), got a string"));
-}
-
-TEST(ConfigShape, ArrayElementNotATable) {
-    EXPECT_TRUE(OneError("device = [{ selector = \"10de:2331\" }, 7]\n", "1:39",
-                         "device: each entry must be a table ([[device]]), got an integer"));
-}
-
-TEST(ConfigShape, DaemonNotATable) {
-    EXPECT_TRUE(OneError("daemon = \"enforce\"\n", "1:10",
-                         "daemon: expected a table ([daemon]), got a string"));
-}
+INSTANTIATE_TEST_SUITE_P(Shape, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"DeviceTableInsteadOfArrayOfTables", "[device]\nselector = \"10de:2331\"\n", "1:1",
+     "device: expected an array of tables ([[device]]), got a table ([device])"},
+    {"ProtectTableInsteadOfArrayOfTables", "[protect]\naddress = \"0000:00:02.0\"\n", "1:1",
+     "protect: expected an array of tables ([[protect]])"},
+    {"DeviceNotAnArray", "device = \"10de:2331\"\n", "1:10",
+     "device: expected an array of tables ([[device]]), got a string"},
+    {"ArrayElementNotATable", "device = [{ selector = \"10de:2331\" }, 7]\n", "1:39",
+     "device: each entry must be a table ([[device]]), got an integer"},
+    {"DaemonNotATable", "daemon = \"enforce\"\n", "1:10",
+     "daemon: expected a table ([daemon]), got a string"},
+}), case_name);
 
 TEST(ConfigShape, InlineTablesAreTheSameAsHeaders) {
     auto c = Parsed("daemon = { mode = \"observe\" }\ndevice = [{ selector = \"10de:2331\" }]\n");
@@ -135,43 +123,61 @@ TEST(ConfigShape, InlineTablesAreTheSameAsHeaders) {
     EXPECT_EQ(c.devices[0].selector->str(), "10de:2331");
 }
 
-TEST(ConfigType, DaemonKeys) {
-    EXPECT_TRUE(OneError("[daemon]\nmode = 1\n", "2:8", "daemon.mode: expected a string, got an integer"));
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = \"10\"\n", "2:17",
-                         "daemon.write_timeout: expected an integer, got a string"));
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 10.0\n", "2:17",
-                         "daemon.write_timeout: expected an integer, got a floating-point number"));
-    EXPECT_TRUE(OneError("[daemon]\ncompanions = true\n", "2:14",
-                         "daemon.companions: expected a string, got a boolean"));
-    EXPECT_TRUE(OneError("[daemon]\nallow_boot_vga = \"no\"\n", "2:18",
-                         "daemon.allow_boot_vga: expected a boolean, got a string"));
-    EXPECT_TRUE(OneError("[daemon]\nallow_boot_vga = 1\n", "2:18",
-                         "daemon.allow_boot_vga: expected a boolean, got an integer"));
-}
-
-TEST(ConfigType, DeviceKeys) {
-    EXPECT_TRUE(OneError(device("selector", "0x10de"), "2:12",
-                         "device.selector: expected a string, got an integer"));
-    EXPECT_TRUE(OneError(device("address", "1"), "2:11",
-                         "device.address: expected a string, got an integer"));
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nresource_name = [\"a.com/b\"]\n",
-                         "3:17", "device.resource_name: expected a string, got an array"));
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\ndriver = 1\n", "3:10",
-                         "device.driver: expected a string, got an integer"));
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nearly = \"yes\"\n", "3:9",
-                         "device.early: expected a boolean, got a string"));
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\nearly = 1979-05-27\n", "3:9",
-                         "device.early: expected a boolean, got a date"));
-}
-
-TEST(ConfigType, ProtectKeys) {
-    EXPECT_TRUE(OneError("[[protect]]\nselector = 8086\n", "2:12",
-                         "protect.selector: expected a string, got an integer"));
-    EXPECT_TRUE(OneError("[[protect]]\naddress = true\n", "2:11",
-                         "protect.address: expected a string, got a boolean"));
-}
+INSTANTIATE_TEST_SUITE_P(Type, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"DaemonModeNotAString", "[daemon]\nmode = 1\n", "2:8",
+     "daemon.mode: expected a string, got an integer"},
+    {"DaemonWriteTimeoutAString", "[daemon]\nwrite_timeout = \"10\"\n", "2:17",
+     "daemon.write_timeout: expected an integer, got a string"},
+    {"DaemonWriteTimeoutAFloat", "[daemon]\nwrite_timeout = 10.0\n", "2:17",
+     "daemon.write_timeout: expected an integer, got a floating-point number"},
+    {"DaemonCompanionsABoolean", "[daemon]\ncompanions = true\n", "2:14",
+     "daemon.companions: expected a string, got a boolean"},
+    {"DaemonAllowBootVgaAString", "[daemon]\nallow_boot_vga = \"no\"\n", "2:18",
+     "daemon.allow_boot_vga: expected a boolean, got a string"},
+    {"DaemonAllowBootVgaAnInteger", "[daemon]\nallow_boot_vga = 1\n", "2:18",
+     "daemon.allow_boot_vga: expected a boolean, got an integer"},
+    {"DeviceSelectorAnInteger", device("selector", "0x10de"), "2:12",
+     "device.selector: expected a string, got an integer"},
+    {"DeviceAddressAnInteger", device("address", "1"), "2:11",
+     "device.address: expected a string, got an integer"},
+    {"DeviceResourceNameAnArray", "[[device]]\nselector = \"10de:2331\"\nresource_name = [\"a.com/b\"]\n",
+     "3:17", "device.resource_name: expected a string, got an array"},
+    {"DeviceDriverAnInteger", "[[device]]\nselector = \"10de:2331\"\ndriver = 1\n", "3:10",
+     "device.driver: expected a string, got an integer"},
+    {"DeviceEarlyAString", "[[device]]\nselector = \"10de:2331\"\nearly = \"yes\"\n", "3:9",
+     "device.early: expected a boolean, got a string"},
+    {"DeviceEarlyADate", "[[device]]\nselector = \"10de:2331\"\nearly = 1979-05-27\n", "3:9",
+     "device.early: expected a boolean, got a date"},
+    {"ProtectSelectorAnInteger", "[[protect]]\nselector = 8086\n", "2:12",
+     "protect.selector: expected a string, got an integer"},
+    {"ProtectAddressABoolean", "[[protect]]\naddress = true\n", "2:11",
+     "protect.address: expected a string, got a boolean"},
+}), case_name);
 
 // ---- values -------------------------------------------------------------------------------
+
+INSTANTIATE_TEST_SUITE_P(Value, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"ModeIsLowerCase", "[daemon]\nmode = \"Enforce\"\n", "2:8",
+     "daemon.mode: unknown mode \"Enforce\"; expected \"enforce\" or \"observe\""},
+    {"UnknownMode", "[daemon]\n  mode = \"dry-run\"\n", "2:10", "unknown mode \"dry-run\""},
+    {"UnknownCompanionPolicy", "[daemon]\ncompanions = \"allow\"\n", "2:14",
+     "daemon.companions: unknown policy \"allow\"; expected \"bind\" or \"refuse\""},
+    {"WriteTimeoutZero", "[daemon]\nwrite_timeout = 0\n", "2:17",
+     "daemon.write_timeout: 0 is out of range; expected 1..3600"},
+    {"WriteTimeoutOverAnHour", "[daemon]\nwrite_timeout = 3601\n", "2:17", "3601 is out of range"},
+    {"WriteTimeoutNegative", "[daemon]\nwrite_timeout = -5\n", "2:17", "-5 is out of range"},
+    {"WriteTimeoutHuge", "[daemon]\nwrite_timeout = 9999999999999\n", "2:17", "out of range"},
+    // An entry without a selector or an address: pointed at by its header.
+    {"DeviceWithoutSelectorOrAddress", "[[device]]\nresource_name = \"a.com/b\"\n", "1:1",
+     "[[device]] needs a selector or an address"},
+    {"IndentedDeviceWithoutSelectorOrAddress",
+     "[[device]]\nselector = \"10de:2331\"\n\n  [[device]]\n  early = true\n", "4:3",
+     "[[device]] needs a selector or an address"},
+    {"ProtectWithoutSelectorOrAddress", "[[protect]]\n", "1:1",
+     "[[protect]] needs a selector or an address"},
+    // One problem, one message: the selector is there, it is just wrong.
+    {"BadSelectorDoesNotAlsoSayMissing", device("selector", "\"nope\""), "2:12", "invalid selector"},
+}), case_name);
 
 TEST(ConfigValue, BadSelectors) {
     for (const char* s : {"10de", "10de:2331:0", "10d:2331", "10de:23311", "xyzw:2331", "10de:",
@@ -227,35 +233,9 @@ TEST(ConfigValue, AddressesParse) {
     EXPECT_EQ(c.protects[0].address, (PciAddress{0x10000, 0xe1, 0x1f, 7}));
 }
 
-TEST(ConfigValue, BadEnums) {
-    EXPECT_TRUE(OneError("[daemon]\nmode = \"Enforce\"\n", "2:8",
-                         "daemon.mode: unknown mode \"Enforce\"; expected \"enforce\" or \"observe\""));
-    EXPECT_TRUE(OneError("[daemon]\n  mode = \"dry-run\"\n", "2:10", "unknown mode \"dry-run\""));
-    EXPECT_TRUE(OneError("[daemon]\ncompanions = \"allow\"\n", "2:14",
-                         "daemon.companions: unknown policy \"allow\"; expected \"bind\" or \"refuse\""));
-}
-
-TEST(ConfigValue, WriteTimeoutRange) {
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 0\n", "2:17",
-                         "daemon.write_timeout: 0 is out of range; expected 1..3600"));
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 3601\n", "2:17", "3601 is out of range"));
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = -5\n", "2:17", "-5 is out of range"));
-    EXPECT_TRUE(OneError("[daemon]\nwrite_timeout = 9999999999999\n", "2:17", "out of range"));
+TEST(ConfigValue, WriteTimeoutBoundsAreAccepted) {
     EXPECT_EQ(Parsed("[daemon]\nwrite_timeout = 1\n").write_timeout, 1u);
     EXPECT_EQ(Parsed("[daemon]\nwrite_timeout = 3600\n").write_timeout, 3600u);
-}
-
-TEST(ConfigValue, EntryWithoutSelectorOrAddressPointsAtItsHeader) {
-    EXPECT_TRUE(OneError("[[device]]\nresource_name = \"a.com/b\"\n", "1:1",
-                         "[[device]] needs a selector or an address"));
-    EXPECT_TRUE(OneError("[[device]]\nselector = \"10de:2331\"\n\n  [[device]]\n  early = true\n",
-                         "4:3", "[[device]] needs a selector or an address"));
-    EXPECT_TRUE(OneError("[[protect]]\n", "1:1", "[[protect]] needs a selector or an address"));
-}
-
-TEST(ConfigValue, BadSelectorDoesNotAlsoSayMissing) {
-    // One problem, one message: the selector is there, it is just wrong.
-    EXPECT_TRUE(OneError(device("selector", "\"nope\""), "2:12", "invalid selector"));
 }
 
 TEST(ConfigValue, BadResourceNames) {
@@ -1002,42 +982,31 @@ TEST(ConfigSriov, EntriesParseWithTheirOriginsAndAppendAcrossTables) {
     EXPECT_FALSE(c.sriovs[1].matches(*PciAddress::parse("0000:3b:00.1"), 0x15b3, 0x101d));
 }
 
-TEST(ConfigSriov, UnknownKeysAndShapesAreRefused) {
-    EXPECT_TRUE(OneError(sriov("selector = \"15b3:101d\"\nnum_vfs = 8\nnumvfs = 8\n"), "4:1",
-                         "unknown key \"numvfs\" in [[sriov]]; expected selector, address or "
-                         "num_vfs"));
-    EXPECT_TRUE(OneError("[sriov]\nselector = \"15b3:101d\"\nnum_vfs = 8\n", "1:1",
-                         "sriov: expected an array of tables ([[sriov]]), got a table ([sriov])"));
-    EXPECT_TRUE(OneError("[[sriovs]]\nnum_vfs = 8\n", "1:1",
-                         "unknown table [[sriovs]]; expected [daemon], [[device]], [[protect]] or "
-                         "[[sriov]]"));
-}
-
 // num_vfs is required and a u16; selector and address are checked as in the other tables.
-TEST(ConfigSriov, BadEntriesNameTheirPlace) {
-    struct Case {
-        const char* lines;
-        const char* at;
-        const char* what;
-    };
-    const Case cases[] = {
-        {"selector = \"15b3:101d\"\n", "1:1", "[[sriov]] needs num_vfs"},
-        {"num_vfs = 8\n", "1:1", "[[sriov]] needs a selector or an address"},
-        {"selector = \"15b3:101d\"\nnum_vfs = -1\n", "3:11",
-         "sriov.num_vfs: -1 is out of range; expected 0..65535"},
-        {"selector = \"15b3:101d\"\nnum_vfs = 65536\n", "3:11",
-         "sriov.num_vfs: 65536 is out of range; expected 0..65535"},
-        {"selector = \"15b3:101d\"\nnum_vfs = \"8\"\n", "3:11",
-         "sriov.num_vfs: expected an integer, got a string"},
-        {"selector = \"15b3:101d\"\nnum_vfs = 8.0\n", "3:11",
-         "sriov.num_vfs: expected an integer, got a floating-point number"},
-        {"selector = \"15b3\"\nnum_vfs = 8\n", "2:12", "sriov.selector: invalid selector \"15b3\""},
-        {"address = \"0000:3B:00.0\"\nnum_vfs = 8\n", "2:11", "sriov.address: "},
-        {"address = 3\nnum_vfs = 8\n", "2:11", "sriov.address: expected a string, got an integer"},
-    };
-    for (const Case& c : cases)
-        EXPECT_TRUE(OneError(sriov(c.lines), c.at, c.what)) << c.lines;
-}
+INSTANTIATE_TEST_SUITE_P(Sriov, BadConfig, ::testing::ValuesIn(std::vector<BadDoc>{
+    {"UnknownKey", sriov("selector = \"15b3:101d\"\nnum_vfs = 8\nnumvfs = 8\n"), "4:1",
+     "unknown key \"numvfs\" in [[sriov]]; expected selector, address or num_vfs"},
+    {"TableInsteadOfArrayOfTables", "[sriov]\nselector = \"15b3:101d\"\nnum_vfs = 8\n", "1:1",
+     "sriov: expected an array of tables ([[sriov]]), got a table ([sriov])"},
+    {"UnknownArrayOfTables", "[[sriovs]]\nnum_vfs = 8\n", "1:1",
+     "unknown table [[sriovs]]; expected [daemon], [[device]], [[protect]] or [[sriov]]"},
+    {"NeedsNumVfs", sriov("selector = \"15b3:101d\"\n"), "1:1", "[[sriov]] needs num_vfs"},
+    {"NeedsASelectorOrAnAddress", sriov("num_vfs = 8\n"), "1:1",
+     "[[sriov]] needs a selector or an address"},
+    {"NumVfsNegative", sriov("selector = \"15b3:101d\"\nnum_vfs = -1\n"), "3:11",
+     "sriov.num_vfs: -1 is out of range; expected 0..65535"},
+    {"NumVfsOverU16", sriov("selector = \"15b3:101d\"\nnum_vfs = 65536\n"), "3:11",
+     "sriov.num_vfs: 65536 is out of range; expected 0..65535"},
+    {"NumVfsAString", sriov("selector = \"15b3:101d\"\nnum_vfs = \"8\"\n"), "3:11",
+     "sriov.num_vfs: expected an integer, got a string"},
+    {"NumVfsAFloat", sriov("selector = \"15b3:101d\"\nnum_vfs = 8.0\n"), "3:11",
+     "sriov.num_vfs: expected an integer, got a floating-point number"},
+    {"BadSelector", sriov("selector = \"15b3\"\nnum_vfs = 8\n"), "2:12",
+     "sriov.selector: invalid selector \"15b3\""},
+    {"BadAddress", sriov("address = \"0000:3B:00.0\"\nnum_vfs = 8\n"), "2:11", "sriov.address: "},
+    {"AddressAnInteger", sriov("address = 3\nnum_vfs = 8\n"), "2:11",
+     "sriov.address: expected a string, got an integer"},
+}), case_name);
 
 // A reload that changes num_vfs is a change (the PF's count is planned again); moving the entry
 // to another line is not.
