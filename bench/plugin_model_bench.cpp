@@ -1,6 +1,6 @@
 // vfiod-bench-allocate [FUNCTIONS [RUNS]]: what the device plugin's Allocate and
 // GetPreferredAllocation cost the kubelet on a large host (issue 23: 7.9 s for a 5,000-ID Allocate,
-// 5.6 s for 10,000 unknown IDs). The plugin's own model (device-plugin/model.cpp) on FUNCTIONS
+// 5.6 s for 10,000 unknown IDs). The plugin's own model (device-plugin/allocation.cpp) on FUNCTIONS
 // one-function groups of one resource (default 5,000), each bound: the group check the server
 // makes before Allocate (group_mates_outside) and Allocate itself for every ID in one container;
 // the same check for 10,000 unknown IDs (what a hostile or confused kubelet sends); a preferred
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model.hpp"
+#include "allocation.hpp"
 
 using namespace vfiod;
 using namespace vfiod::plugin;

@@ -1,22 +1,16 @@
 // vfiod-device-plugin: the kubelet device plugin fed by vfiod's D-Bus inventory (DESIGN §9).
-// This file parses the command line, takes the per-kubelet-directory lock, connects to the bus
-// and hands over to plugin::Plugin (plugin.hpp), which does the work on one Loop.
-#include <signal.h>
+// This file says what its command line is and where its lock goes (the kubelet directory);
+// plugin_main.hpp starts it, and plugin::Plugin (plugin.hpp) does the work on one Loop.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <memory>
+#include <optional>
 #include <string>
 
-#include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
 
-#include "infra/fd.hpp"
-#include "infra/instance_lock.hpp"
-#include "infra/logging.hpp"
-#include "infra/loop.hpp"
 #include "plugin.hpp"
+#include "plugin_main.hpp"
 
 namespace {
 
@@ -48,66 +42,39 @@ constexpr const char* kUsage =
     "Exit status: 0 stopped by a signal; 1 runtime failure (no system bus, another instance on\n"
     "the same kubelet directory); 2 bad arguments.\n";
 
-// 0 to run, otherwise the exit code + 1.
-int parse(int argc, char** argv, Options* o) {
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--help" || a == "-h") {
-            std::fputs(kUsage, stdout);
-            return 1;
-        }
-        if (a == "--version") {
-            std::puts("vfiod-device-plugin " VFIOD_VERSION);
-            return 1;
-        }
-        if (a == "--verbose") {
-            o->verbose = true;
-            continue;
-        }
-        std::string* target = a == "--kubelet-dir"     ? &o->kubelet_dir
-                              : a == "--pod-resources" ? &o->pod_resources
-                              : a == "--root"          ? &o->root
-                                                       : nullptr;
-        if (!target) {
-            std::fprintf(stderr, "vfiod-device-plugin: unknown argument '%s'\n%s", a.c_str(),
-                         kUsage);
-            return 3;
-        }
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            std::fprintf(stderr, "vfiod-device-plugin: %s needs a value\n", a.c_str());
-            return 3;
-        }
-        *target = argv[++i];
-    }
-    return 0;
+CommandLine command_line(Options* o) {
+    return {"vfiod-device-plugin", kUsage, &o->verbose,
+            {{"--kubelet-dir", &o->kubelet_dir},
+             {"--pod-resources", &o->pod_resources},
+             {"--root", &o->root}},
+            [](const std::string& what, bool unknown) {
+                std::fprintf(stderr, "vfiod-device-plugin: %s\n%s", what.c_str(),
+                             unknown ? kUsage : "");
+            }};
+}
+
+// One plugin per kubelet directory. The lock is on the directory itself, which the kubelet never
+// removes; it may not have run yet, and creates the directory the same way.
+std::optional<std::string> lock_dir(const Options& o) {
+    mkdir(o.kubelet_dir.c_str(), 0750);
+    return o.kubelet_dir;
+}
+
+int serve(const Options& o, sdbus::IConnection& bus, Loop& loop) {
+    spdlog::info("vfiod-device-plugin {} starting: kubelet directory {}, root {}", VFIOD_VERSION,
+                 o.kubelet_dir, o.root);
+    Plugin plugin(o, bus, loop);
+    return plugin.run(bus);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     Options opts;
-    if (int r = parse(argc, argv, &opts))
-        return r - 1;
-    vfiod::setup_logging(opts.verbose, "vfiod-device-plugin");
-    // Before gRPC starts its threads, so they inherit the mask and signalfd sees the signals.
-    sigset_t signals = signal_set({SIGTERM, SIGINT});
-    block_signals(signals);
-    signal(SIGPIPE, SIG_IGN);
-
-    // One plugin per kubelet directory: a second one would take over the first one's sockets.
-    // The lock is on the directory itself, which the kubelet never removes; it may not have run
-    // yet, and creates the directory the same way.
-    mkdir(opts.kubelet_dir.c_str(), 0750);
-    Fd lock;
-    if (!lock_instance("vfiod-device-plugin", opts.kubelet_dir, &lock))
-        return 1;
-    std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
-    if (!bus)
-        return 1;
-    spdlog::info("vfiod-device-plugin {} starting: kubelet directory {}, root {}", VFIOD_VERSION,
-                 opts.kubelet_dir, opts.root);
-    Loop loop(*bus, signals);
-    Plugin plugin(opts, *bus, loop);
-    return plugin.run(*bus);
+    if (std::optional<int> exit = parse_command_line(argc, argv, command_line(&opts)))
+        return *exit;
+    return run_plugin({"vfiod-device-plugin", opts.verbose, [&] { return lock_dir(opts); },
+                       [&](sdbus::IConnection& bus, Loop& loop) {
+                           return serve(opts, bus, loop);
+                       }});
 }
-

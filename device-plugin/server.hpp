@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
+#include "allocation.hpp"
 #include "io/host_fs.hpp"
-#include "model.hpp"
 
 namespace grpc {
 class Server;

@@ -86,7 +86,7 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
                                                    const HostFs& host,
                                                    const DraInventory* before) {
     auto inv = std::make_shared<DraInventory>();
-    // The device plugin's rule decides health (make_snapshot); each group's /dev/vfio node is
+    // The device model's rule decides health (make_snapshot); each group's /dev/vfio node is
     // asked once, and the answer given to the snapshot is the one used here.
     std::map<unsigned, bool> present;
     auto exists = [&](unsigned g) {
@@ -97,7 +97,7 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
     };
     inv->snapshot = plugin::make_snapshot(view, exists);
     for (const auto& g : view.groups) {
-        // Health as the device plugin's model has it: State bound and /dev/vfio/<N> present.
+        // Health as the device model has it: State bound and /dev/vfio/<N> present.
         // Walked here rather than through snapshot.resources because DRA serves allowlisted
         // functions without a resource_name too, and names that would collide as device-plugin
         // sockets are no problem for DRA.

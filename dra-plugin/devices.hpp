@@ -1,8 +1,8 @@
 // What vfiod-dra-plugin publishes, as pure functions of vfiod's inventory (DESIGN §10): one DRA
-// device per function the device plugin's model calls healthy (allowlisted, group bound,
-// /dev/vfio/<N> present), its name and attributes, and the pool's ResourceSlices. Built on the
-// device plugin's model (device-plugin/model.hpp: plugin::Snapshot), not a second reading of
-// the inventory. No I/O beyond the HostFs reads, no network.
+// device per function the device model calls healthy (allowlisted, group bound, /dev/vfio/<N>
+// present), its name and attributes, and the pool's ResourceSlices. Built on the device model
+// both plugins share (plugin-common/model.hpp: plugin::Snapshot), not a second reading of the
+// inventory. No I/O beyond the HostFs reads, no network.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct DraDevice {
 std::string device_name(const PciAddress& a);
 std::optional<PciAddress> parse_device_name(std::string_view name);
 
-// vfiod's inventory as the DRA plugin serves it: the device plugin's snapshot (for group
+// vfiod's inventory as the DRA plugin serves it: the device model's snapshot (for group
 // mates and health) and the devices to publish, by name. Immutable once made: Prepare calls on
 // gRPC threads share it through a shared_ptr while the loop makes the next one.
 struct DraInventory {

@@ -1,28 +1,28 @@
 // vfiod-dra-plugin: the Kubernetes DRA kubelet plugin fed by vfiod's D-Bus inventory (DESIGN
-// §10). This file parses the command line, finds the API server, takes the per-driver lock,
-// connects to the bus and hands over to DraPlugin (plugin.hpp).
-#include <signal.h>
+// §10). This file says what its command line is and checks it, finds the API server and makes
+// the state directory its lock goes on; plugin_main.hpp starts it, and DraPlugin (plugin.hpp)
+// does the work.
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
 
 #include "infra/fd.hpp"
-#include "infra/instance_lock.hpp"
-#include "infra/logging.hpp"
-#include "infra/loop.hpp"
+#include "io/host_fs.hpp"
 #include "plugin.hpp"
+#include "plugin_main.hpp"
 
 namespace {
 
 using namespace vfiod;
 using namespace vfiod::dra;
+using namespace vfiod::plugin;
 
 constexpr const char* kUsage =
     "Usage: vfiod-dra-plugin [--node-name NODE] [--driver-name NAME] [--kubeconfig FILE |\n"
@@ -62,9 +62,10 @@ constexpr const char* kUsage =
     "Exit status: 0 stopped by a signal; 1 runtime failure (no system bus, unusable API server\n"
     "credentials or directories, another instance for the same driver); 2 bad arguments.\n";
 
+// Says what is wrong with the command line: the exit code for it.
 int usage_error(const std::string& what) {
     std::fprintf(stderr, "vfiod-dra-plugin: %s\n(see vfiod-dra-plugin --help)\n", what.c_str());
-    return 3;
+    return 2;
 }
 
 // A DNS subdomain (RFC 1123) of at most `max` characters: what the API takes as a node name,
@@ -86,42 +87,25 @@ bool dns_subdomain(const std::string& s, size_t max) {
     return prev != '-' && prev != '.';
 }
 
-// 0 to run, otherwise the exit code + 1.
-int parse(int argc, char** argv, Options* o) {
-    bool plugin_dir_given = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--help" || a == "-h") {
-            std::fputs(kUsage, stdout);
-            return 1;
-        }
-        if (a == "--version") {
-            std::puts("vfiod-dra-plugin " VFIOD_VERSION);
-            return 1;
-        }
-        if (a == "--verbose") {
-            o->verbose = true;
-            continue;
-        }
-        std::string* target = a == "--node-name"       ? &o->node
-                              : a == "--driver-name"   ? &o->driver
-                              : a == "--kubeconfig"    ? &o->kubeconfig
-                              : a == "--api-server"    ? &o->api_server
-                              : a == "--token-file"    ? &o->token_file
-                              : a == "--ca-file"       ? &o->ca_file
-                              : a == "--registrar-dir" ? &o->registrar_dir
-                              : a == "--plugin-dir"    ? &o->plugin_dir
-                              : a == "--cdi-dir"       ? &o->cdi_dir
-                              : a == "--state-dir"     ? &o->state_dir
-                              : a == "--root"          ? &o->root
-                                                       : nullptr;
-        if (!target)
-            return usage_error("unknown argument '" + a + "'");
-        if (i + 1 >= argc || argv[i + 1][0] == '\0')
-            return usage_error(a + " needs a value");
-        plugin_dir_given |= target == &o->plugin_dir;
-        *target = argv[++i];
-    }
+CommandLine command_line(Options* o) {
+    return {"vfiod-dra-plugin", kUsage, &o->verbose,
+            {{"--node-name", &o->node},
+             {"--driver-name", &o->driver},
+             {"--kubeconfig", &o->kubeconfig},
+             {"--api-server", &o->api_server},
+             {"--token-file", &o->token_file},
+             {"--ca-file", &o->ca_file},
+             {"--registrar-dir", &o->registrar_dir},
+             {"--plugin-dir", &o->plugin_dir},
+             {"--cdi-dir", &o->cdi_dir},
+             {"--state-dir", &o->state_dir},
+             {"--root", &o->root}},
+            [](const std::string& what, bool) { usage_error(what); }};
+}
+
+// The options together, once parsed (and $NODE_NAME read): 0 when they make sense, else the
+// exit code after saying why. --plugin-dir takes no empty value, so an empty one was not given.
+int check(Options* o) {
     if (o->node.empty())
         if (const char* env = std::getenv("NODE_NAME"))
             o->node = env;
@@ -132,7 +116,7 @@ int parse(int argc, char** argv, Options* o) {
     if (!dns_subdomain(o->driver, 63))
         return usage_error("driver name '" + o->driver +
                            "' is not a DNS subdomain of at most 63 characters");
-    if (!plugin_dir_given)
+    if (o->plugin_dir.empty())
         o->plugin_dir = "/var/lib/kubelet/plugins/" + o->driver;
     for (const std::string* dir : {&o->registrar_dir, &o->plugin_dir, &o->cdi_dir, &o->state_dir})
         if (dir->empty() || dir->front() != '/')
@@ -179,45 +163,41 @@ bool make_state_dir(const Options& o, std::string* err) {
     return true;
 }
 
+// Before the lock: the API server found and its client made, and the state directory, which
+// the lock goes on (one plugin per driver and root: a second one would take over the first
+// one's sockets and fight it over the slices).
+std::optional<std::string> prepare(const Options& o, ApiEndpoint* endpoint,
+                                   std::unique_ptr<KubeApi>* api) {
+    std::string err;
+    if (!find_api_server(o, endpoint, &err) || !(*api = make_curl_api(*endpoint, &err)) ||
+        !make_state_dir(o, &err)) {
+        spdlog::critical("{}", err);
+        return std::nullopt;
+    }
+    return o.under_root(o.state_dir);
+}
+
+int serve(const Options& o, const ApiEndpoint& endpoint, KubeApi& api, sdbus::IConnection& bus,
+          Loop& loop) {
+    spdlog::info("vfiod-dra-plugin {} starting: driver {}, node {}, API server {}, root {}",
+                 VFIOD_VERSION, o.driver, o.node, endpoint.server, o.root);
+    DraPlugin plugin(o, bus, loop, api);
+    return plugin.run(bus);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     Options opts;
-    if (int r = parse(argc, argv, &opts))
-        return r - 1;
-    vfiod::setup_logging(opts.verbose, "vfiod-dra-plugin");
-    // Before gRPC and the publisher start their threads, so they inherit the mask and signalfd
-    // sees the signals.
-    sigset_t signals = signal_set({SIGTERM, SIGINT});
-    block_signals(signals);
-    signal(SIGPIPE, SIG_IGN);
-
+    if (std::optional<int> exit = parse_command_line(argc, argv, command_line(&opts)))
+        return *exit;
+    if (int exit = check(&opts))
+        return exit;
     ApiEndpoint endpoint;
-    std::string err;
-    if (!find_api_server(opts, &endpoint, &err)) {
-        spdlog::critical("{}", err);
-        return 1;
-    }
-    std::unique_ptr<KubeApi> api = make_curl_api(endpoint, &err);
-    if (!api) {
-        spdlog::critical("{}", err);
-        return 1;
-    }
-    // One plugin per driver and root: a second one would take over the first one's sockets and
-    // fight it over the slices.
-    if (!make_state_dir(opts, &err)) {
-        spdlog::critical("{}", err);
-        return 1;
-    }
-    Fd lock;
-    if (!lock_instance("vfiod-dra-plugin", opts.under_root(opts.state_dir), &lock))
-        return 1;
-    std::unique_ptr<sdbus::IConnection> bus = connect_system_bus();
-    if (!bus)
-        return 1;
-    spdlog::info("vfiod-dra-plugin {} starting: driver {}, node {}, API server {}, root {}",
-                 VFIOD_VERSION, opts.driver, opts.node, endpoint.server, opts.root);
-    Loop loop(*bus, signals);
-    DraPlugin plugin(opts, *bus, loop, *api);
-    return plugin.run(*bus);
+    std::unique_ptr<KubeApi> api;
+    return run_plugin({"vfiod-dra-plugin", opts.verbose,
+                       [&] { return prepare(opts, &endpoint, &api); },
+                       [&](sdbus::IConnection& bus, Loop& loop) {
+                           return serve(opts, endpoint, *api, bus, loop);
+                       }});
 }

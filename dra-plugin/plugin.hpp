@@ -1,7 +1,8 @@
-// vfiod-dra-plugin's engine (DESIGN §10): follows vfiod's inventory (the device plugin's
-// plugin::InventoryFollower and Watches), turns it into the DRA devices to publish (devices.hpp), hands
-// them to the SlicePublisher (its own threads write the API server) and to the Preparer
-// (gRPC's threads read it through a shared pointer), and serves the kubelet (kubelet.hpp).
+// vfiod-dra-plugin's engine (DESIGN §10): follows vfiod's inventory (plugin-common's
+// plugin::InventoryFollower and Watches), turns it into the DRA devices to publish
+// (devices.hpp), hands them to the SlicePublisher (its own threads write the API server) and to
+// the Preparer (gRPC's threads read it through a shared pointer), and serves the kubelet
+// (kubelet.hpp).
 // Runs on one Loop thread; nothing on the loop waits for the API server or the kubelet.
 #pragma once
 

@@ -12,11 +12,14 @@
 #                   never includes tests/ (the fake kernel has its own main there)
 #   client          core, io, infra/fd.hpp
 #   cli             core, io, exec, client, infra/fd.hpp; never the daemon's service or dbus
-#   device-plugin   core, io, client, infra
-#   dra-plugin      core, io, client, infra, and the device plugin's model and follower
+#   plugin-common   core, io, client, infra: what both kubelet plugins share; never a header of
+#                   either plugin, and no gRPC (each plugin's generated API is its own)
+#   device-plugin   core, io, client, infra, plugin-common; never the DRA plugin's headers
+#   dra-plugin      core, io, client, infra, plugin-common; never the device plugin's headers
 # The calls between the daemon's layers are checked again at link time (daemon/meson.build's
 # layer checks: a call into a higher layer fails the build); this script is what linking cannot
-# see, header-only includes and the programs outside daemon/.
+# see, header-only includes and the programs outside daemon/ (plugin-common has a link check of
+# its own, in plugin-common/meson.build).
 # Usage: layering.sh SOURCE_ROOT. Prints each violation as FILE:LINE: include; exit 1 if any.
 root=${1:?usage: layering.sh SOURCE_ROOT}
 cd "$root" || exit 2
@@ -56,19 +59,36 @@ forbid daemon 'tests/|fake_|scenarios\.hpp' 'is production code: it never includ
 forbid client 'exec/|infra/|service/|dbus/|app/' 'may include core and io (and infra/fd.hpp) only' \
     'infra/fd\.hpp'
 forbid cli 'service/|dbus/|infra/|app/' 'is a client of the daemon, not part of it' 'infra/fd\.hpp'
-forbid device-plugin 'exec/|service/|dbus/|app/' 'may use the client, core, io and infra only'
-forbid dra-plugin 'exec/|service/|dbus/|app/|tests/|fake_' \
-    'may use the client, core, io, infra and the device plugin only'
+# headers_of DIR OTHER: the headers in DIR that OTHER has no file of that name of, as an
+# extended regex of exact names ("follower\.hpp|model\.hpp"); the plugins' headers are included
+# by name alone, so a name is what tells one plugin's header from another's.
+headers_of() {
+    for h in "$1"/*.hpp; do
+        [ -e "$h" ] || continue
+        n=${h##*/}
+        [ -e "$2/$n" ] || printf '%s\n' "$n"
+    done | sed 's/\./\\./g' | paste -sd'|' -
+}
+plugin_headers=$(printf '%s\n' "$(headers_of device-plugin plugin-common)" \
+    "$(headers_of dra-plugin plugin-common)" | grep -v '^$' | paste -sd'|' -)
+forbid plugin-common \
+    "exec/|service/|dbus/|app/|tests/|fake_|grpc|[^\">]*\\.pb\\.h|($plugin_headers)[\">]" \
+    'is what both plugins share: the client, core, io and infra only, never a plugin, no gRPC'
+forbid device-plugin "exec/|service/|dbus/|app/|($(headers_of dra-plugin device-plugin))[\">]" \
+    'may use the client, core, io, infra and plugin-common only'
+forbid dra-plugin \
+    "exec/|service/|dbus/|app/|tests/|fake_|($(headers_of device-plugin dra-plugin))[\">]" \
+    'may use the client, core, io, infra and plugin-common only'
 # A quoted include is found next to the including file first, so "../service/x.hpp" from exec
 # would reach the service layer without naming it: every include names its header from the
 # include root (daemon/) or its own directory, never through "..".
 for d in daemon daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus \
-    daemon/app client cli device-plugin dra-plugin; do
+    daemon/app client cli plugin-common device-plugin dra-plugin; do
     forbid "$d" '[^">]*\.\.' 'names a header through "..", which the rules above cannot see'
 done
 # Every layer directory must still exist, or the rule would pass by checking nothing.
 for d in daemon/core daemon/infra daemon/io daemon/exec daemon/service daemon/dbus daemon/app \
-    client cli; do
+    client cli plugin-common device-plugin dra-plugin; do
     ls "$d"/*.cpp >/dev/null 2>&1 || { echo "layering.sh: no sources in $d"; bad=1; }
 done
 [ "$bad" -eq 0 ] && echo "layering: every #include follows the rule"

@@ -1,8 +1,9 @@
 #!/bin/sh
-# The link-time layer checks (daemon/meson.build, layer_checks) must be able to fail: each
-# check's own link command, as ninja runs it, passes as it is and fails once an object that
-# calls into a higher layer is added to it (a core file calling io, the service calling the
-# D-Bus objects). A check that cannot fail checks nothing.
+# The link-time layer checks (daemon/meson.build, layer_checks, and plugin-common/meson.build's)
+# must be able to fail: each check's own link command, as ninja runs it, passes as it is and
+# fails once an object that calls into a higher layer is added to it (a core file calling io,
+# the service calling the D-Bus objects, what both plugins share calling into one of them). A
+# check that cannot fail checks nothing.
 # Usage: layering_link_selftest.sh BUILD_ROOT SOURCE_ROOT NINJA
 build=${1:?usage: layering_link_selftest.sh BUILD_ROOT SOURCE_ROOT NINJA}
 src=${2:?usage: layering_link_selftest.sh BUILD_ROOT SOURCE_ROOT NINJA}
@@ -11,10 +12,18 @@ tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
+# The check of LAYER, as a path in the build directory.
+check_of() {
+    case "$1" in
+    plugin-common) echo "plugin-common/liblayer-check-$1.so" ;;
+    *) echo "daemon/liblayer-check-$1.so" ;;
+    esac
+}
+
 # The last command ninja would run for the check of LAYER: its link, writing to $tmp instead.
 link_command() {
-    "$ninja" -C "$build" -t commands "daemon/liblayer-check-$1.so" | tail -n 1 |
-        sed "s|-o daemon/liblayer-check-$1.so|-o $tmp/check.so|"
+    lib=$(check_of "$1")
+    "$ninja" -C "$build" -t commands "$lib" | tail -n 1 | sed "s|-o $lib|-o $tmp/check.so|"
 }
 
 # expect_refused LAYER CALL: the check of LAYER links as it is, and refuses an object whose
@@ -47,4 +56,14 @@ includes='#include <libudev.h>'
 expect_refused service 'udev_unref(udev_new())'
 includes='#include "app/udev_match.hpp"'
 expect_refused exec 'run_udev_match("/", "")'
+# What both plugins share, calling into the DRA plugin or the device plugin (declared here: the
+# probe is compiled with the daemon's headers only).
+if [ -f "$build/$(check_of plugin-common)" ]; then
+    includes='#include <string>
+namespace vfiod::dra { std::string query_escape(const std::string& s); }'
+    expect_refused plugin-common 'dra::query_escape("")'
+    includes='#include <string>
+namespace vfiod::plugin { struct DeviceId { static DeviceId parse(const std::string&); }; }'
+    expect_refused plugin-common 'plugin::DeviceId::parse("")'
+fi
 exit "$fail"

@@ -1,10 +1,11 @@
-// vfiod-device-plugin's rules without gRPC or D-Bus (device-plugin/model.cpp): names, health,
-// Allocate's answer and refusals, and the preferred allocation's group and NUMA order.
+// vfiod-device-plugin's rules without gRPC or D-Bus (plugin-common/model.cpp,
+// device-plugin/allocation.cpp): names, health, Allocate's answer and refusals, and the
+// preferred allocation's group and NUMA order.
 #include <gtest/gtest.h>
 
+#include "allocation.hpp"
 #include "core/strings.hpp"
 #include "fake_tree.hpp"
-#include "model.hpp"
 
 namespace vfiod::plugin {
 namespace {

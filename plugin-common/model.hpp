@@ -1,0 +1,78 @@
+// The device model both kubelet plugins serve from, as pure functions of vfiod's inventory
+// (DESIGN §9, §10): the published functions by resource name, with health and NUMA node, each
+// group's functions, and the device nodes a container needs for a group. No gRPC and no D-Bus
+// here, so the rules are unit tested on their own. The device plugin's Allocate and preferred
+// allocation are built on it (device-plugin/allocation.hpp), the DRA plugin's devices too
+// (dra-plugin/devices.hpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/pci_address.hpp"
+#include "core/resource_names.hpp"
+#include "dbus_client.hpp"
+#include "io/host_fs.hpp"
+
+namespace vfiod::plugin {
+
+struct PluginDevice {
+    PciAddress address;  // the device ID the kubelet sees
+    unsigned group = 0;
+    int numa_node = -1;
+    bool healthy = false;
+    bool operator==(const PluginDevice&) const = default;
+};
+
+// Snapshot::ids' key: an address packed into one word.
+struct PciAddressHash {
+    size_t operator()(const PciAddress& a) const noexcept;
+};
+
+struct Snapshot {
+    // Resource name → its functions, by address.
+    std::map<std::string, std::vector<PluginDevice>> resources;
+    // Every non-bridge function of each published group (companions included): Allocate hands
+    // out whole groups and checks all of their functions.
+    std::map<unsigned, std::vector<PciAddress>> group_functions;
+    // Resource names not served, and why: two names that would share a socket or an environment
+    // variable (check-config refuses them; a vfiod that publishes them anyway gets neither served).
+    std::map<std::string, std::string> refused;
+    // Device ID -> its resource and its position there, filled by make_snapshot(): a lookup by
+    // ID is one probe, so Allocate's work grows with the request, not with request x inventory.
+    std::unordered_map<PciAddress, std::pair<std::string, size_t>, PciAddressHash> ids;
+
+    // The device `id` names in `resource`; nullptr when it names none there.
+    const PluginDevice* find(const std::string& resource, const PciAddress& id) const;
+    // The same in any resource.
+    const PluginDevice* find(const PciAddress& id) const;
+};
+
+// Device records the model has examined on this thread (a lookup by ID counts one, a walk over
+// devices one per device): tests hold Allocate and GetPreferredAllocation to linear work by it.
+size_t examined_on_this_thread();
+// Counts `n` more: a walk over the snapshot's records outside this file.
+void count_examined(size_t n);
+
+// Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists).
+Snapshot make_snapshot(const client::DaemonView& view,
+                       const std::function<bool(unsigned group)>& vfio_exists);
+
+struct DeviceNode {
+    std::string path;  // host path = container path
+    bool operator==(const DeviceNode&) const = default;
+};
+
+// The nodes a container needs for `groups`, in this order: /dev/vfio/vfio, /dev/vfio/<N> of each
+// group, then /dev/iommu and /dev/vfio/devices/vfio<M> of each of the groups' functions when the
+// kernel has them (`host` says: dev/iommu, and each sys/bus/pci/devices/<BDF>/vfio-dev/vfio<M>
+// whose node exists). Host paths whatever the root. Allocate's answer and the DRA plugin's CDI
+// spec both come from here, so the two can never hand out different nodes.
+std::vector<DeviceNode> group_device_nodes(const Snapshot& snap,
+                                           const std::vector<unsigned>& groups,
+                                           const HostFs& host);
+
+}  // namespace vfiod::plugin
