@@ -1,11 +1,9 @@
 #include "devices.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 
 #include "core/pci_paths.hpp"
-#include "core/plan_json.hpp"
 #include "core/state.hpp"
 
 namespace vfiod::dra {
@@ -13,40 +11,6 @@ namespace vfiod::dra {
 namespace {
 
 constexpr std::string_view kDevicePrefix = "pci-";
-constexpr size_t kMaxSubdomain = 253;
-
-bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-// FNV-1a, 64 bits: a slice name must come out the same in every run and on every build (no
-// std::hash, whose value is the library's business).
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-// `s` as a DNS subdomain (RFC 1123, as Kubernetes checks object names): lower case, labels of
-// [a-z0-9-] that start and end with a letter or digit, separated by single dots. Anything else
-// becomes one '-' between alphanumerics, or goes.
-std::string subdomain_form(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        if (c >= 'A' && c <= 'Z')
-            c = static_cast<char>(c - 'A' + 'a');
-        bool prev_alnum = !out.empty() && lower_alnum(out.back());
-        if (lower_alnum(c))
-            out += c;
-        else if (prev_alnum)
-            out += c == '.' ? '.' : '-';
-    }
-    while (!out.empty() && !lower_alnum(out.back()))
-        out.pop_back();
-    return out;
-}
 
 }  // namespace
 
@@ -142,96 +106,6 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
                                    }),
                        inv->devices.end());
     return inv;
-}
-
-nlohmann::json device_attributes(const DraDevice& d, std::vector<std::string>* omitted) {
-    nlohmann::json a = nlohmann::json::object();
-    auto str = [&](const std::string& key, const std::string& value) {
-        if (value.size() > kMaxStringAttribute) {
-            if (omitted)
-                omitted->push_back(key);
-            return;
-        }
-        a[key] = {{"string", value}};
-    };
-    str("resource.kubernetes.io/pciBusID", d.address.str());
-    if (!d.pcie_root.empty())
-        str("resource.kubernetes.io/pcieRoot", d.pcie_root);
-    if (!d.resource_name.empty())
-        str("resourceName", d.resource_name);
-    str("vendor", hex4(d.vendor));
-    str("device", hex4(d.device));
-    str("class", hex6(d.class_code));
-    a["iommuGroup"] = {{"int", static_cast<int64_t>(d.group)}};
-    if (d.numa_node >= 0)
-        a["numaNode"] = {{"int", static_cast<int64_t>(d.numa_node)}};
-    if (!d.driver.empty())
-        str("driver", d.driver);
-    return a;
-}
-
-std::string slice_name(const Pool& pool, size_t index) {
-    const std::string suffix = "-" + std::to_string(index);
-    const std::string raw = pool.node + "-" + pool.driver;
-    std::string base = subdomain_form(raw);
-    if (base == raw && base.size() + suffix.size() <= kMaxSubdomain)
-        return base + suffix;
-    // Cut or changed: a hash of what was meant keeps two such pools apart.
-    char hash[20];
-    std::snprintf(hash, sizeof hash, "-%016llx",
-                  static_cast<unsigned long long>(fnv1a(pool.node + '\0' + pool.driver)));
-    size_t room = kMaxSubdomain - suffix.size() - std::string_view(hash).size();
-    if (base.size() > room)
-        base.resize(room);
-    while (!base.empty() && !lower_alnum(base.back()))
-        base.pop_back();
-    if (base.empty())
-        return std::string("pool") + hash + suffix;
-    return base + hash + suffix;
-}
-
-std::vector<nlohmann::json> make_slices(const std::vector<DraDevice>& devices, const Pool& pool,
-                                        std::vector<std::string>* omitted) {
-    std::vector<const DraDevice*> sorted;
-    sorted.reserve(devices.size());
-    for (const auto& d : devices)
-        sorted.push_back(&d);
-    std::sort(sorted.begin(), sorted.end(),
-              [](const DraDevice* a, const DraDevice* b) { return a->name < b->name; });
-
-    std::vector<nlohmann::json> slices;
-    const size_t count = (sorted.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice;
-    for (size_t i = 0; i < count; ++i) {
-        nlohmann::json list = nlohmann::json::array();
-        size_t end = std::min(sorted.size(), (i + 1) * kMaxDevicesPerSlice);
-        for (size_t k = i * kMaxDevicesPerSlice; k < end; ++k) {
-            std::vector<std::string> left_out;
-            nlohmann::json attrs = device_attributes(*sorted[k], &left_out);
-            if (omitted)
-                for (const auto& name : left_out)
-                    omitted->push_back(sorted[k]->name + ": " + name);
-            list.push_back({{"name", sorted[k]->name}, {"attributes", std::move(attrs)}});
-        }
-        nlohmann::json meta = {{"name", slice_name(pool, i)}};
-        if (!pool.node_uid.empty())
-            meta["ownerReferences"] = nlohmann::json::array({{{"apiVersion", "v1"},
-                                                              {"kind", "Node"},
-                                                              {"name", pool.node},
-                                                              {"uid", pool.node_uid},
-                                                              {"controller", true}}});
-        slices.push_back({{"apiVersion", "resource.k8s.io/v1"},
-                          {"kind", "ResourceSlice"},
-                          {"metadata", std::move(meta)},
-                          {"spec",
-                           {{"driver", pool.driver},
-                            {"nodeName", pool.node},
-                            {"pool",
-                             {{"name", pool.node},
-                              {"generation", pool.generation},
-                              {"resourceSliceCount", static_cast<int64_t>(count)}}},
-                            {"devices", std::move(list)}}}});
-    }
-    return slices;
 }
 
 }  // namespace vfiod::dra

@@ -1,8 +1,8 @@
 // What vfiod-dra-plugin publishes, as pure functions of vfiod's inventory (DESIGN §10): one DRA
 // device per function the device model calls healthy (allowlisted, group bound, /dev/vfio/<N>
-// present), its name and attributes, and the pool's ResourceSlices. Built on the device model
-// both plugins share (plugin-common/model.hpp: plugin::Snapshot), not a second reading of the
-// inventory. No I/O beyond the HostFs reads, no network.
+// present), its name and what it is (the ResourceSlices' attributes: api_objects.hpp). Built on
+// the device model both plugins share (plugin-common/model.hpp: plugin::Snapshot), not a second
+// reading of the inventory. No I/O beyond the HostFs reads, no network, no JSON.
 #pragma once
 
 #include <cstdint>
@@ -13,19 +13,12 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/pci_address.hpp"
 #include "dbus_client.hpp"
 #include "io/host_fs.hpp"
 #include "model.hpp"
 
 namespace vfiod::dra {
-
-// The API's limits (resource.k8s.io/v1): devices in one ResourceSlice, and characters in a
-// string attribute value. A longer value is left out and logged once (never a rejected slice).
-constexpr size_t kMaxDevicesPerSlice = 128;
-constexpr size_t kMaxStringAttribute = 64;
 
 struct DraDevice {
     std::string name;           // the address in DNS-label form: "pci-0000-01-00-0"
@@ -63,31 +56,5 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
                                                    const std::function<bool(unsigned)>& vfio_exists,
                                                    const HostFs& host,
                                                    const DraInventory* before = nullptr);
-
-// The device's attributes in the ResourceSlice's form ({"string": "0000:01:00.0"}, {"int": 13}):
-// "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot" (absent when unknown),
-// and under the driver's own domain, unqualified: resourceName (absent when empty), vendor,
-// device, class (hex as in DESIGN §5: "10de"), iommuGroup, numaNode (absent when -1), driver.
-// A string value over kMaxStringAttribute is left out and its name appended to *omitted.
-nlohmann::json device_attributes(const DraDevice& d, std::vector<std::string>* omitted);
-
-// This node's pool.
-struct Pool {
-    std::string driver;    // "vfio.vfiod.io"
-    std::string node;      // the node's name = the pool's name
-    std::string node_uid;  // for the owner reference; empty: no owner reference
-    int64_t generation = 1;
-};
-
-// The name of the pool's slice number `index`: "<node>-<driver>-<index>", a valid DNS
-// subdomain of at most 253 characters (a long node name is cut and a hash of it appended).
-std::string slice_name(const Pool& pool, size_t index);
-
-// The pool's ResourceSlices (resource.k8s.io/v1, whole objects without resourceVersion):
-// devices in name order, kMaxDevicesPerSlice a slice, each slice with spec.driver,
-// spec.nodeName, spec.pool {name, generation, resourceSliceCount}, the Node as owner. No
-// devices: no slices. Attributes left out are appended to *omitted as "<device>: <attribute>".
-std::vector<nlohmann::json> make_slices(const std::vector<DraDevice>& devices, const Pool& pool,
-                                        std::vector<std::string>* omitted);
 
 }  // namespace vfiod::dra

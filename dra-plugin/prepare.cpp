@@ -14,7 +14,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api_objects.hpp"
 #include "core/strings.hpp"
+#include "json_fields.hpp"
 #include "model.hpp"
 
 namespace vfiod::dra {
@@ -23,20 +25,13 @@ using nlohmann::json;
 
 namespace {
 
-// A ResourceClaim is a few KiB; the API caps allocation results at 32. Generous bounds, so a
-// broken or hostile answer costs bounded time and memory, and nothing legitimate is refused.
-constexpr size_t kMaxClaimBytes = 4 << 20;
-constexpr int kMaxJsonDepth = 64;
-constexpr size_t kMaxResults = 256;
-constexpr size_t kMaxField = 1024;
-// A checkpoint lists at most kMaxResults devices and their files: far below this.
+// A checkpoint lists at most kMaxAllocationResults devices and their files: far below this.
 constexpr size_t kMaxCheckpointBytes = 1 << 20;
 constexpr int kCheckpointVersion = 1;
 
 constexpr const char* kCdiKind = "vfiod.io/vfio";
 constexpr const char* kCdiVersion = "0.5.0";
 constexpr const char* kMetadataApiVersion = "metadata.resource.k8s.io/v1alpha1";
-constexpr const char* kPodClaimAnnotation = "resource.kubernetes.io/pod-claim-name";
 constexpr const char* kContainerMetadataDir = "/var/run/kubernetes.io/dra-device-attributes";
 
 std::mutex hook_mu;
@@ -51,81 +46,6 @@ std::string errno_text(int e) {
     return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
 }
 
-// Never throws: everything we dump was parsed as valid UTF-8 or checked to be ASCII, and a
-// stray byte would be replaced rather than abort a Prepare.
-std::string dump(const json& j, int indent = -1) {
-    return j.dump(indent, ' ', false, json::error_handler_t::replace);
-}
-
-// nlohmann's parser recurses per nesting level: refuse deep nesting before it sees the text.
-bool too_deep(const std::string& s, int max) {
-    int depth = 0;
-    bool in_string = false, escaped = false;
-    for (char c : s) {
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"')
-            in_string = true;
-        else if (c == '{' || c == '[') {
-            if (++depth > max)
-                return true;
-        } else if (c == '}' || c == ']')
-            --depth;
-    }
-    return false;
-}
-
-const json* member(const json& obj, const char* key) {
-    if (!obj.is_object())
-        return nullptr;
-    auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
-
-// A required, non-empty string of at most kMaxField bytes at obj[key].
-bool required_string(const json& obj, const char* key, const std::string& where,
-                     std::string* out, std::string* err) {
-    const json* v = member(obj, key);
-    if (!v || !v->is_string()) {
-        *err = where + "." + key + " is " + (v ? "not a string" : "missing");
-        return false;
-    }
-    const auto& s = v->get_ref<const std::string&>();
-    if (s.empty() || s.size() > kMaxField) {
-        *err = where + "." + key + (s.empty() ? " is empty" : " is too long");
-        return false;
-    }
-    *out = s;
-    return true;
-}
-
-// What a Kubernetes UID, name or request name may hold where it becomes a file name: letters,
-// digits, '-' and '.' (never "." or ".." alone), and not empty.
-bool safe_component(const std::string& s, size_t max = 253) {
-    if (s.empty() || s.size() > max || s == "." || s == "..")
-        return false;
-    for (char c : s)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'))
-            return false;
-    return true;
-}
-
-bool safe_uid(const std::string& s) {
-    if (s.empty() || s.size() > 128)
-        return false;
-    for (char c : s)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-'))
-            return false;
-    return true;
-}
-
 // A request as the allocation names it: "<request>" or "<request>/<subrequest>" (prioritized
 // lists). The metadata file and its container path belong to the request the pod names.
 std::string parent_request(const std::string& r) { return r.substr(0, r.find('/')); }
@@ -133,8 +53,8 @@ std::string parent_request(const std::string& r) { return r.substr(0, r.find('/'
 bool safe_request(const std::string& r) {
     auto slash = r.find('/');
     if (slash == std::string::npos)
-        return safe_component(r, 63);
-    return safe_component(r.substr(0, slash), 63) && safe_component(r.substr(slash + 1), 63);
+        return safe_name(r, 63);
+    return safe_name(r.substr(0, slash), 63) && safe_name(r.substr(slash + 1), 63);
 }
 
 // A host path's directory and last component ("/a/b/c.json": "/a/b", "c.json").
@@ -175,24 +95,7 @@ std::string serialize(const Checkpoint& cp) {
               {"name", cp.claim.name},
               {"devices", devices},
               {"files", cp.files}};
-    return dump(j, 1) + "\n";
-}
-
-bool string_list(const json& j, const char* key, size_t max, std::vector<std::string>* out,
-                 std::string* err) {
-    const json* v = member(j, key);
-    if (!v || !v->is_array() || v->size() > max) {
-        *err = std::string(key) + " is not a list of at most " + std::to_string(max);
-        return false;
-    }
-    for (const auto& s : *v) {
-        if (!s.is_string() || s.get_ref<const std::string&>().size() > 4096) {
-            *err = std::string(key) + " holds something other than a string";
-            return false;
-        }
-        out->push_back(s.get<std::string>());
-    }
-    return true;
+    return dump_json(j, 1) + "\n";
 }
 
 }  // namespace
@@ -227,7 +130,7 @@ std::string metadata_host_path(const std::string& state_dir, const std::string& 
                                const std::string& request, const std::string& driver) {
     return state_dir + "/metadata/" + claim_uid + "/" + request + "/" + driver + "-metadata.json";
 }
-std::string metadata_container_path(const Claim& claim, const std::string& request,
+std::string metadata_container_path(const ResourceClaim& claim, const std::string& request,
                                     const std::string& driver) {
     std::string base = std::string(kContainerMetadataDir) +
                        (claim.pod_claim_name.empty() ? "/resourceclaims/" + claim.name
@@ -241,86 +144,6 @@ void set_write_hook(std::function<int(const std::string& host_path)> hook) {
     write_hook = std::move(hook);
 }
 }  // namespace prepare_testing
-
-bool parse_claim(const std::string& text, Claim* out, std::string* err) {
-    if (text.size() > kMaxClaimBytes) {
-        *err = "the claim is larger than " + std::to_string(kMaxClaimBytes) + " bytes";
-        return false;
-    }
-    if (too_deep(text, kMaxJsonDepth)) {
-        *err = "the claim nests deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-        return false;
-    }
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-        *err = j.is_discarded() ? "the claim is not valid JSON" : "the claim is not a JSON object";
-        return false;
-    }
-    Claim c;
-    const json* md = member(j, "metadata");
-    if (!md || !md->is_object()) {
-        *err = "metadata is missing or not an object";
-        return false;
-    }
-    if (!required_string(*md, "uid", "metadata", &c.uid, err) ||
-        !required_string(*md, "name", "metadata", &c.name, err) ||
-        !required_string(*md, "namespace", "metadata", &c.namespace_, err))
-        return false;
-    if (const json* g = member(*md, "generation"); g && g->is_number_integer())
-        c.generation = g->get<int64_t>();
-    if (const json* ann = member(*md, "annotations"); ann && ann->is_object())
-        if (const json* p = member(*ann, kPodClaimAnnotation)) {
-            // It names a directory the container sees: only a pod's claim name can be there.
-            if (!p->is_string() || !safe_component(p->get_ref<const std::string&>(), 253)) {
-                *err = std::string("metadata.annotations[") + kPodClaimAnnotation +
-                       "] is not a claim name";
-                return false;
-            }
-            c.pod_claim_name = p->get<std::string>();
-        }
-    const json* status = member(j, "status");
-    const json* alloc = status ? member(*status, "allocation") : nullptr;
-    if (status && !status->is_object()) {
-        *err = "status is not an object";
-        return false;
-    }
-    if (alloc) {
-        if (!alloc->is_object()) {
-            *err = "status.allocation is not an object";
-            return false;
-        }
-        c.allocated = true;
-        const json* devices = member(*alloc, "devices");
-        if (devices && !devices->is_object()) {
-            *err = "status.allocation.devices is not an object";
-            return false;
-        }
-        const json* results = devices ? member(*devices, "results") : nullptr;
-        if (results && (!results->is_array() || results->size() > kMaxResults)) {
-            *err = "status.allocation.devices.results is not a list of at most " +
-                   std::to_string(kMaxResults);
-            return false;
-        }
-        if (results)
-            for (size_t i = 0; i < results->size(); ++i) {
-                const json& r = (*results)[i];
-                const std::string where = "status.allocation.devices.results[" + std::to_string(i) + "]";
-                if (!r.is_object()) {
-                    *err = where + " is not an object";
-                    return false;
-                }
-                AllocatedDevice d;
-                if (!required_string(r, "request", where, &d.request, err) ||
-                    !required_string(r, "driver", where, &d.driver, err) ||
-                    !required_string(r, "pool", where, &d.pool, err) ||
-                    !required_string(r, "device", where, &d.device, err))
-                    return false;
-                c.results.push_back(std::move(d));
-            }
-    }
-    *out = std::move(c);
-    return true;
-}
 
 namespace {
 
@@ -445,7 +268,7 @@ struct Preparer::Impl {
             f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
             return false;
         std::string request = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
-        return safe_component(request, 63);
+        return safe_name(request, 63);
     }
 
     bool parse_checkpoint(const std::string& text, const std::string& uid, Checkpoint* out,
@@ -460,8 +283,8 @@ struct Preparer::Impl {
             return false;
         }
         Checkpoint cp;
-        const json* v = member(j, "version");
-        const json* state = member(j, "state");
+        const json* v = field(j, "version");
+        const json* state = field(j, "state");
         if (!v || !v->is_number_integer() || v->get<int64_t>() != kCheckpointVersion) {
             *err = "unknown version";
             return false;
@@ -480,14 +303,14 @@ struct Preparer::Impl {
             *err = "its UID is not its file's name";
             return false;
         }
-        const json* devices = member(j, "devices");
-        if (!devices || !devices->is_array() || devices->size() > kMaxResults) {
-            *err = "devices is not a list of at most " + std::to_string(kMaxResults);
+        const json* devices = field(j, "devices");
+        if (!devices || !devices->is_array() || devices->size() > kMaxAllocationResults) {
+            *err = "devices is not a list of at most " + std::to_string(kMaxAllocationResults);
             return false;
         }
         for (const json& d : *devices) {
             Checkpoint::Device dev;
-            const json* g = member(d, "group");
+            const json* g = field(d, "group");
             if (!d.is_object() || !g || !g->is_number_unsigned() || g->get<uint64_t>() > 1u << 30) {
                 *err = "a device without its IOMMU group";
                 return false;
@@ -495,13 +318,13 @@ struct Preparer::Impl {
             if (!required_string(d, "pool", "device", &dev.answer.pool, err) ||
                 !required_string(d, "device", "device", &dev.answer.device, err) ||
                 !required_string(d, "address", "device", &dev.address, err) ||
-                !string_list(d, "requests", kMaxResults, &dev.answer.requests, err) ||
+                !string_list(d, "requests", kMaxAllocationResults, &dev.answer.requests, err) ||
                 !string_list(d, "cdiIDs", 16, &dev.answer.cdi_ids, err))
                 return false;
             dev.group = g->get<unsigned>();
             cp.devices.push_back(std::move(dev));
         }
-        if (!string_list(j, "files", kMaxResults + 1, &cp.files, err))
+        if (!string_list(j, "files", kMaxAllocationResults + 1, &cp.files, err))
             return false;
         for (const auto& f : cp.files)
             if (!file_is_ours(uid, f)) {
@@ -562,7 +385,7 @@ struct Plan {
 
 PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call) {
     const std::string who = "claim " + ref.str();
-    if (!safe_uid(ref.uid) || !safe_component(ref.namespace_) || !safe_component(ref.name))
+    if (!safe_uid(ref.uid) || !safe_name(ref.namespace_) || !safe_name(ref.name))
         return {who + ": the UID, namespace or name cannot be a Kubernetes one", {}};
     std::string err;
     if (!take(ref.uid, call, &err))
@@ -597,7 +420,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     ApiResponse resp = api.request("GET", url, "", timeout, kMaxClaimBytes);
     if (!resp.ok())
         return {who + ": GET " + url + ": " + resp.describe(), {}};
-    Claim claim;
+    ResourceClaim claim;
     if (!parse_claim(resp.body, &claim, &err))
         return {who + ": the API server's answer to GET " + url + ": " + err, {}};
     if (claim.uid != ref.uid)
@@ -674,7 +497,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
         md["requests"] = json::array({{{"name", request}, {"devices", devices}}});
         std::string host_path = metadata_host_path(o.state_dir, ref.uid, request, o.driver);
         meta_host[request] = host_path;
-        plan.files.emplace_back(host_path, dump(md, 1) + "\n");
+        plan.files.emplace_back(host_path, dump_json(md, 1) + "\n");
     }
     json cdi_devices = json::array();
     for (const auto& cd : plan.cp.devices) {
@@ -694,7 +517,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
                                {"containerEdits", {{"deviceNodes", nodes}, {"mounts", mounts}}}});
     }
     json spec = {{"cdiVersion", kCdiVersion}, {"kind", kCdiKind}, {"devices", cdi_devices}};
-    plan.files.emplace_back(cdi_spec_path(o.cdi_dir, ref.uid), dump(spec, 1) + "\n");
+    plan.files.emplace_back(cdi_spec_path(o.cdi_dir, ref.uid), dump_json(spec, 1) + "\n");
     for (const auto& f : plan.files)
         plan.cp.files.push_back(f.first);
 

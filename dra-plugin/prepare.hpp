@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_objects.hpp"
 #include "devices.hpp"
 #include "io/host_fs.hpp"
 #include "kube_api.hpp"
@@ -47,20 +48,6 @@ struct PrepareResult {
     std::vector<PreparedDevice> devices;
 };
 
-// A ResourceClaim (resource.k8s.io/v1) as Prepare needs it, parsed from the API's JSON.
-struct AllocatedDevice {
-    std::string request, driver, pool, device;
-};
-struct Claim {
-    std::string uid, namespace_, name;
-    int64_t generation = 0;
-    std::string pod_claim_name;  // annotation resource.kubernetes.io/pod-claim-name; may be empty
-    bool allocated = false;      // status.allocation present
-    std::vector<AllocatedDevice> results;  // status.allocation.devices.results, every driver's
-};
-// Strict about what Prepare relies on, lenient about the rest; false and *err naming the field.
-bool parse_claim(const std::string& json, Claim* out, std::string* err);
-
 // Where Preparer keeps what it writes, as host paths (the root is prefixed to reach them):
 // the CDI spec of a claim, the checkpoints, and the device-metadata files, one per request.
 std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid);
@@ -70,7 +57,7 @@ std::string metadata_host_path(const std::string& state_dir, const std::string& 
 // Where the container sees a request's metadata file (DESIGN §10, KEP-5304): under
 // resourceclaimtemplates/<pod claim> when the claim came from a template, resourceclaims/<claim>
 // otherwise.
-std::string metadata_container_path(const Claim& claim, const std::string& request,
+std::string metadata_container_path(const ResourceClaim& claim, const std::string& request,
                                     const std::string& driver);
 
 // What a kubelet call allows the claims it names: a deadline and whether the kubelet still

@@ -3,16 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <exception>
 #include <limits>
 #include <utility>
+
+#include "api_objects.hpp"
 
 namespace vfiod::dra {
 
 namespace {
 
-using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -21,79 +21,11 @@ constexpr std::string_view kSlicesPath = "/apis/resource.k8s.io/v1/resourceslice
 // reports may repeat, rather than growing without bound under churn.
 constexpr size_t kMaxRemembered = 65536;
 
-// j[key] when j is an object that has it; nullptr otherwise (no throwing, no asserting on
-// whatever the server sent).
-const json* member(const json* j, std::string_view key) {
-    if (!j || !j->is_object())
-        return nullptr;
-    auto it = j->find(key);
-    return it == j->end() ? nullptr : &*it;
-}
-std::string string_at(const json* j) { return j && j->is_string() ? j->get<std::string>() : ""; }
-std::string meta_string(const json& obj, std::string_view key) {
-    return string_at(member(member(&obj, "metadata"), key));
-}
-
-// resourceVersions are opaque to clients, but every API server in use hands out decimal
-// integers; where both are numbers the older of two copies of an object is recognised (a
-// watch event that lags behind the answer to our own write). Anything else: not comparable.
-std::optional<uint64_t> rv_number(const std::string& rv) {
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(rv.data(), rv.data() + rv.size(), v);
-    if (ec != std::errc() || p != rv.data() + rv.size() || rv.empty())
-        return std::nullopt;
-    return v;
-}
-// Whether `incoming` is older than `have`.
-bool older(const std::string& incoming, const std::string& have) {
-    auto a = rv_number(incoming), b = rv_number(have);
-    return a && b && *a < *b;
-}
-
-// spec.pool.generation of a slice, when it is one the API can hold (an int64 from 0 up); a
-// float, a string, a negative or a larger number from a broken server is none.
-std::optional<int64_t> pool_generation(const json& slice) {
-    const json* g = member(member(member(&slice, "spec"), "pool"), "generation");
-    if (g && g->is_number_unsigned() &&
-        g->get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()))
-        return int64_t(g->get<uint64_t>());
-    return std::nullopt;  // nlohmann takes every number from 0 up as unsigned
-}
-
-// Every member `want` has is in `have` with the same value (arrays: same length, element by
-// element): what the server adds (defaults, metadata) is not a difference.
-bool contains(const json& have, const json& want) {
-    if (want.is_object()) {
-        if (!have.is_object())
-            return false;
-        for (auto it = want.begin(); it != want.end(); ++it) {
-            auto h = have.find(it.key());
-            if (h == have.end() || !contains(*h, it.value()))
-                return false;
-        }
-        return true;
-    }
-    if (want.is_array()) {
-        if (!have.is_array() || have.size() != want.size())
-            return false;
-        for (size_t i = 0; i < want.size(); ++i)
-            if (!contains(have[i], want[i]))
-                return false;
-        return true;
-    }
-    return have == want;
-}
-
-// Never throws: invalid UTF-8 (which D-Bus would not have delivered) is replaced.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-json parse(const std::string& text) { return json::parse(text, nullptr, false); }
-
 }  // namespace
 
 struct SlicePublisher::Impl {
     enum class Outcome { Ok, Retry, Refused };
-    using Object = std::shared_ptr<const json>;
+    using Object = std::shared_ptr<const ServerSlice>;
 
     KubeApi& api;
     Options o;
@@ -121,7 +53,7 @@ struct SlicePublisher::Impl {
     int64_t generation = 0;
     std::vector<DraDevice> generation_devices;
     bool have_generation = false;
-    std::vector<json> wanted;  // make_slices() for `generation`
+    std::vector<SliceToWrite> wanted;  // pool_slices() for `generation`
     int64_t wanted_generation = -1;
     std::set<std::string> reported;  // omissions logged
     bool clearing_pool = false;       // the generation's way out, logged once
@@ -135,10 +67,8 @@ struct SlicePublisher::Impl {
         return std::string(kSlicesPath) + "/" + query_escape(name);
     }
 
-    bool ours(const json& obj) const {
-        const json* spec = member(&obj, "spec");
-        return string_at(member(spec, "nodeName")) == o.node &&
-               string_at(member(spec, "driver")) == o.driver;
+    bool ours(const ServerSlice& obj) const {
+        return obj.node_name == o.node && obj.driver == o.driver;
     }
 
     // What can cure a refusal (401, 403, 422) before its long wait is over: a new token (the
@@ -175,14 +105,14 @@ struct SlicePublisher::Impl {
 
     // The object the server has under `name`, unless a newer copy is known (force: in any case,
     // after a conflict told us ours is stale). Under mu.
-    void store(const std::string& name, json obj, bool force) {
+    void store(const std::string& name, ServerSlice obj, bool force) {
         auto it = observed.find(name);
         if (it != observed.end() && !force &&
-            older(meta_string(obj, "resourceVersion"), meta_string(*it->second, "resourceVersion")))
+            older(obj.resource_version, it->second->resource_version))
             return;
-        observed[name] = std::make_shared<const json>(std::move(obj));
+        observed[name] = std::make_shared<const ServerSlice>(std::move(obj));
     }
-    void store_locked(const std::string& name, json obj, bool force) {
+    void store_locked(const std::string& name, ServerSlice obj, bool force) {
         std::lock_guard lk(mu);
         store(name, std::move(obj), force);
     }
@@ -217,8 +147,7 @@ struct SlicePublisher::Impl {
             ApiResponse r = api.request("GET", path, "", o.request_timeout);
             std::string why;
             if (r.ok()) {
-                json node = parse(r.body);
-                std::string uid = node.is_discarded() ? "" : meta_string(node, "uid");
+                std::string uid = parse_node_uid(r.body);
                 if (!uid.empty()) {
                     node_uid = uid;
                     std::lock_guard lk(mu);
@@ -244,15 +173,17 @@ struct SlicePublisher::Impl {
 
     // ---- reconcile ----
 
-    Outcome create(const json& want, const std::string& name) {
-        ApiResponse r = api.request("POST", std::string(kSlicesPath), dump(want), o.request_timeout);
+    Outcome create(const SliceToWrite& want) {
+        const std::string& name = want.name;
+        ApiResponse r = api.request("POST", std::string(kSlicesPath), create_body(want),
+                                    o.request_timeout);
         if (r.ok()) {
-            json got = parse(r.body);
+            std::optional<ServerSlice> got = parse_server_slice(r.body);
             {
                 std::lock_guard lk(mu);
                 ++stats.creates;
-                if (got.is_object())
-                    store(name, std::move(got), false);
+                if (got)
+                    store(name, std::move(*got), false);
             }
             spdlog::debug("ResourceSlice {} created", name);
             return Outcome::Ok;
@@ -261,35 +192,35 @@ struct SlicePublisher::Impl {
             // AlreadyExists: a slice of that name that the watch has not shown us yet (or one of
             // an earlier run). Take it and make it ours.
             ApiResponse g = api.request("GET", slice_path(name), "", o.request_timeout);
-            json got = g.ok() ? parse(g.body) : json();
-            if (!g.ok() || !got.is_object())
+            std::optional<ServerSlice> got = g.ok() ? parse_server_slice(g.body) : std::nullopt;
+            if (!g.ok() || !got)
                 return classify(g.ok() ? ApiResponse{0, "", "garbage in answer"} : g,
                                 "ResourceSlice " + name + ": GET after 409 on create");
-            store_locked(name, got, true);
-            return update(want, name, got);
+            store_locked(name, *got, true);
+            return update(want, *got);
         }
         return classify(r, "ResourceSlice " + name + ": create");
     }
 
-    Outcome update(const json& want, const std::string& name, const json& have) {
-        json body = want;
-        body["metadata"]["resourceVersion"] = meta_string(have, "resourceVersion");
-        ApiResponse r = api.request("PUT", slice_path(name), dump(body), o.request_timeout);
+    Outcome update(const SliceToWrite& want, const ServerSlice& have) {
+        const std::string& name = want.name;
+        ApiResponse r = api.request("PUT", slice_path(name),
+                                    update_body(want, have.resource_version), o.request_timeout);
         if (r.ok()) {
-            json got = parse(r.body);
+            std::optional<ServerSlice> got = parse_server_slice(r.body);
             std::lock_guard lk(mu);
             ++stats.updates;
-            if (got.is_object())
-                store(name, std::move(got), false);
+            if (got)
+                store(name, std::move(*got), false);
             return Outcome::Ok;
         }
         if (r.status == 409) {
             // Stale resourceVersion: read it again; the next pass (after the short backoff)
             // writes on top of the current one.
             ApiResponse g = api.request("GET", slice_path(name), "", o.request_timeout);
-            json got = g.ok() ? parse(g.body) : json();
-            if (got.is_object())
-                store_locked(name, std::move(got), true);
+            std::optional<ServerSlice> got = g.ok() ? parse_server_slice(g.body) : std::nullopt;
+            if (got)
+                store_locked(name, std::move(*got), true);
             else if (g.status == 404)
                 forget(name);
         } else if (r.status == 404) {
@@ -298,7 +229,7 @@ struct SlicePublisher::Impl {
         return classify(r, "ResourceSlice " + name + ": update");
     }
 
-    Outcome remove(const std::string& name, const json& have) {
+    Outcome remove(const std::string& name, const ServerSlice& have) {
         {
             std::lock_guard lk(mu);
             removing.insert(name);
@@ -314,8 +245,7 @@ struct SlicePublisher::Impl {
                 ++stats.deletes;
             auto it = observed.find(name);
             // Only the copy we meant to delete: one created meanwhile (by a later pass) stays.
-            if (it != observed.end() && meta_string(*it->second, "resourceVersion") ==
-                                            meta_string(have, "resourceVersion"))
+            if (it != observed.end() && it->second->resource_version == have.resource_version)
                 observed.erase(it);
             spdlog::info("stale ResourceSlice {} deleted", name);
             return Outcome::Ok;
@@ -354,7 +284,7 @@ struct SlicePublisher::Impl {
             // a generation above any an earlier run (or anyone) wrote.
             int64_t top = generation;
             for (const auto& [name, obj] : have)
-                top = std::max(top, pool_generation(*obj).value_or(0));
+                top = std::max(top, obj->generation.value_or(0));
             if (top == std::numeric_limits<int64_t>::max()) {
                 if (Outcome out = clear_pool(have); out != Outcome::Ok)
                     return out;
@@ -368,8 +298,11 @@ struct SlicePublisher::Impl {
         }
         if (wanted_generation != generation) {
             std::vector<std::string> omitted;
-            wanted = make_slices(generation_devices,
-                                 Pool{o.driver, o.node, node_uid, generation}, &omitted);
+            wanted.clear();
+            for (const ResourceSlice& slice :
+                 pool_slices(generation_devices, Pool{o.driver, o.node, node_uid, generation},
+                             &omitted))
+                wanted.push_back(to_write(slice));
             wanted_generation = generation;
             if (reported.size() > kMaxRemembered)
                 reported.clear();
@@ -386,18 +319,12 @@ struct SlicePublisher::Impl {
         for (const auto& want : wanted) {
             if (stop_flag)
                 return Outcome::Retry;
-            const std::string name = meta_string(want, "name");
-            names.insert(name);
-            auto it = have.find(name);
-            if (it == have.end()) {
-                note(create(want, name));
-            } else if (!contains(*it->second, json{{"spec", want["spec"]},
-                                                   {"metadata",
-                                                    {{"ownerReferences",
-                                                      want["metadata"].value(
-                                                          "ownerReferences", json::array())}}}})) {
-                note(update(want, name, *it->second));
-            }
+            names.insert(want.name);
+            auto it = have.find(want.name);
+            if (it == have.end())
+                note(create(want));
+            else if (!holds(*it->second, want))
+                note(update(want, *it->second));
         }
         for (const auto& [name, obj] : have) {
             if (stop_flag)
@@ -452,20 +379,19 @@ struct SlicePublisher::Impl {
 
     // False: garbage or not a list. Replaces what is observed.
     bool take_list(const std::string& body, std::string* rv) {
-        json list = parse(body);
-        const json* items = member(&list, "items");
-        if (list.is_discarded() || !items || !items->is_array())
+        SliceList list;
+        if (!parse_slice_list(body, &list))
             return false;
         std::map<std::string, Object> mine;
-        for (const auto& item : *items) {
+        for (auto& item : list.items) {
             if (!ours(item))
                 continue;  // the field selector should have left it out; ignored if not
-            std::string name = meta_string(item, "name");
-            if (name.empty())
+            if (item.name.empty())
                 continue;
-            mine[name] = std::make_shared<const json>(item);
+            std::string name = item.name;
+            mine[name] = std::make_shared<const ServerSlice>(std::move(item));
         }
-        *rv = meta_string(list, "resourceVersion");
+        *rv = list.resource_version;
         std::lock_guard lk(mu);
         observed = std::move(mine);
         removing.clear();  // a relist: events of earlier deletes may never come
@@ -479,49 +405,39 @@ struct SlicePublisher::Impl {
     enum class LineResult { Ok, Gone, Error, Garbage };
 
     LineResult take_event(const std::string& line, std::string* rv) {
-        json ev = parse(line);
-        if (ev.is_discarded() || !ev.is_object())
+        std::optional<WatchEvent> ev = parse_watch_event(line);
+        if (!ev)
             return LineResult::Garbage;
-        std::string type = string_at(member(&ev, "type"));
-        const json* obj = member(&ev, "object");
-        if (!obj || !obj->is_object())
-            return LineResult::Garbage;
-        if (type == "BOOKMARK") {
-            std::string v = meta_string(*obj, "resourceVersion");
-            if (!v.empty())
-                *rv = v;
+        using Type = WatchEvent::Type;
+        if (ev->type == Type::Bookmark) {
+            if (!ev->object.resource_version.empty())
+                *rv = ev->object.resource_version;
             return LineResult::Ok;
         }
-        if (type == "ERROR") {
-            const json* code = member(obj, "code");
-            if (code && code->is_number_integer() && code->get<int64_t>() == 410)
+        if (ev->type == Type::Error) {
+            if (ev->code == 410)
                 return LineResult::Gone;
-            spdlog::warn("watch of ResourceSlices for {}: ERROR event: {}", o.node,
-                         string_at(member(obj, "message")));
+            spdlog::warn("watch of ResourceSlices for {}: ERROR event: {}", o.node, ev->message);
             return LineResult::Error;
         }
-        if (type != "ADDED" && type != "MODIFIED" && type != "DELETED")
-            return LineResult::Garbage;
-        std::string name = meta_string(*obj, "name");
-        if (name.empty())
-            return LineResult::Garbage;
-        std::string v = meta_string(*obj, "resourceVersion");
+        const std::string name = ev->object.name;
+        const std::string v = ev->object.resource_version;
+        const bool deleted = ev->type == Type::Deleted;
         {
             std::lock_guard lk(mu);
             ++stats.watch_events;
-            if (type == "DELETED" || !ours(*obj)) {
+            if (deleted || !ours(ev->object)) {
                 auto it = observed.find(name);
-                if (it != observed.end() &&
-                    !older(v, meta_string(*it->second, "resourceVersion")))
+                if (it != observed.end() && !older(v, it->second->resource_version))
                     observed.erase(it);
             } else {
-                store(name, *obj, false);
+                store(name, std::move(ev->object), false);
             }
             dirty = true;
             cv.notify_all();
         }
         bool news = false;
-        if (type == "DELETED") {
+        if (deleted) {
             std::lock_guard lk(mu);
             news = removing.erase(name) == 0;
         }

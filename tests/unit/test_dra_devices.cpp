@@ -1,11 +1,13 @@
-// What vfiod-dra-plugin publishes (dra-plugin/devices.cpp, DESIGN §10): device names both ways,
-// attributes (limits included), which functions are published, and the pool's slices.
+// What vfiod-dra-plugin publishes (dra-plugin/devices.cpp, api_objects.cpp, DESIGN §10): device
+// names both ways, attributes (limits included), which functions are published, and the pool's
+// slices.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
 #include <string_view>
 
+#include "api_objects.hpp"
 #include "core/state.hpp"
 #include "devices.hpp"
 #include "dra_fixtures.hpp"

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "api_objects.hpp"
 #include "devices.hpp"
 #include "dra_fixtures.hpp"
 #include "io/host_fs.hpp"
