@@ -1,14 +1,12 @@
 #include "prepare.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <condition_variable>
-#include <cstring>
 #include <ctime>
 #include <set>
 
@@ -18,6 +16,7 @@
 #include "core/strings.hpp"
 #include "json_fields.hpp"
 #include "model.hpp"
+#include "state_files.hpp"
 
 namespace vfiod::dra {
 
@@ -34,18 +33,6 @@ constexpr const char* kCdiVersion = "0.5.0";
 constexpr const char* kMetadataApiVersion = "metadata.resource.k8s.io/v1alpha1";
 constexpr const char* kContainerMetadataDir = "/var/run/kubernetes.io/dra-device-attributes";
 
-std::mutex hook_mu;
-std::function<int(const std::string&)> write_hook;
-
-int hooked_errno(const std::string& host_path) {
-    std::lock_guard<std::mutex> l(hook_mu);
-    return write_hook ? write_hook(host_path) : 0;
-}
-
-std::string errno_text(int e) {
-    return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
-}
-
 // A request as the allocation names it: "<request>" or "<request>/<subrequest>" (prioritized
 // lists). The metadata file and its container path belong to the request the pod names.
 std::string parent_request(const std::string& r) { return r.substr(0, r.find('/')); }
@@ -56,12 +43,6 @@ bool safe_request(const std::string& r) {
         return safe_name(r, 63);
     return safe_name(r.substr(0, slash), 63) && safe_name(r.substr(slash + 1), 63);
 }
-
-// A host path's directory and last component ("/a/b/c.json": "/a/b", "c.json").
-std::string dir_of(const std::string& p) { return p.substr(0, p.rfind('/')); }
-std::string base_of(const std::string& p) { return p.substr(p.rfind('/') + 1); }
-
-bool gone(int e) { return e == ENOENT || e == ENOTDIR; }
 
 // A checkpoint: what Prepare decided and every file it writes. "preparing" is written before the
 // first file, "prepared" after the last: a crash in between leaves the intent, so a retried
@@ -100,26 +81,6 @@ std::string serialize(const Checkpoint& cp) {
 
 }  // namespace
 
-std::string ClaimRef::str() const {
-    return printable(namespace_) + "/" + printable(name) + " (" + printable(uid) + ")";
-}
-
-std::string CallLimit::over() const {
-    if (cancelled && cancelled())
-        return "the kubelet cancelled the call";
-    if (std::chrono::steady_clock::now() >= deadline)
-        return "the kubelet's call is past its deadline";
-    return "";
-}
-
-std::chrono::milliseconds CallLimit::left(std::chrono::milliseconds cap) const {
-    auto now = std::chrono::steady_clock::now();
-    if (deadline - now >= cap)  // also when there is no deadline (max)
-        return cap;
-    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now),
-                    std::chrono::milliseconds::zero());
-}
-
 std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid) {
     return cdi_dir + "/vfiod.io-vfio-" + claim_uid + ".json";
 }
@@ -138,13 +99,6 @@ std::string metadata_container_path(const ResourceClaim& claim, const std::strin
     return base + "/" + request + "/" + driver + "-metadata.json";
 }
 
-namespace prepare_testing {
-void set_write_hook(std::function<int(const std::string& host_path)> hook) {
-    std::lock_guard<std::mutex> l(hook_mu);
-    write_hook = std::move(hook);
-}
-}  // namespace prepare_testing
-
 namespace {
 
 // The group rule's memory: which claim holds each IOMMU group, and through which function.
@@ -158,7 +112,7 @@ struct Preparer::Impl {
     Options o;
     KubeApi& api;
     InventoryFn inventory;
-    const HostFs& host;
+    StateFiles files;
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -166,71 +120,8 @@ struct Preparer::Impl {
     std::set<std::string> busy;                // UIDs a call is working on
     std::map<unsigned, GroupOwner> groups;
 
-    Impl(Options opts, KubeApi& a, InventoryFn inv, const HostFs& h)
-        : o(std::move(opts)), api(a), inventory(std::move(inv)), host(h) {}
-
-    // Every file is reached through a directory opened beneath the root (HostFs::open_own_dir):
-    // a link on the way that leads out of a --root tree is refused, never followed, so nothing
-    // is written, renamed or removed outside it. The paths below are for messages.
-    std::string path(const std::string& host_path) const { return host.path(HostFs::rel_of(host_path)); }
-
-    // The directory at host path `dir`, made (0755) when missing and `create`; else errno in *e.
-    Fd open_dir(const std::string& dir, bool create, int* e) const {
-        return host.open_own_dir(HostFs::rel_of(dir), create, e);
-    }
-    // One of the plugin's own directories (checkpoints, metadata, damaged ones): made and kept
-    // 0700, whoever made it before.
-    Fd open_private(const std::string& dir, int* e) const {
-        Fd fd = open_dir(dir, true, e);
-        if (fd.get() >= 0 && ::fchmod(fd.get(), 0700) != 0) {
-            *e = errno;
-            return Fd();
-        }
-        return fd;
-    }
-
-    // Replaces the file at host path `host_path` whole (HostFs::replace_own). "" or why, naming
-    // the file and the errno.
-    std::string write_file(const std::string& host_path, const std::string& data, mode_t mode,
-                           bool private_dir = false) const {
-        int e = hooked_errno(host_path);
-        if (e)
-            return "cannot write " + path(host_path) + ": " + errno_text(e);
-        Fd dir = private_dir ? open_private(dir_of(host_path), &e) : open_dir(dir_of(host_path), true, &e);
-        if (dir.get() < 0)
-            return "cannot create directory " + path(dir_of(host_path)) + ": " + errno_text(e);
-        if ((e = HostFs::replace_own(dir.get(), base_of(host_path), data, mode)))
-            return "cannot write " + path(host_path) + ": " + errno_text(e);
-        return "";
-    }
-
-    // Removes a file and its temp sibling; "" when both are gone (a missing directory on the
-    // way counts as gone). durable: the directory is fsynced after.
-    std::string remove_file(const std::string& host_path, bool durable = false) const {
-        int e = 0;
-        Fd dir = open_dir(dir_of(host_path), false, &e);
-        if (dir.get() < 0)
-            return gone(e) ? "" : "cannot remove " + path(host_path) + ": " + errno_text(e);
-        const std::string name = base_of(host_path);
-        ::unlinkat(dir.get(), (name + ".tmp").c_str(), 0);
-        if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT)
-            return "cannot remove " + path(host_path) + ": " + errno_text(errno);
-        if (durable)
-            ::fsync(dir.get());
-        return "";
-    }
-
-    // Removes the empty directory at host path `dir`; "" when it is gone.
-    std::string remove_dir(const std::string& dir) const {
-        int e = 0;
-        Fd parent = open_dir(dir_of(dir), false, &e);
-        if (parent.get() >= 0) {
-            if (::unlinkat(parent.get(), base_of(dir).c_str(), AT_REMOVEDIR) == 0)
-                return "";
-            e = errno;
-        }
-        return gone(e) ? "" : "cannot remove " + path(dir) + ": " + errno_text(e);
-    }
+    Impl(Options opts, KubeApi& a, InventoryFn inv, const HostFs& host)
+        : o(std::move(opts)), api(a), inventory(std::move(inv)), files(host) {}
 
     // Takes the claim for this call: a second call for the same claim waits for the first,
     // so two never write the same files. Bounded, and by the call's deadline: a call stuck on a
@@ -341,7 +232,7 @@ struct Preparer::Impl {
         std::string first;
         std::set<std::string> dirs;
         for (const auto& f : cp.files) {
-            std::string e = remove_file(f);
+            std::string e = files.remove(f);
             if (first.empty())
                 first = e;
             if (f.rfind(o.state_dir + "/metadata/", 0) == 0)
@@ -350,15 +241,15 @@ struct Preparer::Impl {
         // The per-request directories and the claim's own one are ours, made by Prepare.
         dirs.insert(o.state_dir + "/metadata/" + cp.claim.uid);
         for (auto d = dirs.rbegin(); d != dirs.rend(); ++d)  // "<uid>/<request>" before "<uid>"
-            if (std::string e = remove_dir(*d); first.empty())
+            if (std::string e = files.remove_dir(*d); first.empty())
                 first = e;
         if (!first.empty())
             return first;
-        return remove_file(checkpoint_path(o.state_dir, cp.claim.uid), true);
+        return files.remove(checkpoint_path(o.state_dir, cp.claim.uid), true);
     }
 
     std::string write_checkpoint(const Checkpoint& cp) {
-        return write_file(checkpoint_path(o.state_dir, cp.claim.uid), serialize(cp), 0600, true);
+        return files.write(checkpoint_path(o.state_dir, cp.claim.uid), serialize(cp), 0600, true);
     }
 
     static std::vector<PreparedDevice> answer(const Checkpoint& cp) {
@@ -502,7 +393,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     json cdi_devices = json::array();
     for (const auto& cd : plan.cp.devices) {
         json nodes = json::array();
-        for (const auto& n : plugin::group_device_nodes(inv->snapshot, {cd.group}, host))
+        for (const auto& n : plugin::group_device_nodes(inv->snapshot, {cd.group}, files.host()))
             nodes.push_back({{"path", n.path}});
         json mounts = json::array();
         std::set<std::string> parents;
@@ -560,12 +451,12 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     if (std::string e = write_checkpoint(intent); !e.empty())
         return undo(e);
     for (const auto& [host_path, content] : plan.files)
-        if (std::string e = write_file(host_path, content, 0644); !e.empty())
+        if (std::string e = files.write(host_path, content, 0644); !e.empty())
             return undo(e);
     if (old)  // a crashed attempt's files that this one does not write
         for (const auto& f : old->files)
             if (std::find(plan.cp.files.begin(), plan.cp.files.end(), f) == plan.cp.files.end())
-                if (std::string e = remove_file(f); !e.empty())
+                if (std::string e = files.remove(f); !e.empty())
                     return undo(e);
     plan.cp.prepared = true;
     if (std::string e = write_checkpoint(plan.cp); !e.empty())
@@ -608,16 +499,16 @@ bool Preparer::Impl::load(std::string* err) {
     Fd dir;
     for (const std::string& d : {o.state_dir + "/metadata", claims_dir}) {
         int e = 0;
-        dir = open_private(d, &e);
+        dir = files.open_private(d, &e);
         if (dir.get() < 0) {
-            *err = "cannot create the state directory " + path(d) + ": " + errno_text(e);
+            *err = "cannot create the state directory " + files.path(d) + ": " + StateFiles::errno_text(e);
             return false;
         }
     }
     std::map<std::string, Checkpoint> loaded;
     std::map<unsigned, GroupOwner> owners;
     for (const auto& n : HostFs::list_own(dir.get())) {
-        const std::string full = path(claims_dir + "/" + n);
+        const std::string full = files.path(claims_dir + "/" + n);
         if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
             ::unlinkat(dir.get(), n.c_str(), 0);  // a write a crash cut short; what it replaced is still there
             continue;
@@ -641,15 +532,15 @@ bool Preparer::Impl::load(std::string* err) {
             const std::string aside = o.state_dir + "/damaged";
             const std::string to = n + "." + std::to_string(std::time(nullptr));
             int e = 0;
-            Fd aside_dir = open_private(aside, &e);
+            Fd aside_dir = files.open_private(aside, &e);
             if (aside_dir.get() >= 0 && ::renameat(dir.get(), n.c_str(), aside_dir.get(), to.c_str()) != 0)
                 e = errno;
             if (aside_dir.get() >= 0 && !e)
                 spdlog::warn("checkpoint {} is damaged ({}): moved to {}", full, printable(why, 200),
-                             path(aside + "/" + to));
+                             files.path(aside + "/" + to));
             else
                 spdlog::warn("checkpoint {} is damaged ({}) and could not be moved aside: {}", full,
-                             printable(why, 200), errno_text(e));
+                             printable(why, 200), StateFiles::errno_text(e));
             continue;
         }
         for (const auto& d : cp.devices) {
@@ -666,7 +557,7 @@ bool Preparer::Impl::load(std::string* err) {
     std::lock_guard<std::mutex> l(mu);
     claims = std::move(loaded);
     groups = std::move(owners);
-    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), path(claims_dir));
+    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), files.path(claims_dir));
     return true;
 }
 

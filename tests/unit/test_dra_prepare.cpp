@@ -26,6 +26,7 @@
 #include "dra_fixtures.hpp"
 #include "io/host_fs.hpp"
 #include "prepare.hpp"
+#include "state_files.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
