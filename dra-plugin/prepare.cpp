@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api_objects.hpp"
+#include "cdi.hpp"
 #include "core/strings.hpp"
 #include "json_fields.hpp"
 #include "model.hpp"
@@ -28,8 +29,6 @@ namespace {
 constexpr size_t kMaxCheckpointBytes = 1 << 20;
 constexpr int kCheckpointVersion = 1;
 
-constexpr const char* kCdiKind = "vfiod.io/vfio";
-constexpr const char* kCdiVersion = "0.5.0";
 constexpr const char* kMetadataApiVersion = "metadata.resource.k8s.io/v1alpha1";
 constexpr const char* kContainerMetadataDir = "/var/run/kubernetes.io/dra-device-attributes";
 
@@ -81,9 +80,6 @@ std::string serialize(const Checkpoint& cp) {
 
 }  // namespace
 
-std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid) {
-    return cdi_dir + "/vfiod.io-vfio-" + claim_uid + ".json";
-}
 std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid) {
     return state_dir + "/claims/" + claim_uid + ".json";
 }
@@ -361,7 +357,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     std::map<std::string, json> by_request;  // parent request -> its metadata devices
     for (const auto& [name, d] : dev_of) {
         Checkpoint::Device cd;
-        cd.answer = {requests_of[name], o.node, name, {std::string(kCdiKind) + "=" + ref.uid + "-" + name}};
+        cd.answer = {requests_of[name], o.node, name, {cdi_device_id(ref.uid, name)}};
         cd.group = d->group;
         cd.address = d->address.str();
         plan.cp.devices.push_back(cd);
@@ -390,25 +386,18 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
         meta_host[request] = host_path;
         plan.files.emplace_back(host_path, dump_json(md, 1) + "\n");
     }
-    json cdi_devices = json::array();
+    std::vector<CdiDevice> cdi_devices;
     for (const auto& cd : plan.cp.devices) {
-        json nodes = json::array();
-        for (const auto& n : plugin::group_device_nodes(inv->snapshot, {cd.group}, files.host()))
-            nodes.push_back({{"path", n.path}});
-        json mounts = json::array();
+        CdiDevice d{ref.uid, cd.answer.device,
+                    plugin::group_device_nodes(inv->snapshot, {cd.group}, files.host()), {}};
         std::set<std::string> parents;
         for (const auto& r : cd.answer.requests)
             parents.insert(parent_request(r));
         for (const auto& p : parents)
-            mounts.push_back({{"hostPath", meta_host[p]},
-                              {"containerPath", metadata_container_path(claim, p, o.driver)},
-                              {"type", "bind"},
-                              {"options", {"ro", "nosuid", "nodev", "bind"}}});
-        cdi_devices.push_back({{"name", ref.uid + "-" + cd.answer.device},
-                               {"containerEdits", {{"deviceNodes", nodes}, {"mounts", mounts}}}});
+            d.mounts.push_back({meta_host[p], metadata_container_path(claim, p, o.driver)});
+        cdi_devices.push_back(std::move(d));
     }
-    json spec = {{"cdiVersion", kCdiVersion}, {"kind", kCdiKind}, {"devices", cdi_devices}};
-    plan.files.emplace_back(cdi_spec_path(o.cdi_dir, ref.uid), dump_json(spec, 1) + "\n");
+    plan.files.emplace_back(cdi_spec_path(o.cdi_dir, ref.uid), cdi_spec(cdi_devices));
     for (const auto& f : plan.files)
         plan.cp.files.push_back(f.first);
 

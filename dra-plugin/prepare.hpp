@@ -26,8 +26,7 @@
 namespace vfiod::dra {
 
 // Where Preparer keeps what it writes, as host paths (the root is prefixed to reach them):
-// the CDI spec of a claim, the checkpoints, and the device-metadata files, one per request.
-std::string cdi_spec_path(const std::string& cdi_dir, const std::string& claim_uid);
+// the checkpoints, and the device-metadata files, one per request (the CDI spec: cdi.hpp).
 std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid);
 std::string metadata_host_path(const std::string& state_dir, const std::string& claim_uid,
                                const std::string& request, const std::string& driver);
