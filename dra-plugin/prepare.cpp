@@ -16,6 +16,7 @@
 #include "cdi.hpp"
 #include "core/strings.hpp"
 #include "json_fields.hpp"
+#include "metadata.hpp"
 #include "model.hpp"
 #include "state_files.hpp"
 
@@ -29,19 +30,6 @@ namespace {
 constexpr size_t kMaxCheckpointBytes = 1 << 20;
 constexpr int kCheckpointVersion = 1;
 
-constexpr const char* kMetadataApiVersion = "metadata.resource.k8s.io/v1alpha1";
-constexpr const char* kContainerMetadataDir = "/var/run/kubernetes.io/dra-device-attributes";
-
-// A request as the allocation names it: "<request>" or "<request>/<subrequest>" (prioritized
-// lists). The metadata file and its container path belong to the request the pod names.
-std::string parent_request(const std::string& r) { return r.substr(0, r.find('/')); }
-
-bool safe_request(const std::string& r) {
-    auto slash = r.find('/');
-    if (slash == std::string::npos)
-        return safe_name(r, 63);
-    return safe_name(r.substr(0, slash), 63) && safe_name(r.substr(slash + 1), 63);
-}
 
 // A checkpoint: what Prepare decided and every file it writes. "preparing" is written before the
 // first file, "prepared" after the last: a crash in between leaves the intent, so a retried
@@ -83,18 +71,6 @@ std::string serialize(const Checkpoint& cp) {
 std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid) {
     return state_dir + "/claims/" + claim_uid + ".json";
 }
-std::string metadata_host_path(const std::string& state_dir, const std::string& claim_uid,
-                               const std::string& request, const std::string& driver) {
-    return state_dir + "/metadata/" + claim_uid + "/" + request + "/" + driver + "-metadata.json";
-}
-std::string metadata_container_path(const ResourceClaim& claim, const std::string& request,
-                                    const std::string& driver) {
-    std::string base = std::string(kContainerMetadataDir) +
-                       (claim.pod_claim_name.empty() ? "/resourceclaims/" + claim.name
-                                                     : "/resourceclaimtemplates/" + claim.pod_claim_name);
-    return base + "/" + request + "/" + driver + "-metadata.json";
-}
-
 namespace {
 
 // The group rule's memory: which claim holds each IOMMU group, and through which function.
@@ -149,13 +125,7 @@ struct Preparer::Impl {
     bool file_is_ours(const std::string& uid, const std::string& f) const {
         if (f == cdi_spec_path(o.cdi_dir, uid))
             return true;
-        const std::string prefix = o.state_dir + "/metadata/" + uid + "/";
-        const std::string suffix = "/" + o.driver + "-metadata.json";
-        if (f.size() <= prefix.size() + suffix.size() || f.rfind(prefix, 0) != 0 ||
-            f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
-            return false;
-        std::string request = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
-        return safe_name(request, 63);
+        return is_metadata_path(f, o.state_dir, uid, o.driver);
     }
 
     bool parse_checkpoint(const std::string& text, const std::string& uid, Checkpoint* out,
@@ -354,37 +324,25 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
     // The plan: the checkpoint's devices, the metadata files (one per request), the CDI spec.
     Plan plan;
     plan.cp.claim = ref;
-    std::map<std::string, json> by_request;  // parent request -> its metadata devices
+    std::map<std::string, std::vector<const DraDevice*>> by_request;  // parent request -> devices
     for (const auto& [name, d] : dev_of) {
         Checkpoint::Device cd;
         cd.answer = {requests_of[name], o.node, name, {cdi_device_id(ref.uid, name)}};
         cd.group = d->group;
         cd.address = d->address.str();
         plan.cp.devices.push_back(cd);
-        std::vector<std::string> omitted;
-        json md_device = {{"driver", o.driver}, {"pool", o.node}, {"name", name},
-                          {"attributes", device_attributes(*d, &omitted)}};
         std::set<std::string> parents;
         for (const auto& r : requests_of[name])
             parents.insert(parent_request(r));
         for (const auto& p : parents)
-            by_request[p].push_back(md_device);
+            by_request[p].push_back(d);
     }
-    json meta_object = {{"name", claim.name},
-                        {"namespace", claim.namespace_},
-                        {"uid", claim.uid},
-                        {"generation", claim.generation}};
     std::map<std::string, std::string> meta_host;  // parent request -> host path
     for (const auto& [request, devices] : by_request) {
-        json md = {{"apiVersion", kMetadataApiVersion}, {"kind", "DeviceMetadata"},
-                   {"metadata", meta_object}};
-        // As the KEP's type: only a claim made from a template has a pod claim name.
-        if (!claim.pod_claim_name.empty())
-            md["podClaimName"] = claim.pod_claim_name;
-        md["requests"] = json::array({{{"name", request}, {"devices", devices}}});
         std::string host_path = metadata_host_path(o.state_dir, ref.uid, request, o.driver);
         meta_host[request] = host_path;
-        plan.files.emplace_back(host_path, dump_json(md, 1) + "\n");
+        plan.files.emplace_back(host_path,
+                                metadata_file(claim, request, o.driver, o.node, devices));
     }
     std::vector<CdiDevice> cdi_devices;
     for (const auto& cd : plan.cp.devices) {

@@ -25,16 +25,8 @@
 
 namespace vfiod::dra {
 
-// Where Preparer keeps what it writes, as host paths (the root is prefixed to reach them):
-// the checkpoints, and the device-metadata files, one per request (the CDI spec: cdi.hpp).
+// Where Preparer keeps its checkpoints, as host paths (the root is prefixed to reach them).
 std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid);
-std::string metadata_host_path(const std::string& state_dir, const std::string& claim_uid,
-                               const std::string& request, const std::string& driver);
-// Where the container sees a request's metadata file (DESIGN §10, KEP-5304): under
-// resourceclaimtemplates/<pod claim> when the claim came from a template, resourceclaims/<claim>
-// otherwise.
-std::string metadata_container_path(const ResourceClaim& claim, const std::string& request,
-                                    const std::string& driver);
 
 class Preparer {
 public:
