@@ -1,76 +1,23 @@
 #include "prepare.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <condition_variable>
-#include <ctime>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include <spdlog/spdlog.h>
 
 #include "api_objects.hpp"
 #include "cdi.hpp"
+#include "checkpoints.hpp"
 #include "core/strings.hpp"
-#include "json_fields.hpp"
 #include "metadata.hpp"
 #include "model.hpp"
 #include "state_files.hpp"
 
 namespace vfiod::dra {
 
-using nlohmann::json;
-
-namespace {
-
-// A checkpoint lists at most kMaxAllocationResults devices and their files: far below this.
-constexpr size_t kMaxCheckpointBytes = 1 << 20;
-constexpr int kCheckpointVersion = 1;
-
-
-// A checkpoint: what Prepare decided and every file it writes. "preparing" is written before the
-// first file, "prepared" after the last: a crash in between leaves the intent, so a retried
-// Prepare finishes it (with the same CDI IDs: they are made from the UID and the device) and
-// Unprepare knows what to remove.
-struct Checkpoint {
-    bool prepared = false;
-    ClaimRef claim;
-    struct Device {
-        PreparedDevice answer;
-        unsigned group = 0;
-        std::string address;
-    };
-    std::vector<Device> devices;
-    std::vector<std::string> files;  // host paths
-};
-
-std::string serialize(const Checkpoint& cp) {
-    json devices = json::array();
-    for (const auto& d : cp.devices)
-        devices.push_back({{"requests", d.answer.requests},
-                           {"pool", d.answer.pool},
-                           {"device", d.answer.device},
-                           {"cdiIDs", d.answer.cdi_ids},
-                           {"group", d.group},
-                           {"address", d.address}});
-    json j = {{"version", kCheckpointVersion},
-              {"state", cp.prepared ? "prepared" : "preparing"},
-              {"uid", cp.claim.uid},
-              {"namespace", cp.claim.namespace_},
-              {"name", cp.claim.name},
-              {"devices", devices},
-              {"files", cp.files}};
-    return dump_json(j, 1) + "\n";
-}
-
-}  // namespace
-
-std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid) {
-    return state_dir + "/claims/" + claim_uid + ".json";
-}
 namespace {
 
 // The group rule's memory: which claim holds each IOMMU group, and through which function.
@@ -85,6 +32,7 @@ struct Preparer::Impl {
     KubeApi& api;
     InventoryFn inventory;
     StateFiles files;
+    CheckpointStore store;
 
     mutable std::mutex mu;
     std::condition_variable cv;
@@ -93,7 +41,11 @@ struct Preparer::Impl {
     std::map<unsigned, GroupOwner> groups;
 
     Impl(Options opts, KubeApi& a, InventoryFn inv, const HostFs& host)
-        : o(std::move(opts)), api(a), inventory(std::move(inv)), files(host) {}
+        : o(std::move(opts)),
+          api(a),
+          inventory(std::move(inv)),
+          files(host),
+          store({o.driver, o.cdi_dir, o.state_dir}, files) {}
 
     // Takes the claim for this call: a second call for the same claim waits for the first,
     // so two never write the same files. Bounded, and by the call's deadline: a call stuck on a
@@ -120,109 +72,6 @@ struct Preparer::Impl {
     void release_groups(const std::string& uid) {
         for (auto it = groups.begin(); it != groups.end();)
             it = it->second.uid == uid ? groups.erase(it) : std::next(it);
-    }
-
-    bool file_is_ours(const std::string& uid, const std::string& f) const {
-        if (f == cdi_spec_path(o.cdi_dir, uid))
-            return true;
-        return is_metadata_path(f, o.state_dir, uid, o.driver);
-    }
-
-    bool parse_checkpoint(const std::string& text, const std::string& uid, Checkpoint* out,
-                          std::string* err) const {
-        if (too_deep(text, 8)) {
-            *err = "nested too deeply";
-            return false;
-        }
-        json j = json::parse(text, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) {
-            *err = "not a JSON object";
-            return false;
-        }
-        Checkpoint cp;
-        const json* v = field(j, "version");
-        const json* state = field(j, "state");
-        if (!v || !v->is_number_integer() || v->get<int64_t>() != kCheckpointVersion) {
-            *err = "unknown version";
-            return false;
-        }
-        if (!state || !state->is_string() ||
-            (*state != "prepared" && *state != "preparing")) {
-            *err = "state is neither 'prepared' nor 'preparing'";
-            return false;
-        }
-        cp.prepared = *state == "prepared";
-        if (!required_string(j, "uid", "checkpoint", &cp.claim.uid, err) ||
-            !required_string(j, "namespace", "checkpoint", &cp.claim.namespace_, err) ||
-            !required_string(j, "name", "checkpoint", &cp.claim.name, err))
-            return false;
-        if (cp.claim.uid != uid) {
-            *err = "its UID is not its file's name";
-            return false;
-        }
-        const json* devices = field(j, "devices");
-        if (!devices || !devices->is_array() || devices->size() > kMaxAllocationResults) {
-            *err = "devices is not a list of at most " + std::to_string(kMaxAllocationResults);
-            return false;
-        }
-        for (const json& d : *devices) {
-            Checkpoint::Device dev;
-            const json* g = field(d, "group");
-            if (!d.is_object() || !g || !g->is_number_unsigned() || g->get<uint64_t>() > 1u << 30) {
-                *err = "a device without its IOMMU group";
-                return false;
-            }
-            if (!required_string(d, "pool", "device", &dev.answer.pool, err) ||
-                !required_string(d, "device", "device", &dev.answer.device, err) ||
-                !required_string(d, "address", "device", &dev.address, err) ||
-                !string_list(d, "requests", kMaxAllocationResults, &dev.answer.requests, err) ||
-                !string_list(d, "cdiIDs", 16, &dev.answer.cdi_ids, err))
-                return false;
-            dev.group = g->get<unsigned>();
-            cp.devices.push_back(std::move(dev));
-        }
-        if (!string_list(j, "files", kMaxAllocationResults + 1, &cp.files, err))
-            return false;
-        for (const auto& f : cp.files)
-            if (!file_is_ours(uid, f)) {
-                // Unprepare removes what is listed: never a file that is not one of ours.
-                *err = "it lists " + printable(f, 200) + ", not a file this plugin writes";
-                return false;
-            }
-        *out = std::move(cp);
-        return true;
-    }
-
-    // Everything of the claim's files removed, then its checkpoint. "" or the first failure.
-    std::string remove_all(const Checkpoint& cp) {
-        std::string first;
-        std::set<std::string> dirs;
-        for (const auto& f : cp.files) {
-            std::string e = files.remove(f);
-            if (first.empty())
-                first = e;
-            if (f.rfind(o.state_dir + "/metadata/", 0) == 0)
-                dirs.insert(dir_of(f));
-        }
-        // The per-request directories and the claim's own one are ours, made by Prepare.
-        dirs.insert(o.state_dir + "/metadata/" + cp.claim.uid);
-        for (auto d = dirs.rbegin(); d != dirs.rend(); ++d)  // "<uid>/<request>" before "<uid>"
-            if (std::string e = files.remove_dir(*d); first.empty())
-                first = e;
-        if (!first.empty())
-            return first;
-        return files.remove(checkpoint_path(o.state_dir, cp.claim.uid), true);
-    }
-
-    std::string write_checkpoint(const Checkpoint& cp) {
-        return files.write(checkpoint_path(o.state_dir, cp.claim.uid), serialize(cp), 0600, true);
-    }
-
-    static std::vector<PreparedDevice> answer(const Checkpoint& cp) {
-        std::vector<PreparedDevice> out;
-        for (const auto& d : cp.devices)
-            out.push_back(d.answer);
-        return out;
     }
 
     PrepareResult prepare(const ClaimRef& ref, const CallLimit& call);
@@ -261,7 +110,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
             // retries Prepare for pods that already run (after its own restart, say), and
             // refusing them because vfiod is restarting would not undo what they hold.
             if (it->second.prepared)
-                return {"", answer(it->second)};
+                return {"", it->second.answer()};
             old = it->second;
         }
     }
@@ -384,7 +233,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
             if (std::find(intent.files.begin(), intent.files.end(), f) == intent.files.end())
                 intent.files.push_back(f);
     auto undo = [&](const std::string& why) -> PrepareResult {
-        std::string left = remove_all(intent);
+        std::string left = store.remove(intent);
         std::lock_guard<std::mutex> l(mu);
         if (left.empty()) {
             claims.erase(ref.uid);
@@ -395,7 +244,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
         claims[ref.uid] = intent;
         return {who + ": " + why + "; and cleaning up: " + left, {}};
     };
-    if (std::string e = write_checkpoint(intent); !e.empty())
+    if (std::string e = store.write(intent); !e.empty())
         return undo(e);
     for (const auto& [host_path, content] : plan.files)
         if (std::string e = files.write(host_path, content, 0644); !e.empty())
@@ -406,11 +255,11 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
                 if (std::string e = files.remove(f); !e.empty())
                     return undo(e);
     plan.cp.prepared = true;
-    if (std::string e = write_checkpoint(plan.cp); !e.empty())
+    if (std::string e = store.write(plan.cp); !e.empty())
         return undo(e);
     std::lock_guard<std::mutex> l(mu);
     claims[ref.uid] = plan.cp;
-    return {"", answer(plan.cp)};
+    return {"", plan.cp.answer()};
 }
 
 std::string Preparer::Impl::unprepare(const ClaimRef& ref, const CallLimit& call) {
@@ -433,7 +282,7 @@ std::string Preparer::Impl::unprepare(const ClaimRef& ref, const CallLimit& call
             return "";  // never prepared, or already unprepared
         cp = it->second;
     }
-    if (std::string e = remove_all(cp); !e.empty())
+    if (std::string e = store.remove(cp); !e.empty())
         return who + ": " + e;
     std::lock_guard<std::mutex> l(mu);
     claims.erase(ref.uid);
@@ -442,56 +291,13 @@ std::string Preparer::Impl::unprepare(const ClaimRef& ref, const CallLimit& call
 }
 
 bool Preparer::Impl::load(std::string* err) {
-    const std::string claims_dir = o.state_dir + "/claims";
-    Fd dir;
-    for (const std::string& d : {o.state_dir + "/metadata", claims_dir}) {
-        int e = 0;
-        dir = files.open_private(d, &e);
-        if (dir.get() < 0) {
-            *err = "cannot create the state directory " + files.path(d) + ": " + StateFiles::errno_text(e);
-            return false;
-        }
-    }
     std::map<std::string, Checkpoint> loaded;
     std::map<unsigned, GroupOwner> owners;
-    for (const auto& n : HostFs::list_own(dir.get())) {
-        const std::string full = files.path(claims_dir + "/" + n);
-        if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
-            ::unlinkat(dir.get(), n.c_str(), 0);  // a write a crash cut short; what it replaced is still there
-            continue;
-        }
-        std::string uid = n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0
-                              ? n.substr(0, n.size() - 5)
-                              : std::string();
-        std::string why;
-        Checkpoint cp;
-        if (!safe_uid(uid)) {
-            why = "not a checkpoint's name";
-        } else if (auto text = HostFs::read_own(dir.get(), n, kMaxCheckpointBytes + 1, &why); !text) {
-            why = why.empty() ? "unreadable" : why;
-        } else if (text->size() > kMaxCheckpointBytes) {
-            why = "larger than 1 MiB";
-        } else {
-            parse_checkpoint(*text, uid, &cp, &why);
-        }
-        if (!why.empty()) {
-            // Never trusted, never deleted: set aside for a person to look at.
-            const std::string aside = o.state_dir + "/damaged";
-            const std::string to = n + "." + std::to_string(std::time(nullptr));
-            int e = 0;
-            Fd aside_dir = files.open_private(aside, &e);
-            if (aside_dir.get() >= 0 && ::renameat(dir.get(), n.c_str(), aside_dir.get(), to.c_str()) != 0)
-                e = errno;
-            if (aside_dir.get() >= 0 && !e)
-                spdlog::warn("checkpoint {} is damaged ({}): moved to {}", full, printable(why, 200),
-                             files.path(aside + "/" + to));
-            else
-                spdlog::warn("checkpoint {} is damaged ({}) and could not be moved aside: {}", full,
-                             printable(why, 200), StateFiles::errno_text(e));
-            continue;
-        }
+    auto take_one = [&](Checkpoint&& cp) {
+        const std::string uid = cp.claim.uid;
         for (const auto& d : cp.devices) {
-            auto [it, fresh] = owners.try_emplace(d.group, GroupOwner{uid, cp.claim.str(), d.address});
+            auto [it, fresh] =
+                owners.try_emplace(d.group, GroupOwner{uid, cp.claim.str(), d.address});
             if (!fresh && it->second.uid != uid)
                 spdlog::warn("checkpoints of claims {} and {} both hold IOMMU group {}",
                              it->second.who, cp.claim.str(), d.group);
@@ -500,11 +306,13 @@ bool Preparer::Impl::load(std::string* err) {
             spdlog::info("claim {} was being prepared when the plugin stopped: a retried Prepare "
                          "finishes it, Unprepare removes it", cp.claim.str());
         loaded.emplace(uid, std::move(cp));
-    }
+    };
+    if (!store.load(take_one, err))
+        return false;
     std::lock_guard<std::mutex> l(mu);
     claims = std::move(loaded);
     groups = std::move(owners);
-    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), files.path(claims_dir));
+    spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), store.dir());
     return true;
 }
 

@@ -25,9 +25,6 @@
 
 namespace vfiod::dra {
 
-// Where Preparer keeps its checkpoints, as host paths (the root is prefixed to reach them).
-std::string checkpoint_path(const std::string& state_dir, const std::string& claim_uid);
-
 class Preparer {
 public:
     struct Options {
