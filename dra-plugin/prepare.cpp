@@ -12,20 +12,12 @@
 #include "cdi.hpp"
 #include "checkpoints.hpp"
 #include "core/strings.hpp"
+#include "group_reservations.hpp"
 #include "metadata.hpp"
 #include "model.hpp"
 #include "state_files.hpp"
 
 namespace vfiod::dra {
-
-namespace {
-
-// The group rule's memory: which claim holds each IOMMU group, and through which function.
-struct GroupOwner {
-    std::string uid, who, address;
-};
-
-}  // namespace
 
 struct Preparer::Impl {
     Options o;
@@ -38,7 +30,7 @@ struct Preparer::Impl {
     std::condition_variable cv;
     std::map<std::string, Checkpoint> claims;  // by UID: prepared, or intent left by a crash
     std::set<std::string> busy;                // UIDs a call is working on
-    std::map<unsigned, GroupOwner> groups;
+    GroupReservations groups;
 
     Impl(Options opts, KubeApi& a, InventoryFn inv, const HostFs& host)
         : o(std::move(opts)),
@@ -68,11 +60,6 @@ struct Preparer::Impl {
         cv.notify_all();
     }
 
-    // Under mu: the groups held by `uid` are free again.
-    void release_groups(const std::string& uid) {
-        for (auto it = groups.begin(); it != groups.end();)
-            it = it->second.uid == uid ? groups.erase(it) : std::next(it);
-    }
 
     PrepareResult prepare(const ClaimRef& ref, const CallLimit& call);
     std::string unprepare(const ClaimRef& ref, const CallLimit& call);
@@ -210,20 +197,11 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
 
     // The group rule, checked and the groups taken in one step, so that of two claims racing
     // for one group exactly one gets it.
-    {
-        std::lock_guard<std::mutex> l(mu);
-        for (const auto& cd : plan.cp.devices) {
-            auto it = groups.find(cd.group);
-            if (it != groups.end() && it->second.uid != ref.uid)
-                return {who + ": device " + cd.answer.device + " (" + cd.address +
-                            ") is in IOMMU group " + std::to_string(cd.group) +
-                            ", whose function " + it->second.address +
-                            " is prepared for claim " + it->second.who +
-                            "; a group is never split between claims", {}};
-        }
-        for (const auto& cd : plan.cp.devices)
-            groups.try_emplace(cd.group, GroupOwner{ref.uid, ref.str(), cd.address});
-    }
+    std::vector<GroupReservations::Want> wants;
+    for (const auto& cd : plan.cp.devices)
+        wants.push_back({cd.group, cd.answer.device, cd.address});
+    if (std::string e = groups.reserve(ref, wants); !e.empty())
+        return {who + ": " + e, {}};
 
     // Intent first (every file this call or a crashed one may have written), then the files,
     // then the checkpoint final: a SIGKILL anywhere leaves what a retry or Unprepare finishes.
@@ -237,7 +215,7 @@ PrepareResult Preparer::Impl::prepare(const ClaimRef& ref, const CallLimit& call
         std::lock_guard<std::mutex> l(mu);
         if (left.empty()) {
             claims.erase(ref.uid);
-            release_groups(ref.uid);
+            groups.release(ref.uid);
             return {who + ": " + why, {}};
         }
         // Something could not be removed: keep the intent, so Unprepare can try again.
@@ -286,22 +264,17 @@ std::string Preparer::Impl::unprepare(const ClaimRef& ref, const CallLimit& call
         return who + ": " + e;
     std::lock_guard<std::mutex> l(mu);
     claims.erase(ref.uid);
-    release_groups(ref.uid);  // the groups stay bound: that is vfiod's business
+    groups.release(ref.uid);  // the groups stay bound: that is vfiod's business
     return "";
 }
 
 bool Preparer::Impl::load(std::string* err) {
     std::map<std::string, Checkpoint> loaded;
-    std::map<unsigned, GroupOwner> owners;
+    GroupReservations::Holders held;
     auto take_one = [&](Checkpoint&& cp) {
         const std::string uid = cp.claim.uid;
-        for (const auto& d : cp.devices) {
-            auto [it, fresh] =
-                owners.try_emplace(d.group, GroupOwner{uid, cp.claim.str(), d.address});
-            if (!fresh && it->second.uid != uid)
-                spdlog::warn("checkpoints of claims {} and {} both hold IOMMU group {}",
-                             it->second.who, cp.claim.str(), d.group);
-        }
+        for (const auto& d : cp.devices)
+            GroupReservations::add(&held, cp.claim, d.group, d.address);
         if (!cp.prepared)
             spdlog::info("claim {} was being prepared when the plugin stopped: a retried Prepare "
                          "finishes it, Unprepare removes it", cp.claim.str());
@@ -311,7 +284,7 @@ bool Preparer::Impl::load(std::string* err) {
         return false;
     std::lock_guard<std::mutex> l(mu);
     claims = std::move(loaded);
-    groups = std::move(owners);
+    groups.restore(std::move(held));
     spdlog::info("{} claim checkpoint(s) read from {}", claims.size(), store.dir());
     return true;
 }
