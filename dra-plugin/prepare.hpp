@@ -1,23 +1,18 @@
 // NodePrepareResources and NodeUnprepareResources behind the gRPC servers (DESIGN §10): the
-// claim read from the API server and checked, the group rule, the CDI spec and the
-// device-metadata file written, and a checkpoint per claim so that a retried Prepare (after a
-// restart too) answers the same CDI IDs and Unprepare removes exactly what Prepare wrote.
-// Thread-safe: the kubelet may call for many claims at once from gRPC's threads.
+// claim read from the API server and checked (api_objects.hpp), the group rule
+// (group_reservations.hpp), the CDI spec (cdi.hpp) and the device-metadata files (metadata.hpp)
+// written, and a checkpoint per claim (checkpoints.hpp) so that a retried Prepare (after a
+// restart too) answers the same CDI IDs and Unprepare removes exactly what Prepare wrote. The
+// Preparer puts those steps in order. Thread-safe: the kubelet may call for many claims at once
+// from gRPC's threads; one call at a time works on a claim.
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "api_objects.hpp"
 #include "claims.hpp"
 #include "devices.hpp"
 #include "io/host_fs.hpp"
