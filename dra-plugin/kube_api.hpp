@@ -1,8 +1,9 @@
 // The API server as vfiod-dra-plugin reaches it (DESIGN §10): HTTPS REST with JSON, through
 // Debian's libcurl (OpenSSL), TLS verified against the cluster CA, a bearer token re-read from
 // its file whenever the file changes (projected service-account tokens rotate) or a client
-// certificate. Where it is comes from a kubeconfig (yaml-cpp), from the pod's service account,
-// or from --api-server/--token-file/--ca-file. No JSON knowledge here: callers parse the bodies.
+// certificate (credentials.hpp). Where it is comes from a kubeconfig, from the pod's service
+// account, or from --api-server/--token-file/--ca-file (kube_config.hpp). No JSON knowledge
+// here: callers parse the bodies.
 #pragma once
 
 #include <atomic>
@@ -12,33 +13,9 @@
 #include <memory>
 #include <string>
 
+#include "kube_config.hpp"
+
 namespace vfiod::dra {
-
-// Where the API server is and how to prove who we are. Exactly one of ca_file / ca_data, and
-// either a token (token_file or token) or a client certificate (cert + key, file or data).
-struct ApiEndpoint {
-    std::string server;      // "https://10.96.0.1:443", no trailing slash
-    std::string ca_file;     // PEM bundle
-    std::string ca_data;     // PEM, as kubeconfig's certificate-authority-data decodes
-    std::string token_file;  // re-read when its mtime, size or inode changes
-    std::string token;       // a literal token (kubeconfig "token")
-    std::string client_cert_file, client_key_file;
-    std::string client_cert_data, client_key_data;  // PEM
-    std::string origin;      // where this came from, for errors ("kubeconfig /etc/k.yaml")
-};
-
-// A kubeconfig (YAML): the current context's cluster and user. Token, token file or client
-// certificate (file or data) auth; exec and auth-provider users, insecure-skip-tls-verify and
-// plain http are refused. Relative file names are taken from the kubeconfig's directory. False
-// and *err (naming the file and what is wrong: "kubeconfig /k.yaml: user 'admin' uses exec
-// credentials, which vfiod-dra-plugin does not run") on any problem.
-bool load_kubeconfig(const std::string& path, ApiEndpoint* out, std::string* err);
-// Inside a pod: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (an IPv6 host in
-// brackets), the token and ca.crt of /var/run/secrets/kubernetes.io/serviceaccount. False and
-// *err when the variables or files are missing.
-bool in_cluster_endpoint(ApiEndpoint* out, std::string* err);
-// The same with the service-account directory given (tests).
-bool in_cluster_endpoint(const std::string& sa_dir, ApiEndpoint* out, std::string* err);
 
 struct ApiResponse {
     long status = 0;    // the HTTP status; 0 when no answer came (connect failed, timed out,
