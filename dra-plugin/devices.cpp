@@ -45,6 +45,22 @@ const DraDevice* DraInventory::find(std::string_view name) const {
     return it != devices.end() && it->name == name ? &*it : nullptr;
 }
 
+namespace {
+
+// The PCIe root a function hangs under, from its sysfs path; empty when it cannot be told.
+std::string pcie_root_of(const HostFs& host, const PciAddress& address) {
+    auto where = host.resolve(pci_paths::device(address));
+    // "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0" -> "pci0000:00"
+    constexpr std::string_view devices_dir = "sys/devices/";
+    if (!where || !where->starts_with(devices_dir))
+        return "";
+    std::string rest = where->substr(devices_dir.size());
+    std::string first = rest.substr(0, rest.find('/'));
+    return first.starts_with("pci") && first.size() > 3 ? first : "";
+}
+
+}  // namespace
+
 std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& view,
                                                    const std::function<bool(unsigned)>& vfio_exists,
                                                    const HostFs& host,
@@ -83,16 +99,8 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
             const DraDevice* known = before ? before->find(out.name) : nullptr;
             if (known && known->address == d.address)
                 out.pcie_root = known->pcie_root;
-            else if (auto where = host.resolve(pci_paths::device(d.address))) {
-                // "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0" -> "pci0000:00"
-                constexpr std::string_view devices_dir = "sys/devices/";
-                if (where->starts_with(devices_dir)) {
-                    std::string rest = where->substr(devices_dir.size());
-                    std::string first = rest.substr(0, rest.find('/'));
-                    if (first.starts_with("pci") && first.size() > 3)
-                        out.pcie_root = first;
-                }
-            }
+            else
+                out.pcie_root = pcie_root_of(host, d.address);
             inv->devices.push_back(std::move(out));
         }
     }
