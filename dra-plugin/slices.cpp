@@ -271,54 +271,59 @@ struct SlicePublisher::Impl {
         return worst;
     }
 
-    Outcome pass() {
-        std::vector<DraDevice> devices;
-        std::map<std::string, Object> have;
-        {
-            std::lock_guard lk(mu);
-            devices = *desired;
-            have = observed;
+    // A generation of its own for other devices: consumers take the pool's slices of the
+    // highest generation, so a change must carry one above any an earlier run (or anyone)
+    // wrote. Not Ok when the pool had to be cleared first and could not be.
+    Outcome advance_generation(std::vector<DraDevice> devices,
+                               std::map<std::string, Object>* have) {
+        if (have_generation && devices == generation_devices)
+            return Outcome::Ok;
+        int64_t top = generation;
+        for (const auto& [name, obj] : *have)
+            top = std::max(top, obj->generation.value_or(0));
+        if (top == std::numeric_limits<int64_t>::max()) {
+            if (Outcome out = clear_pool(*have); out != Outcome::Ok)
+                return out;
+            have->clear();
+            top = 0;
+            wanted_generation = -1;  // generation 1 may have been made for other devices
         }
-        if (!have_generation || devices != generation_devices) {
-            // Consumers take the pool's slices of the highest generation: a change must carry
-            // a generation above any an earlier run (or anyone) wrote.
-            int64_t top = generation;
-            for (const auto& [name, obj] : have)
-                top = std::max(top, obj->generation.value_or(0));
-            if (top == std::numeric_limits<int64_t>::max()) {
-                if (Outcome out = clear_pool(have); out != Outcome::Ok)
-                    return out;
-                have.clear();
-                top = 0;
-                wanted_generation = -1;  // generation 1 may have been made for other devices
-            }
-            generation = top + 1;
-            generation_devices = std::move(devices);
-            have_generation = true;
-        }
-        if (wanted_generation != generation) {
-            std::vector<std::string> omitted;
-            wanted.clear();
-            for (const ResourceSlice& slice :
-                 pool_slices(generation_devices, Pool{o.driver, o.node, node_uid, generation},
-                             &omitted))
-                wanted.push_back(to_write(slice));
-            wanted_generation = generation;
-            if (reported.size() > kMaxRemembered)
-                reported.clear();
-            for (const auto& what : omitted)
-                if (reported.insert(what).second)
-                    spdlog::warn("ResourceSlice attribute left out: {} (a string attribute "
-                                 "value is at most {} characters in the API)",
-                                 what, kMaxStringAttribute);
-        }
+        generation = top + 1;
+        generation_devices = std::move(devices);
+        have_generation = true;
+        return Outcome::Ok;
+    }
 
+    // `wanted`: the slices of the generation, made once for it; what they leave out is logged
+    // once.
+    void make_wanted() {
+        if (wanted_generation == generation)
+            return;
+        std::vector<std::string> omitted;
+        wanted.clear();
+        for (const ResourceSlice& slice :
+             pool_slices(generation_devices, Pool{o.driver, o.node, node_uid, generation},
+                         &omitted))
+            wanted.push_back(to_write(slice));
+        wanted_generation = generation;
+        if (reported.size() > kMaxRemembered)
+            reported.clear();
+        for (const auto& what : omitted)
+            if (reported.insert(what).second)
+                spdlog::warn("ResourceSlice attribute left out: {} (a string attribute "
+                             "value is at most {} characters in the API)",
+                             what, kMaxStringAttribute);
+    }
+
+    // Creates, updates and deletes until the server holds `wanted`: the worst outcome, or
+    // nullopt when the publisher stopped in the middle.
+    std::optional<Outcome> write_wanted(const std::map<std::string, Object>& have) {
         Outcome worst = Outcome::Ok;
         auto note = [&](Outcome x) { worst = std::max(worst, x); };
         std::set<std::string> names;
         for (const auto& want : wanted) {
             if (stop_flag)
-                return Outcome::Retry;
+                return std::nullopt;
             names.insert(want.name);
             auto it = have.find(want.name);
             if (it == have.end())
@@ -328,11 +333,29 @@ struct SlicePublisher::Impl {
         }
         for (const auto& [name, obj] : have) {
             if (stop_flag)
-                return Outcome::Retry;
+                return std::nullopt;
             if (!names.count(name)) {
                 note(remove(name, *obj));
             }
         }
+        return worst;
+    }
+
+    Outcome pass() {
+        std::vector<DraDevice> devices;
+        std::map<std::string, Object> have;
+        {
+            std::lock_guard lk(mu);
+            devices = *desired;
+            have = observed;
+        }
+        if (Outcome out = advance_generation(std::move(devices), &have); out != Outcome::Ok)
+            return out;
+        make_wanted();
+        std::optional<Outcome> written = write_wanted(have);
+        if (!written)
+            return Outcome::Retry;
+        Outcome worst = *written;
         std::lock_guard lk(mu);
         if (worst == Outcome::Ok)
             stats.generation = generation;  // written now, or what the server has already
@@ -448,94 +471,114 @@ struct SlicePublisher::Impl {
         return LineResult::Ok;
     }
 
+    // Lists our slices into `observed`, *rv the list's resourceVersion: Next. Otherwise it
+    // waits its backoff (Again) or was stopped in it (Stop).
+    enum class Step { Next, Again, Stop };
+    Step list(std::string* rv, milliseconds* backoff) {
+        ApiResponse r;
+        Cures cure = cures(false);
+        try {
+            r = api.request("GET", list_path, "", o.request_timeout);
+            if (r.ok() && !take_list(r.body, rv)) {
+                r.status = 0;
+                r.error = "the answer is not a ResourceSliceList (garbage JSON)";
+            }
+        } catch (const std::exception& e) {
+            r.status = 0;
+            r.error = e.what();
+        }
+        if (r.ok())
+            return Step::Next;
+        failed();
+        bool slow = r.status != 0 && !r.retryable();
+        milliseconds wait = slow ? o.backoff_max : next(backoff);
+        spdlog::warn("cannot list ResourceSlices (GET {}): {}; retrying in {} ms", list_path,
+                     r.describe(), wait.count());
+        return sleep_for(wait, cure) ? Step::Again : Step::Stop;
+    }
+
+    // One watch from *rv, which follows the events; how it ended.
+    struct WatchRun {
+        ApiResponse answer;
+        LineResult end = LineResult::Ok;
+        size_t delivered = 0;  // ADDED, MODIFIED, DELETED and BOOKMARK events
+    };
+    WatchRun watch_once(std::string* rv) {
+        std::string path = list_path + "&watch=true&allowWatchBookmarks=true" +
+                           "&timeoutSeconds=" + std::to_string(o.watch_timeout_seconds);
+        if (!rv->empty())
+            path += "&resourceVersion=" + query_escape(*rv);
+        WatchRun run;
+        auto on_line = [&](const std::string& line) {
+            if (line.find_first_not_of(" \t\r\n") == std::string::npos)
+                return true;
+            try {
+                run.end = take_event(line, rv);
+            } catch (const std::exception&) {
+                run.end = LineResult::Garbage;
+            }
+            run.delivered += run.end == LineResult::Ok;
+            return run.end == LineResult::Ok;
+        };
+        try {
+            run.answer = api.watch(path, on_line, stop_flag, o.watch_idle);
+        } catch (const std::exception& e) {
+            run.answer.status = 0;
+            run.answer.error = e.what();
+        }
+        return run;
+    }
+
+    // Watches from the list's resourceVersion until a relist is needed (true) or the
+    // publisher stops (false).
+    bool watch_from(std::string rv, milliseconds* backoff, bool* relist_now) {
+        while (!stop_flag) {
+            WatchRun run = watch_once(&rv);
+            const ApiResponse& w = run.answer;
+            if (stop_flag)
+                return false;
+            if (run.end == LineResult::Gone || w.status == 410) {
+                // Compacted history (an ERROR event after a 200, or an HTTP 410): list again.
+                spdlog::debug("watch of ResourceSlices: resourceVersion {} expired", rv);
+                return std::exchange(*relist_now, false) || sleep_for(next(backoff));
+            }
+            if (run.end == LineResult::Ok && w.ok()) {
+                // The server ended the watch without an ERROR (timeoutSeconds): go on from rv.
+                // Healthy if it delivered an event; a bare 200 keeps the backoff, so it cannot
+                // make us spin.
+                if (run.delivered > 0) {
+                    *backoff = o.backoff_min;
+                    *relist_now = true;
+                } else if (!sleep_for(next(backoff))) {
+                    return false;
+                }
+                continue;
+            }
+            failed();
+            milliseconds wait = next(backoff);
+            if (run.end == LineResult::Garbage)
+                spdlog::warn("watch of ResourceSlices sent garbage; listing again in {} ms",
+                             wait.count());
+            else
+                spdlog::warn("watch of ResourceSlices ended: {}; listing again in {} ms",
+                             w.ok() ? std::string("ERROR event") : w.describe(), wait.count());
+            return sleep_for(wait);
+        }
+        return true;
+    }
+
     void watch_main() {
         milliseconds backoff = o.backoff_min;
         // A 410 lists again at once only the first time after a healthy watch: an API server
         // that answers every watch with one is not listed and watched at full speed.
         bool relist_now = true;
         while (!stop_flag) {
-            ApiResponse r;
             std::string rv;
-            Cures cure = cures(false);
-            try {
-                r = api.request("GET", list_path, "", o.request_timeout);
-                if (r.ok() && !take_list(r.body, &rv)) {
-                    r.status = 0;
-                    r.error = "the answer is not a ResourceSliceList (garbage JSON)";
-                }
-            } catch (const std::exception& e) {
-                r.status = 0;
-                r.error = e.what();
-            }
-            if (!r.ok()) {
-                failed();
-                bool slow = r.status != 0 && !r.retryable();
-                milliseconds wait = slow ? o.backoff_max : next(&backoff);
-                spdlog::warn("cannot list ResourceSlices (GET {}): {}; retrying in {} ms",
-                             list_path, r.describe(), wait.count());
-                if (!sleep_for(wait, cure))
-                    return;
-                continue;
-            }
-            // Watch from the list's resourceVersion until a relist is needed.
-            while (!stop_flag) {
-                std::string path = list_path + "&watch=true&allowWatchBookmarks=true" +
-                                   "&timeoutSeconds=" + std::to_string(o.watch_timeout_seconds);
-                if (!rv.empty())
-                    path += "&resourceVersion=" + query_escape(rv);
-                LineResult end = LineResult::Ok;
-                size_t delivered = 0;  // ADDED, MODIFIED, DELETED and BOOKMARK events
-                auto on_line = [&](const std::string& line) {
-                    if (line.find_first_not_of(" \t\r\n") == std::string::npos)
-                        return true;
-                    try {
-                        end = take_event(line, &rv);
-                    } catch (const std::exception&) {
-                        end = LineResult::Garbage;
-                    }
-                    delivered += end == LineResult::Ok;
-                    return end == LineResult::Ok;
-                };
-                ApiResponse w;
-                try {
-                    w = api.watch(path, on_line, stop_flag, o.watch_idle);
-                } catch (const std::exception& e) {
-                    w.status = 0;
-                    w.error = e.what();
-                }
-                if (stop_flag)
-                    return;
-                if (end == LineResult::Gone || w.status == 410) {
-                    // Compacted history (an ERROR event after a 200, or an HTTP 410): list again.
-                    spdlog::debug("watch of ResourceSlices: resourceVersion {} expired", rv);
-                    if (!std::exchange(relist_now, false) && !sleep_for(next(&backoff)))
-                        return;
-                    break;
-                }
-                if (end == LineResult::Ok && w.ok()) {
-                    // The server ended the watch without an ERROR (timeoutSeconds): go on from
-                    // rv. Healthy if it delivered an event; a bare 200 keeps the backoff, so it
-                    // cannot make us spin.
-                    if (delivered > 0) {
-                        backoff = o.backoff_min;
-                        relist_now = true;
-                    } else if (!sleep_for(next(&backoff))) {
-                        return;
-                    }
-                    continue;
-                }
-                failed();
-                milliseconds wait = next(&backoff);
-                if (end == LineResult::Garbage)
-                    spdlog::warn("watch of ResourceSlices sent garbage; listing again in {} ms",
-                                 wait.count());
-                else
-                    spdlog::warn("watch of ResourceSlices ended: {}; listing again in {} ms",
-                                 w.ok() ? std::string("ERROR event") : w.describe(), wait.count());
-                if (!sleep_for(wait))
-                    return;
-                break;
-            }
+            Step step = list(&rv, &backoff);
+            if (step == Step::Stop)
+                return;
+            if (step == Step::Next && !watch_from(rv, &backoff, &relist_now))
+                return;
         }
     }
 };
