@@ -197,10 +197,11 @@ public:
         sort_groups();
         while (left() > 0) {
             std::optional<unsigned> pick;
-            if (auto node = nodes_.find(numa_.best); numa_.best >= 0 && node != nodes_.end())
+            if (auto node = order_.by_node.find(numa_.best);
+                numa_.best >= 0 && node != order_.by_node.end())
                 pick = first_fitting(node->second);
             if (!pick)
-                pick = first_fitting(all_);
+                pick = first_fitting(order_.all);
             if (!pick)
                 break;
             take_group(*pick);
@@ -253,15 +254,15 @@ private:
             std::sort(devices.begin(), devices.end(), [](const PluginDevice* a, const PluginDevice* b) {
                 return a->address < b->address;
             });
-            all_.groups.push_back(g);
+            order_.all.groups.push_back(g);
         }
         auto before = [this](unsigned a, unsigned b) {
             size_t na = by_group_[a].size(), nb = by_group_[b].size();
             return na != nb ? na > nb : a < b;
         };
-        std::sort(all_.groups.begin(), all_.groups.end(), before);
-        for (unsigned g : all_.groups)
-            nodes_[by_group_[g].front()->numa_node].groups.push_back(g);
+        std::sort(order_.all.groups.begin(), order_.all.groups.end(), before);
+        for (unsigned g : order_.all.groups)
+            order_.by_node[by_group_[g].front()->numa_node].groups.push_back(g);
     }
     std::optional<unsigned> first_fitting(Ordered& o) {
         for (; o.next < o.groups.size(); ++o.next) {
@@ -280,8 +281,11 @@ private:
     std::set<unsigned> touched_;
     std::vector<PciAddress> chosen_;
     NumaTally numa_;
-    Ordered all_;
-    std::map<int, Ordered> nodes_;
+    // Every whole group, and those of each NUMA node, in the order preferred.
+    struct {
+        Ordered all;
+        std::map<int, Ordered> by_node;
+    } order_;
 };
 
 }  // namespace

@@ -91,10 +91,10 @@ CommandLine command_line(Options* o) {
     return {"vfiod-dra-plugin", kUsage, &o->verbose,
             {{"--node-name", &o->node},
              {"--driver-name", &o->driver},
-             {"--kubeconfig", &o->kubeconfig},
-             {"--api-server", &o->api_server},
-             {"--token-file", &o->token_file},
-             {"--ca-file", &o->ca_file},
+             {"--kubeconfig", &o->api.kubeconfig},
+             {"--api-server", &o->api.server},
+             {"--token-file", &o->api.token_file},
+             {"--ca-file", &o->api.ca_file},
              {"--registrar-dir", &o->registrar_dir},
              {"--plugin-dir", &o->plugin_dir},
              {"--cdi-dir", &o->cdi_dir},
@@ -121,29 +121,29 @@ int check(Options* o) {
     for (const std::string* dir : {&o->registrar_dir, &o->plugin_dir, &o->cdi_dir, &o->state_dir})
         if (dir->empty() || dir->front() != '/')
             return usage_error("'" + *dir + "' is not an absolute path");
-    bool flags = !o->api_server.empty() || !o->token_file.empty() || !o->ca_file.empty();
-    if (flags && !o->kubeconfig.empty())
+    bool flags = !o->api.server.empty() || !o->api.token_file.empty() || !o->api.ca_file.empty();
+    if (flags && !o->api.kubeconfig.empty())
         return usage_error("--kubeconfig and --api-server/--token-file/--ca-file exclude "
                            "each other");
-    if (flags && (o->api_server.empty() || o->token_file.empty() || o->ca_file.empty()))
+    if (flags && (o->api.server.empty() || o->api.token_file.empty() || o->api.ca_file.empty()))
         return usage_error("--api-server needs --token-file and --ca-file, and they it");
     return 0;
 }
 
 bool find_api_server(const Options& o, ApiEndpoint* ep, std::string* err) {
-    if (!o.kubeconfig.empty())
-        return load_kubeconfig(o.kubeconfig, ep, err);
-    if (o.api_server.empty())
+    if (!o.api.kubeconfig.empty())
+        return load_kubeconfig(o.api.kubeconfig, ep, err);
+    if (o.api.server.empty())
         return in_cluster_endpoint(ep, err);
-    if (o.api_server.rfind("https://", 0) != 0) {
-        *err = "--api-server " + o.api_server + ": only https:// is supported";
+    if (o.api.server.rfind("https://", 0) != 0) {
+        *err = "--api-server " + o.api.server + ": only https:// is supported";
         return false;
     }
-    ep->server = o.api_server;
+    ep->server = o.api.server;
     while (ep->server.size() > 8 && ep->server.back() == '/')
         ep->server.pop_back();
-    ep->token_file = o.token_file;
-    ep->ca_file = o.ca_file;
+    ep->token_file = o.api.token_file;
+    ep->ca_file = o.api.ca_file;
     ep->origin = "--api-server";
     return true;
 }

@@ -30,10 +30,7 @@ DraPlugin::DraPlugin(const Options& o, sdbus::IConnection& bus, Loop& loop, Kube
                [this](const ClaimRef& c, const CallLimit& l) { return preparer_.prepare(c, l); },
                [this](const ClaimRef& c, const CallLimit& l) { return preparer_.unprepare(c, l); }) {}
 
-std::shared_ptr<const DraInventory> DraPlugin::inventory() const {
-    std::lock_guard lock(mu_);
-    return inventory_;
-}
+std::shared_ptr<const DraInventory> DraPlugin::inventory() const { return inventory_.get(); }
 
 // A whole read is published at once; a signal's change after this turn's messages, with
 // whatever else they changed.
@@ -50,10 +47,7 @@ void DraPlugin::rebuild() {
     auto after = make_inventory(follower_.view(), [this](unsigned g) {
         return host_.exists(pci_paths::vfio_group(g));
     }, host_, before.get());
-    {
-        std::lock_guard lock(mu_);
-        inventory_ = after;
-    }
+    inventory_.set(after);
     if (before && before->devices == after->devices)
         return;
     spdlog::info("publishing {} device(s){}", after->devices.size(),

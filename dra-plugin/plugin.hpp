@@ -35,8 +35,10 @@ struct Options {
     std::string cdi_dir = "/var/run/cdi";
     std::string state_dir = "/var/lib/vfiod-dra-plugin";
     // The API server: a kubeconfig, or the three flags, or (neither) the pod's service account.
-    std::string kubeconfig;
-    std::string api_server, token_file, ca_file;
+    struct ApiServer {
+        std::string kubeconfig;
+        std::string server, token_file, ca_file;
+    } api;
     bool verbose = false;
 
     // `host_path` as this process reaches it: under the root.
@@ -65,10 +67,24 @@ private:
     KernelHostFs host_;
     plugin::InventoryFollower follower_;
     plugin::Watches watches_;
-    mutable std::mutex mu_;
     // Null until vfiod's inventory is first read: Prepare says so rather than calling every
     // device released, and no slice is written (an empty pool would delete the node's slices).
-    std::shared_ptr<const DraInventory> inventory_;
+    // Replaced on the loop, read by Prepare's gRPC threads.
+    class Current {
+    public:
+        std::shared_ptr<const DraInventory> get() const {
+            std::lock_guard lock(mu_);
+            return inventory_;
+        }
+        void set(std::shared_ptr<const DraInventory> inventory) {
+            std::lock_guard lock(mu_);
+            inventory_ = std::move(inventory);
+        }
+
+    private:
+        mutable std::mutex mu_;
+        std::shared_ptr<const DraInventory> inventory_;
+    } inventory_;
     SlicePublisher publisher_;
     Preparer preparer_;
     KubeletServers servers_;
