@@ -356,21 +356,15 @@ def main(argv):
         return 1
     bad = 0
     allowed_seen = set()
-    for rel, line, name, size in functions:
-        if size > MAX_FUNCTION_LINES:
+    for items, limit, says in ((functions, MAX_FUNCTION_LINES, "function {} is {} lines"),
+                               (classes, MAX_DATA_MEMBERS, "class {} has {} data members")):
+        for rel, line, name, size in items:
+            if size <= limit:
+                continue
             if f"{rel}:{name}" in allow:
                 allowed_seen.add(f"{rel}:{name}")
                 continue
-            print(f"{rel}:{line}: function {name} is {size} lines (at most "
-                  f"{MAX_FUNCTION_LINES})")
-            bad = 1
-    for rel, line, name, size in classes:
-        if size > MAX_DATA_MEMBERS:
-            if f"{rel}:{name}" in allow:
-                allowed_seen.add(f"{rel}:{name}")
-                continue
-            print(f"{rel}:{line}: class {name} has {size} data members (at most "
-                  f"{MAX_DATA_MEMBERS})")
+            print(f"{rel}:{line}: {says.format(name, size)} (at most {limit})")
             bad = 1
     for a in sorted(allow - allowed_seen):
         print(f"{a}: allowed as a known offender, but no longer over the limit (or gone): "

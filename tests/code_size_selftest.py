@@ -7,10 +7,10 @@ that is gone fails (the list only shrinks).
 Usage: code_size_selftest.py SOURCE_ROOT CODE_SIZE_PY
 """
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
+
+from selftest_tree import CopiedTree
 
 # Real files, one a directory the check reads.
 COPIED = ["daemon/core/planner.cpp", "plugin-common/model.hpp", "device-plugin/allocation.cpp",
@@ -51,13 +51,8 @@ def main():
         return 2
     root, check = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
-        tree = os.path.join(tmp, "src")
-
-        def copy():
-            shutil.rmtree(tree, ignore_errors=True)
-            for rel in COPIED:
-                os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
-                shutil.copyfile(os.path.join(root, rel), os.path.join(tree, rel))
+        copied = CopiedTree(root, tmp, COPIED)
+        tree, copy = copied.path, copied.copy
 
         def plant(rel, text):
             """Appends `text` to `rel`; returns the line it starts on."""
@@ -69,9 +64,7 @@ def main():
             return start
 
         def run(*extra):
-            p = subprocess.run([sys.executable, check, tree, *extra], capture_output=True,
-                               text=True)
-            return p.returncode, p.stdout + p.stderr
+            return copied.run(check, *extra)
 
         def expect_pass(what, *extra):
             code, out = run(*extra)

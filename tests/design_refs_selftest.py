@@ -5,10 +5,10 @@ file and line; what it must not read (a build directory, the fuzz corpus) it doe
 Usage: design_refs_selftest.py SOURCE_ROOT DESIGN_REFS_PY
 """
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
+
+from selftest_tree import CopiedTree
 
 SIGN = "\u00a7"
 # Real files: the docs, and a source file whose citation is wrapped onto its second line.
@@ -29,13 +29,8 @@ def main():
         return 2
     root, check = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
-        tree = os.path.join(tmp, "src")
-
-        def copy():
-            shutil.rmtree(tree, ignore_errors=True)
-            for rel in COPIED:
-                os.makedirs(os.path.dirname(os.path.join(tree, rel)), exist_ok=True)
-                shutil.copyfile(os.path.join(root, rel), os.path.join(tree, rel))
+        copied = CopiedTree(root, tmp, COPIED)
+        tree, copy = copied.path, copied.copy
 
         def plant(rel, line):
             """Puts `line` in as line 2 of `rel` (made when missing)."""
@@ -47,8 +42,7 @@ def main():
                 f.writelines(lines)
 
         def run():
-            p = subprocess.run([sys.executable, check, tree], capture_output=True, text=True)
-            return p.returncode, p.stdout + p.stderr
+            return copied.run(check)
 
         def expect_pass(what):
             code, out = run()
