@@ -17,13 +17,13 @@ const GroupStatus* StatusStore::status(unsigned group) const {
 
 void StatusStore::mark(std::optional<unsigned> group) {
     if (group)
-        dirty_.insert(*group);
+        dirty_.groups.insert(*group);
     else
-        publish_all_ = true;
+        dirty_.all = true;
 }
 
 void StatusStore::set_status(unsigned group, GroupStatus s) {
-    dirty_.insert(group);
+    dirty_.groups.insert(group);
     auto it = status_.find(group);
     if (it != status_.end() && it->second == s)
         return;
@@ -103,7 +103,7 @@ void StatusStore::update_pfs(InventoryChange* change) {
 }
 
 void StatusStore::forget_group(unsigned group) {
-    dirty_.insert(group);
+    dirty_.groups.insert(group);
     if (status_.erase(group))
         spdlog::info("group {}: gone (no allowlisted function left)", group);
 }
@@ -209,13 +209,13 @@ void StatusStore::publish_changes() {
     // they go to the consumers: an event about one group costs the same on a host of four
     // groups or four thousand.
     std::set<unsigned> groups;
-    if (publish_all_) {
+    if (dirty_.all) {
         for (const auto& [g, gp] : host_.plans())
             groups.insert(g);
         for (const auto& [g, gi] : inventory_.groups)
             groups.insert(g);
     } else {
-        groups = dirty_;
+        groups = dirty_.groups;
     }
     InventoryChange change;
     std::string m = to_string(mode_());
@@ -228,8 +228,8 @@ void StatusStore::publish_changes() {
     for (unsigned g : groups)
         update_group(g, &change);
     update_pfs(&change);
-    dirty_.clear();
-    publish_all_ = false;
+    dirty_.groups.clear();
+    dirty_.all = false;
     // Until on_change_ returns, consumers may hold a partial view: kept, and sent again.
     unsent_.merge(std::move(change));
     if (unsent_.empty())

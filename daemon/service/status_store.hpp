@@ -61,8 +61,12 @@ private:
     std::function<Mode()> mode_;
     std::map<unsigned, GroupStatus> status_;
     std::map<PciAddress, PfStatus> pf_status_;
-    std::set<unsigned> dirty_;    // groups whose published view may have changed since publish()
-    bool publish_all_ = true;     // everything may have (start-up, Reload)
+    // What may have changed since publish(): these groups' views, or everything (start-up,
+    // Reload).
+    struct {
+        std::set<unsigned> groups;
+        bool all = true;
+    } dirty_;
     // What on_change_ has not been told yet: everything at first, and what a publication that
     // threw did not get across.
     InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
