@@ -139,11 +139,17 @@ private:
 
 // ---- the services ----------------------------------------------------------------------------
 
+// What the kubelet said of our registration, set by its NotifyRegistrationStatus.
+struct RegistrationStatus {
+    mutable std::mutex mu;
+    std::string error;
+    bool registered = false;
+};
+
 class RegistrationService final : public regpb::Registration::CallbackService {
 public:
-    RegistrationService(const KubeletServers::Options& o, std::mutex& mu, std::string& error,
-                        bool& registered)
-        : o_(o), mu_(mu), error_(error), registered_(registered) {}
+    RegistrationService(const KubeletServers::Options& o, RegistrationStatus& status)
+        : o_(o), status_(status) {}
 
     grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx, const regpb::InfoRequest*,
                                       regpb::PluginInfo* out) override {
@@ -161,10 +167,10 @@ public:
                                                        const regpb::RegistrationStatus* s,
                                                        regpb::RegistrationStatusResponse*) override {
         {
-            std::lock_guard l(mu_);
-            registered_ = s->plugin_registered();
-            error_ = s->plugin_registered() ? "" : (s->error().empty() ? "(no reason given)"
-                                                                       : s->error());
+            std::lock_guard l(status_.mu);
+            status_.registered = s->plugin_registered();
+            status_.error = s->plugin_registered() ? "" : (s->error().empty() ? "(no reason given)"
+                                                                               : s->error());
         }
         if (s->plugin_registered())
             spdlog::info("{}: the kubelet registered the DRA plugin (endpoint {})", o_.driver,
@@ -179,9 +185,7 @@ public:
 
 private:
     const KubeletServers::Options& o_;
-    std::mutex& mu_;
-    std::string& error_;
-    bool& registered_;
+    RegistrationStatus& status_;
 };
 
 class DraService final : public drapb::DRAPlugin::CallbackService {
@@ -512,9 +516,15 @@ bool serve(Served* s, const HostFs& host, grpc::Service* service, std::string* e
 
 }  // namespace
 
+// A socket we serve, and the service it serves while it is up.
+template <class Service>
+struct Endpoint : Served {
+    std::unique_ptr<Service> service;
+};
+
 struct KubeletServers::Impl {
     Impl(Options opts, Prepare p, Unprepare u)
-        : o(std::move(opts)), host(o.root), prepare(std::move(p)), unprepare(std::move(u)) {
+        : o(std::move(opts)), host(o.root), calls{std::move(p), std::move(u)} {
         auto place = [this](Served* s, const std::string& dir, const std::string& name) {
             s->dir = dir;
             s->name = name;
@@ -526,20 +536,21 @@ struct KubeletServers::Impl {
 
     Options o;
     KernelHostFs host;
-    Prepare prepare;
-    Unprepare unprepare;
-    unsigned workers = 8;
-    size_t max_waiting = 2048;
+    struct {
+        Prepare prepare;
+        Unprepare unprepare;
+    } calls;  // what the DRA service hands each claim to
+    struct {
+        unsigned workers = 8;
+        size_t max_waiting = 2048;
+    } limits;  // the work queue's
 
     std::mutex mu;  // the servers; start, check_registration and shutdown
     WorkQueue queue;
-    std::unique_ptr<DraService> dra_service;
-    std::unique_ptr<RegistrationService> reg_service;
-    Served dra, reg;
+    Endpoint<DraService> dra;
+    Endpoint<RegistrationService> reg;
 
-    mutable std::mutex status_mu;  // what the kubelet said
-    std::string reg_error;
-    bool registered = false;
+    RegistrationStatus status;  // what the kubelet said
 
     std::string last_reserve_error;  // logged once, not at every check that fails alike
 
@@ -547,13 +558,13 @@ struct KubeletServers::Impl {
     // it again.
     bool serve_registration(std::string* err) {
         // A service belongs to one server for life: each new socket gets a new one.
-        reg_service = std::make_unique<RegistrationService>(o, status_mu, reg_error, registered);
+        reg.service = std::make_unique<RegistrationService>(o, status);
         {
-            std::lock_guard l(status_mu);
-            reg_error.clear();
-            registered = false;
+            std::lock_guard l(status.mu);
+            status.error.clear();
+            status.registered = false;
         }
-        return serve(&reg, host, reg_service.get(), err);
+        return serve(&reg, host, reg.service.get(), err);
     }
 
     void stop_all_locked() {
@@ -563,8 +574,8 @@ struct KubeletServers::Impl {
         // server's shutdown complete, as it waits for every call to be finished.
         queue.stop();
         stop(&dra, deadline);
-        reg_service.reset();
-        dra_service.reset();
+        reg.service.reset();
+        dra.service.reset();
     }
 };
 
@@ -575,8 +586,8 @@ KubeletServers::~KubeletServers() { shutdown(); }
 
 void KubeletServers::set_limits(unsigned workers, size_t max_waiting_calls) {
     std::lock_guard l(impl_->mu);
-    impl_->workers = workers == 0 ? 1 : workers;
-    impl_->max_waiting = max_waiting_calls;
+    impl_->limits.workers = workers == 0 ? 1 : workers;
+    impl_->limits.max_waiting = max_waiting_calls;
 }
 
 bool KubeletServers::start(std::string* err) {
@@ -584,10 +595,11 @@ bool KubeletServers::start(std::string* err) {
     Impl& m = *impl_;
     if (m.reg.server || m.dra.server)
         m.stop_all_locked();
-    m.queue.start(m.workers, m.max_waiting);
-    m.dra_service = std::make_unique<DraService>(m.o.driver, m.prepare, m.unprepare, m.queue);
+    m.queue.start(m.limits.workers, m.limits.max_waiting);
+    m.dra.service =
+        std::make_unique<DraService>(m.o.driver, m.calls.prepare, m.calls.unprepare, m.queue);
     // The DRA socket first: the kubelet dials it as soon as registration answers.
-    if (!serve(&m.dra, m.host, m.dra_service.get(), err) || !m.serve_registration(err)) {
+    if (!serve(&m.dra, m.host, m.dra.service.get(), err) || !m.serve_registration(err)) {
         m.stop_all_locked();
         return false;
     }
@@ -622,13 +634,13 @@ void KubeletServers::check_registration() {
 }
 
 std::string KubeletServers::registration_error() const {
-    std::lock_guard l(impl_->status_mu);
-    return impl_->reg_error;
+    std::lock_guard l(impl_->status.mu);
+    return impl_->status.error;
 }
 
 bool KubeletServers::registered() const {
-    std::lock_guard l(impl_->status_mu);
-    return impl_->registered;
+    std::lock_guard l(impl_->status.mu);
+    return impl_->status.registered;
 }
 
 void KubeletServers::shutdown() {
