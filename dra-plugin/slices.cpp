@@ -33,30 +33,36 @@ struct SlicePublisher::Impl {
 
     mutable std::mutex mu;
     std::condition_variable cv;
-    bool started = false, stopping = false;
     std::atomic<bool> stop_flag{false};
     std::thread reconciler, watcher;
 
     // Under mu.
-    std::optional<std::vector<DraDevice>> desired;  // none until the first publish()
-    std::map<std::string, Object> observed;          // our slices on the server, by name
-    std::set<std::string> removing;  // deleted by remove(): their DELETED event is no news
-    bool listed = false;
-    bool dirty = false;
-    uint64_t token_changes = 0;   // new tokens read (the API client's listener)
-    uint64_t device_changes = 0;  // publish() calls that brought other devices
-    uint64_t token_listener = 0;
-    Stats stats;
+    struct Shared {
+        bool started = false, stopping = false;
+        std::optional<std::vector<DraDevice>> desired;  // none until the first publish()
+        std::map<std::string, Object> observed;          // our slices on the server, by name
+        std::set<std::string> removing;  // deleted by remove(): their DELETED event is no news
+        bool listed = false;
+        bool dirty = false;
+        struct {
+            uint64_t tokens = 0;   // new tokens read (the API client's listener)
+            uint64_t devices = 0;  // publish() calls that brought other devices
+        } changes;
+        uint64_t token_listener = 0;
+        Stats stats;
+    } shared;
 
     // The reconcile thread's own.
-    std::string node_uid;
-    int64_t generation = 0;
-    std::vector<DraDevice> generation_devices;
-    bool have_generation = false;
-    std::vector<SliceToWrite> wanted;  // pool_slices() for `generation`
-    int64_t wanted_generation = -1;
-    std::set<std::string> reported;  // omissions logged
-    bool clearing_pool = false;       // the generation's way out, logged once
+    struct Own {
+        std::string node_uid;
+        int64_t generation = 0;
+        std::vector<DraDevice> generation_devices;
+        bool have_generation = false;
+        std::vector<SliceToWrite> wanted;  // pool_slices() for `generation`
+        int64_t wanted_generation = -1;
+        std::set<std::string> reported;  // omissions logged
+        bool clearing_pool = false;       // the generation's way out, logged once
+    } own;
 
     Impl(KubeApi& a, Options opts) : api(a), o(std::move(opts)) {
         list_path = std::string(kSlicesPath) + "?fieldSelector=" +
@@ -80,7 +86,8 @@ struct SlicePublisher::Impl {
     };
     Cures cures(bool devices) {
         std::lock_guard lk(mu);
-        return {token_changes, devices ? std::optional(device_changes) : std::nullopt};
+        return {shared.changes.tokens,
+                devices ? std::optional(shared.changes.devices) : std::nullopt};
     }
 
     // Sleeps for d unless stop() comes first; false when stopping. With `cured`, the wait also
@@ -89,13 +96,16 @@ struct SlicePublisher::Impl {
     bool sleep_for(milliseconds d, std::optional<Cures> cured = std::nullopt) {
         auto start = Clock::now();
         std::unique_lock lk(mu);
-        auto token = [&] { return stopping || (cured && token_changes != cured->tokens); };
+        auto token = [&] {
+            return shared.stopping || (cured && shared.changes.tokens != cured->tokens);
+        };
         if (cv.wait_until(lk, start + std::min<milliseconds>(d, std::chrono::seconds(1)), token))
-            return !stopping;
+            return !shared.stopping;
         cv.wait_until(lk, start + d, [&] {
-            return token() || (cured && cured->devices && device_changes != *cured->devices);
+            return token() ||
+                   (cured && cured->devices && shared.changes.devices != *cured->devices);
         });
-        return !stopping;
+        return !shared.stopping;
     }
     milliseconds next(milliseconds* backoff) const {
         milliseconds now = *backoff;
@@ -106,11 +116,11 @@ struct SlicePublisher::Impl {
     // The object the server has under `name`, unless a newer copy is known (force: in any case,
     // after a conflict told us ours is stale). Under mu.
     void store(const std::string& name, ServerSlice obj, bool force) {
-        auto it = observed.find(name);
-        if (it != observed.end() && !force &&
+        auto it = shared.observed.find(name);
+        if (it != shared.observed.end() && !force &&
             older(obj.resource_version, it->second->resource_version))
             return;
-        observed[name] = std::make_shared<const ServerSlice>(std::move(obj));
+        shared.observed[name] = std::make_shared<const ServerSlice>(std::move(obj));
     }
     void store_locked(const std::string& name, ServerSlice obj, bool force) {
         std::lock_guard lk(mu);
@@ -118,12 +128,12 @@ struct SlicePublisher::Impl {
     }
     void forget(const std::string& name) {
         std::lock_guard lk(mu);
-        observed.erase(name);
+        shared.observed.erase(name);
     }
 
     void failed() {
         std::lock_guard lk(mu);
-        ++stats.failures;
+        ++shared.stats.failures;
     }
     Outcome classify(const ApiResponse& r, const std::string& what) {
         failed();
@@ -149,9 +159,9 @@ struct SlicePublisher::Impl {
             if (r.ok()) {
                 std::string uid = parse_node_uid(r.body);
                 if (!uid.empty()) {
-                    node_uid = uid;
+                    own.node_uid = uid;
                     std::lock_guard lk(mu);
-                    stats.node_uid = uid;
+                    shared.stats.node_uid = uid;
                     spdlog::info("Node {} has UID {}: it owns the ResourceSlices", o.node, uid);
                     return;
                 }
@@ -181,7 +191,7 @@ struct SlicePublisher::Impl {
             std::optional<ServerSlice> got = parse_server_slice(r.body);
             {
                 std::lock_guard lk(mu);
-                ++stats.creates;
+                ++shared.stats.creates;
                 if (got)
                     store(name, std::move(*got), false);
             }
@@ -209,7 +219,7 @@ struct SlicePublisher::Impl {
         if (r.ok()) {
             std::optional<ServerSlice> got = parse_server_slice(r.body);
             std::lock_guard lk(mu);
-            ++stats.updates;
+            ++shared.stats.updates;
             if (got)
                 store(name, std::move(*got), false);
             return Outcome::Ok;
@@ -232,21 +242,22 @@ struct SlicePublisher::Impl {
     Outcome remove(const std::string& name, const ServerSlice& have) {
         {
             std::lock_guard lk(mu);
-            removing.insert(name);
+            shared.removing.insert(name);
         }
         ApiResponse r = api.request("DELETE", slice_path(name), "", o.request_timeout);
         if (!r.ok()) {
             std::lock_guard lk(mu);
-            removing.erase(name);  // no DELETED event of ours will come
+            shared.removing.erase(name);  // no DELETED event of ours will come
         }
         if (r.ok() || r.status == 404) {
             std::lock_guard lk(mu);
             if (r.ok())
-                ++stats.deletes;
-            auto it = observed.find(name);
+                ++shared.stats.deletes;
+            auto it = shared.observed.find(name);
             // Only the copy we meant to delete: one created meanwhile (by a later pass) stays.
-            if (it != observed.end() && it->second->resource_version == have.resource_version)
-                observed.erase(it);
+            if (it != shared.observed.end() &&
+                it->second->resource_version == have.resource_version)
+                shared.observed.erase(it);
             spdlog::info("stale ResourceSlice {} deleted", name);
             return Outcome::Ok;
         }
@@ -257,7 +268,7 @@ struct SlicePublisher::Impl {
     // written): the way out is to delete all of the pool's slices, after which any generation
     // is above all the others, and count again from 1. Ok when they are all gone.
     Outcome clear_pool(const std::map<std::string, Object>& have) {
-        if (!std::exchange(clearing_pool, true))
+        if (!std::exchange(own.clearing_pool, true))
             spdlog::warn("ResourceSlices of {}: the pool's generation is at its top ({}); "
                          "deleting the pool's {} slice(s) to start again at generation 1",
                          o.node, std::numeric_limits<int64_t>::max(), have.size());
@@ -267,7 +278,7 @@ struct SlicePublisher::Impl {
                 return Outcome::Retry;
             worst = std::max(worst, remove(name, *obj));
         }
-        clearing_pool = worst != Outcome::Ok;
+        own.clearing_pool = worst != Outcome::Ok;
         return worst;
     }
 
@@ -276,9 +287,9 @@ struct SlicePublisher::Impl {
     // wrote. Not Ok when the pool had to be cleared first and could not be.
     Outcome advance_generation(std::vector<DraDevice> devices,
                                std::map<std::string, Object>* have) {
-        if (have_generation && devices == generation_devices)
+        if (own.have_generation && devices == own.generation_devices)
             return Outcome::Ok;
-        int64_t top = generation;
+        int64_t top = own.generation;
         for (const auto& [name, obj] : *have)
             top = std::max(top, obj->generation.value_or(0));
         if (top == std::numeric_limits<int64_t>::max()) {
@@ -286,30 +297,30 @@ struct SlicePublisher::Impl {
                 return out;
             have->clear();
             top = 0;
-            wanted_generation = -1;  // generation 1 may have been made for other devices
+            own.wanted_generation = -1;  // generation 1 may have been made for other devices
         }
-        generation = top + 1;
-        generation_devices = std::move(devices);
-        have_generation = true;
+        own.generation = top + 1;
+        own.generation_devices = std::move(devices);
+        own.have_generation = true;
         return Outcome::Ok;
     }
 
     // `wanted`: the slices of the generation, made once for it; what they leave out is logged
     // once.
     void make_wanted() {
-        if (wanted_generation == generation)
+        if (own.wanted_generation == own.generation)
             return;
         std::vector<std::string> omitted;
-        wanted.clear();
+        own.wanted.clear();
         for (const ResourceSlice& slice :
-             pool_slices(generation_devices, Pool{o.driver, o.node, node_uid, generation},
-                         &omitted))
-            wanted.push_back(to_write(slice));
-        wanted_generation = generation;
-        if (reported.size() > kMaxRemembered)
-            reported.clear();
+             pool_slices(own.generation_devices,
+                         Pool{o.driver, o.node, own.node_uid, own.generation}, &omitted))
+            own.wanted.push_back(to_write(slice));
+        own.wanted_generation = own.generation;
+        if (own.reported.size() > kMaxRemembered)
+            own.reported.clear();
         for (const auto& what : omitted)
-            if (reported.insert(what).second)
+            if (own.reported.insert(what).second)
                 spdlog::warn("ResourceSlice attribute left out: {} (a string attribute "
                              "value is at most {} characters in the API)",
                              what, kMaxStringAttribute);
@@ -321,7 +332,7 @@ struct SlicePublisher::Impl {
         Outcome worst = Outcome::Ok;
         auto note = [&](Outcome x) { worst = std::max(worst, x); };
         std::set<std::string> names;
-        for (const auto& want : wanted) {
+        for (const auto& want : own.wanted) {
             if (stop_flag)
                 return std::nullopt;
             names.insert(want.name);
@@ -346,8 +357,8 @@ struct SlicePublisher::Impl {
         std::map<std::string, Object> have;
         {
             std::lock_guard lk(mu);
-            devices = *desired;
-            have = observed;
+            devices = *shared.desired;
+            have = shared.observed;
         }
         if (Outcome out = advance_generation(std::move(devices), &have); out != Outcome::Ok)
             return out;
@@ -358,8 +369,9 @@ struct SlicePublisher::Impl {
         Outcome worst = *written;
         std::lock_guard lk(mu);
         if (worst == Outcome::Ok)
-            stats.generation = generation;  // written now, or what the server has already
-        stats.in_sync = worst == Outcome::Ok && !dirty;
+            // Written now, or what the server has already.
+            shared.stats.generation = own.generation;
+        shared.stats.in_sync = worst == Outcome::Ok && !shared.dirty;
         return worst;
     }
 
@@ -369,10 +381,12 @@ struct SlicePublisher::Impl {
         while (true) {
             {
                 std::unique_lock lk(mu);
-                cv.wait(lk, [&] { return stopping || (dirty && listed && desired); });
-                if (stopping)
+                cv.wait(lk, [&] {
+                    return shared.stopping || (shared.dirty && shared.listed && shared.desired);
+                });
+                if (shared.stopping)
                     return;
-                dirty = false;
+                shared.dirty = false;
             }
             Cures cure = cures(true);
             Outcome out = Outcome::Retry;
@@ -388,8 +402,8 @@ struct SlicePublisher::Impl {
             milliseconds wait = out == Outcome::Refused ? o.backoff_max : next(&backoff);
             {
                 std::lock_guard lk(mu);
-                dirty = true;
-                stats.in_sync = false;
+                shared.dirty = true;
+                shared.stats.in_sync = false;
             }
             // The whole wait, whatever arrives meanwhile: a failing server is not hammered
             // because events or publish() calls keep coming. A refusal's may be cured sooner.
@@ -416,11 +430,11 @@ struct SlicePublisher::Impl {
         }
         *rv = list.resource_version;
         std::lock_guard lk(mu);
-        observed = std::move(mine);
-        removing.clear();  // a relist: events of earlier deletes may never come
-        listed = true;
-        dirty = true;
-        ++stats.lists;
+        shared.observed = std::move(mine);
+        shared.removing.clear();  // a relist: events of earlier deletes may never come
+        shared.listed = true;
+        shared.dirty = true;
+        ++shared.stats.lists;
         cv.notify_all();
         return true;
     }
@@ -448,21 +462,21 @@ struct SlicePublisher::Impl {
         const bool deleted = ev->type == Type::Deleted;
         {
             std::lock_guard lk(mu);
-            ++stats.watch_events;
+            ++shared.stats.watch_events;
             if (deleted || !ours(ev->object)) {
-                auto it = observed.find(name);
-                if (it != observed.end() && !older(v, it->second->resource_version))
-                    observed.erase(it);
+                auto it = shared.observed.find(name);
+                if (it != shared.observed.end() && !older(v, it->second->resource_version))
+                    shared.observed.erase(it);
             } else {
                 store(name, std::move(ev->object), false);
             }
-            dirty = true;
+            shared.dirty = true;
             cv.notify_all();
         }
         bool news = false;
         if (deleted) {
             std::lock_guard lk(mu);
-            news = removing.erase(name) == 0;
+            news = shared.removing.erase(name) == 0;
         }
         if (news)
             spdlog::info("ResourceSlice {} was deleted; writing it again if it is wanted", name);
@@ -593,17 +607,17 @@ void SlicePublisher::start() {
     // Before taking mu, which the listener takes.
     uint64_t listener = i->api.add_token_listener([i] {
         std::lock_guard lk(i->mu);
-        ++i->token_changes;
+        ++i->shared.changes.tokens;
         i->cv.notify_all();
     });
     std::unique_lock lk(i->mu);
-    if (i->started || i->stopping) {
+    if (i->shared.started || i->shared.stopping) {
         lk.unlock();
         i->api.remove_token_listener(listener);
         return;
     }
-    i->started = true;
-    i->token_listener = listener;
+    i->shared.started = true;
+    i->shared.token_listener = listener;
     i->watcher = std::thread([i] {
         try {
             i->watch_main();
@@ -624,12 +638,12 @@ void SlicePublisher::publish(std::vector<DraDevice> devices) {
     std::sort(devices.begin(), devices.end(),
               [](const DraDevice& a, const DraDevice& b) { return a.name < b.name; });
     std::lock_guard lk(impl_->mu);
-    if (impl_->desired && *impl_->desired == devices)
+    if (impl_->shared.desired && *impl_->shared.desired == devices)
         return;
-    impl_->desired = std::move(devices);
-    ++impl_->device_changes;
-    impl_->dirty = true;
-    impl_->stats.in_sync = false;
+    impl_->shared.desired = std::move(devices);
+    ++impl_->shared.changes.devices;
+    impl_->shared.dirty = true;
+    impl_->shared.stats.in_sync = false;
     impl_->cv.notify_all();
 }
 
@@ -637,8 +651,8 @@ void SlicePublisher::stop() {
     uint64_t listener = 0;
     {
         std::lock_guard lk(impl_->mu);
-        impl_->stopping = true;
-        listener = std::exchange(impl_->token_listener, 0);
+        impl_->shared.stopping = true;
+        listener = std::exchange(impl_->shared.token_listener, 0);
     }
     if (listener)
         impl_->api.remove_token_listener(listener);
@@ -653,7 +667,7 @@ void SlicePublisher::stop() {
 
 SlicePublisher::Stats SlicePublisher::stats() const {
     std::lock_guard lk(impl_->mu);
-    return impl_->stats;
+    return impl_->shared.stats;
 }
 
 }  // namespace vfiod::dra
