@@ -8,24 +8,14 @@ Usage: code_size_selftest.py SOURCE_ROOT CODE_SIZE_PY
 """
 import os
 import sys
-import tempfile
 
-from selftest_tree import CopiedTree
+from selftest_tree import CopiedTree, root_and_check
 
 # Real files, one a directory the check reads.
 COPIED = ["daemon/core/planner.cpp", "plugin-common/model.hpp", "device-plugin/allocation.cpp",
           "dra-plugin/prepare.cpp"]
 LIMIT_LINES = 60
 LIMIT_MEMBERS = 10
-
-failures = 0
-
-
-def fail(msg):
-    global failures
-    failures += 1
-    print(f"FAIL: {msg}")
-
 
 def function(name, lines):
     """A function of exactly `lines` lines, a lambda and a local block inside."""
@@ -46,13 +36,9 @@ def klass(name, members):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print("usage: code_size_selftest.py SOURCE_ROOT CODE_SIZE_PY", file=sys.stderr)
-        return 2
-    root, check = sys.argv[1], sys.argv[2]
-    with tempfile.TemporaryDirectory() as tmp:
-        copied = CopiedTree(root, tmp, COPIED)
-        tree, copy = copied.path, copied.copy
+    root, check = root_and_check("code_size_selftest.py")
+    with CopiedTree(root, COPIED) as copied:
+        tree, copy, fail = copied.path, copied.copy, copied.fail
 
         def plant(rel, text):
             """Appends `text` to `rel`; returns the line it starts on."""
@@ -67,20 +53,10 @@ def main():
             return copied.run(check, *extra)
 
         def expect_pass(what, *extra):
-            code, out = run(*extra)
-            if code != 0:
-                fail(f"code_size.py fails on {what}: {out.strip()}")
-            else:
-                print(f"ok: {what} passes")
+            copied.expect_pass(check, what, *extra)
 
         def expect_fail(what, needle, *extra):
-            code, out = run(*extra)
-            if code == 0:
-                fail(f"code_size.py passes {what}")
-            elif needle not in out:
-                fail(f"code_size.py fails on {what} without saying '{needle}': {out.strip()}")
-            else:
-                print(f"ok: {what} fails: {needle}")
+            copied.expect_fail(check, what, needle, *extra)
 
         copy()
         expect_pass("the real files")
@@ -112,8 +88,8 @@ def main():
         expect_fail("an allowed offender that is not over the limit",
                     "device-plugin/allocation.cpp:Chooser: allowed as a known offender, but no "
                     "longer over the limit", "--allow", "device-plugin/allocation.cpp:Chooser")
-    if failures:
-        print(f"{failures} failure(s)")
+    if copied.failures:
+        print(f"{copied.failures} failure(s)")
         return 1
     return 0
 

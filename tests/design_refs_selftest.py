@@ -6,31 +6,17 @@ Usage: design_refs_selftest.py SOURCE_ROOT DESIGN_REFS_PY
 """
 import os
 import sys
-import tempfile
 
-from selftest_tree import CopiedTree
+from selftest_tree import CopiedTree, root_and_check
 
 SIGN = "\u00a7"
 # Real files: the docs, and a source file whose citation is wrapped onto its second line.
 COPIED = ["docs/DESIGN.md", "README.md", "bench/README.md", "dra-plugin/main.cpp"]
 
-failures = 0
-
-
-def fail(msg):
-    global failures
-    failures += 1
-    print(f"FAIL: {msg}")
-
-
 def main():
-    if len(sys.argv) != 3:
-        print("usage: design_refs_selftest.py SOURCE_ROOT DESIGN_REFS_PY", file=sys.stderr)
-        return 2
-    root, check = sys.argv[1], sys.argv[2]
-    with tempfile.TemporaryDirectory() as tmp:
-        copied = CopiedTree(root, tmp, COPIED)
-        tree, copy = copied.path, copied.copy
+    root, check = root_and_check("design_refs_selftest.py")
+    with CopiedTree(root, COPIED) as copied:
+        tree, copy, fail = copied.path, copied.copy, copied.fail
 
         def plant(rel, line):
             """Puts `line` in as line 2 of `rel` (made when missing)."""
@@ -44,24 +30,13 @@ def main():
         def run():
             return copied.run(check)
 
-        def expect_pass(what):
-            code, out = run()
-            if code != 0:
-                fail(f"design_refs.py fails on {what}: {out.strip()}")
-            else:
-                print(f"ok: {what} passes")
+        def expect_pass(what, *extra):
+            copied.expect_pass(check, what, *extra)
 
         def expect_violation(rel, line, where=None):
             copy()
             plant(rel, line)
-            code, out = run()
-            where = where or f"{rel}:2:"
-            if code == 0:
-                fail(f"design_refs.py passed with {line!r} in {rel}")
-            elif where not in out:
-                fail(f"design_refs.py failed but did not name {where}: {out.strip()}")
-            else:
-                print(f"ok: {line!r} in {rel} is refused: {out.strip().splitlines()[0]}")
+            copied.expect_fail(check, f"{line!r} in {rel}", where or f"{rel}:2:")
 
         copy()
         expect_pass("the copied files as they are")
@@ -92,7 +67,7 @@ def main():
         os.makedirs(os.path.join(tree, "build/meson-private"))
         plant("tests/fuzz/corpus/config/seed", f"{SIGN}{SIGN}99")
         expect_pass("a build directory and the fuzz corpus with bad citations")
-    return 1 if failures else 0
+    return 1 if copied.failures else 0
 
 
 if __name__ == "__main__":
