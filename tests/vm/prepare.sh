@@ -2,11 +2,20 @@
 # Fetches the guest kernel (a Debian package, nothing else) and builds the base busybox initramfs.
 #
 # usage: prepare.sh OUT_DIR
+#        prepare.sh --mdev-packages OUT_DIR    (prints the Debian packages the mdev samples need)
 # Everything lands under OUT_DIR and is reused: a second run downloads nothing and rebuilds nothing
 # unless an input changed. Concurrent runs (parallel meson tests) serialize on a lock.
+# The kernel's sample mdev parents (mdev-samples.sh) join the kernel's module tree when their
+# sources are installed and VFIOD_MDEV_SAMPLES is not "off"; otherwise OUT_DIR/mdev-samples.missing
+# says why, and run.py skips the scenarios that need them (or fails them under CI=true).
 set -euo pipefail
 
-out=${1:?usage: prepare.sh OUT_DIR}
+print_packages=
+if [[ ${1:-} == --mdev-packages ]]; then
+    print_packages=1
+    shift
+fi
+out=${1:?usage: prepare.sh [--mdev-packages] OUT_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -75,6 +84,47 @@ stage_modules() {
     depmod -b "$stage" "$kver"
 }
 
+# The packages mdev-samples.sh builds from: the headers of the guest kernel and the kernel source
+# of the guest kernel's very Debian version (linux-image-6.1.0-57-amd64 6.1.192-3 ->
+# linux-headers-6.1.0-57-amd64, linux-source-6.1=6.1.192-3).
+mdev_packages() {
+    local kver=$1 pkgver=$2
+    echo "linux-headers-$kver"
+    echo "linux-source-$(echo "$kver" | cut -d. -f1-2)=$pkgver"
+}
+
+# Puts the sample mdev parents (mtty, mdpy, mbochs) into the unpacked kernel's module tree, under
+# extra/, and runs depmod: both guests then modprobe them like any module of the kernel (the
+# systemd guest bind-mounts this tree), and modprobe loads vfio and mdev before them.
+add_mdev_samples() {
+    local kver=$1 pkgver=$2 built stamp
+    local dst=$out/kernel/lib/modules/$kver/extra/vfio-mdev-samples
+    rm -f "$out/mdev-samples.missing"
+    if [[ ${VFIOD_MDEV_SAMPLES:-} == off ]]; then
+        echo "mdev-samples: turned off (VFIOD_MDEV_SAMPLES=off)" >"$out/mdev-samples.log"
+    fi
+    if [[ ${VFIOD_MDEV_SAMPLES:-} == off ]] ||
+        ! built=$("$here/mdev-samples.sh" "$kver" "$pkgver" 2>"$out/mdev-samples.log"); then
+        tail -n 1 "$out/mdev-samples.log" >"$out/mdev-samples.missing"
+        log "no mdev samples: $(cat "$out/mdev-samples.missing")"
+        if [[ -d $dst ]]; then
+            rm -rf "$dst" "$out/kernel/.mdev-samples"
+            depmod -b "$out/kernel" "$kver"
+        fi
+        return
+    fi
+    stamp="$built $(cat "$built"/*.ko | sha256sum | cut -d' ' -f1)"
+    if [[ -f $out/kernel/.mdev-samples && $(cat "$out/kernel/.mdev-samples") == "$stamp" ]]; then
+        return
+    fi
+    rm -rf "$dst"
+    mkdir -p "$dst"
+    cp "$built"/*.ko "$dst/"
+    depmod -b "$out/kernel" "$kver"
+    echo "$stamp" >"$out/kernel/.mdev-samples"
+    log "mdev samples from $built"
+}
+
 build_initramfs() {
     local kver=$1 stage=$out/initramfs
     local inputs stamp
@@ -108,6 +158,12 @@ export PATH=$PATH:/usr/sbin:/sbin
 deb=$(fetch_kernel)
 unpack_kernel "$deb"
 kver=$(ls "$out/kernel/lib/modules" | head -n1)
+pkgver=$(dpkg-deb -f "$deb" Version)
+if [[ -n $print_packages ]]; then
+    mdev_packages "$kver" "$pkgver"
+    exit 0
+fi
+add_mdev_samples "$kver" "$pkgver"
 ln -sfn "kernel/boot/vmlinuz-$kver" "$out/vmlinuz"
 echo "$kver" >"$out/kver"
 build_initramfs "$kver"

@@ -19,7 +19,7 @@ SHARED_KEYS = ("topology", "overlay", "memory", "install", "nvme-subsys", "nvme-
 
 
 def parse_header(path):
-    meta = {"checks": [], "topology": "default", "overlay": None, "memory": None,
+    meta = {"checks": [], "needs": [], "topology": "default", "overlay": None, "memory": None,
             "install": "build", "nvme-subsys": None, "nvme-sriov": None}
     with open(path) as f:
         for line in f:
@@ -30,6 +30,8 @@ def parse_header(path):
             key, _, value = line[1:].strip().partition(":")
             if key == "checks":
                 meta["checks"] += value.split()
+            elif key == "needs":
+                meta["needs"] += value.split()
             elif key in SHARED_KEYS:
                 meta[key] = value.strip()
     return meta
@@ -60,6 +62,33 @@ def parse_scenarios(paths):
     meta = dict(metas[0])
     meta["checks"] = [f"{scenario_name(p)}/{c}" for p, m in zip(paths, metas) for c in m["checks"]]
     return meta, paths
+
+
+# What a scenario's "# needs:" may name, and the file of prepare.sh's output that says why it is
+# missing (absent when it is there).
+NEEDS = {"mdev-samples": "mdev-samples.missing"}
+
+
+def drop_unmet(paths, cache):
+    """The scenarios whose "# needs:" prepare.sh met, and a line per one it did not. Under
+    CI=true an unmet need is an error (RuntimeError): CI never skips a scenario."""
+    kept, skipped = [], []
+    for path in paths:
+        why = []
+        for need in parse_header(path)["needs"]:
+            if need not in NEEDS:
+                raise RuntimeError(f"{path}: '# needs: {need}': one of {' '.join(NEEDS)}")
+            marker = os.path.join(cache, NEEDS[need])
+            if os.path.exists(marker):
+                why.append(f"{need}: {open(marker).read().strip()}")
+        if not why:
+            kept.append(path)
+            continue
+        line = f"{scenario_name(path)} needs {'; '.join(why)}"
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{line} (CI=true: no scenario may skip)")
+        skipped.append(line)
+    return kept, skipped
 
 
 def sh(cmd, **kw):
@@ -377,6 +406,18 @@ def run(args):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     sh([os.path.join(HERE, "prepare.sh"), args.cache], stdout=subprocess.DEVNULL)
+    try:
+        kept, skipped = drop_unmet(scenarios, args.cache)
+    except RuntimeError as e:
+        print(f"error: {e}")
+        return 1
+    for line in skipped:
+        print(f"# SKIP {line}")
+    if not kept:
+        print("SKIP: " + "; ".join(skipped))
+        return 77
+    if skipped:
+        meta, scenarios = parse_scenarios(kept)
     try:
         initrd = build_payload(args, meta, scenarios, work)
     except RuntimeError as e:

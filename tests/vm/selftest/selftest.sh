@@ -1,6 +1,7 @@
 #!/bin/bash
 # The VM harness must fail a test on a failed check, a check that never reported, and a guest that
-# hangs, and keep the console log when it does. Runs run.py on scenarios made to fail.
+# hangs, and keep the console log when it does; a scenario whose "# needs:" are not met skips,
+# except under CI=true. Runs run.py on scenarios made to fail.
 # usage: selftest.sh CACHE_DIR WORK_DIR
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,6 +46,25 @@ out=$("$here/../run.py" --mode busybox --scenario "$here/broken.sh" \
 rc=$?
 expect mixed-exit-1 "rc=$rc" "rc=1"
 expect mixed-names-key "$out" "'# topology: e1000e-mgmt' differs"
+
+# Without the sample mdev parents a scenario that needs them skips (77), alone or beside others
+# that then run without it; under CI=true it fails the test instead.
+out=$(VFIOD_MDEV_SAMPLES=off CI= "$here/../run.py" --mode busybox --scenario "$here/needs-mdev.sh" \
+    --cache "$cache" --work "$work/needs" --timeout 120 2>&1)
+rc=$?
+expect needs-skips "rc=$rc" "rc=77"
+expect needs-says-why "$out" "SKIP: needs-mdev needs mdev-samples: mdev-samples: turned off"
+out=$(VFIOD_MDEV_SAMPLES=off CI= "$here/../run.py" --mode busybox --scenario "$here/second.sh" \
+    --scenario "$here/needs-mdev.sh" --cache "$cache" --work "$work/needs-shared" --timeout 120 2>&1)
+expect needs-shared-skip-named "$out" "# SKIP needs-mdev needs mdev-samples"
+expect needs-shared-rest-ran "$out" "ok reports-ok"
+out=$(VFIOD_MDEV_SAMPLES=off CI=true "$here/../run.py" --mode busybox \
+    --scenario "$here/needs-mdev.sh" --cache "$cache" --work "$work/needs-ci" --timeout 120 2>&1)
+rc=$?
+expect needs-ci-fails "rc=$rc" "rc=1"
+expect needs-ci-says-why "$out" "(CI=true: no scenario may skip)"
+# The cache as the other tests want it again (the samples back in the kernel's module tree).
+"$here/../prepare.sh" "$cache" >/dev/null 2>&1
 
 echo "$((total - failures)) passed, $failures failed"
 exit $((failures > 0))
