@@ -7,65 +7,13 @@
 #include <vector>
 
 #include "core/pci_address.hpp"
+#include "kernel_parse.hpp"
 
 namespace vfiod::test {
 
 namespace {
 
 const std::string kDevices = "sys/bus/pci/devices/";
-
-// c's value as a digit of base (at most 16), or nullopt.
-std::optional<unsigned> digit_in(char c, unsigned base) {
-    const std::string digits = "0123456789abcdef";
-    auto at = digits.find(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    return at < base ? std::optional<unsigned>(static_cast<unsigned>(at)) : std::nullopt;
-}
-
-// kstrtou16(buf, 0): an optional '+', then hex after "0x", octal after a leading "0", decimal
-// otherwise, one trailing newline at most; nothing else, and nothing above 65535.
-std::optional<unsigned> parse_u16(std::string s) {
-    if (!s.empty() && s.back() == '\n')
-        s.pop_back();
-    if (!s.empty() && s.front() == '+')
-        s.erase(0, 1);
-    unsigned base = 10;
-    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && digit_in(s[2], 16)) {
-        base = 16;
-        s.erase(0, 2);
-    } else if (s.size() > 1 && s[0] == '0') {
-        base = 8;
-    }
-    if (s.empty())
-        return std::nullopt;
-    unsigned long v = 0;
-    for (char c : s) {
-        auto d = digit_in(c, base);
-        if (!d)
-            return std::nullopt;
-        v = v * base + *d;
-        if (v > 0xffff)
-            return std::nullopt;
-    }
-    return static_cast<unsigned>(v);
-}
-
-// kstrtobool: only the first character (two for "on"/"off") decides.
-std::optional<bool> parse_bool(const std::string& s) {
-    switch (s.empty() ? '\0' : s[0]) {
-    case 'y': case 'Y': case 't': case 'T': case '1':
-        return true;
-    case 'n': case 'N': case 'f': case 'F': case '0':
-        return false;
-    case 'o': case 'O':
-        if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N'))
-            return true;
-        if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F'))
-            return false;
-        return std::nullopt;
-    default:
-        return std::nullopt;
-    }
-}
 
 unsigned to_unsigned(const std::string& s, int base = 10) {
     return static_cast<unsigned>(std::strtoul(s.c_str(), nullptr, base));
@@ -122,7 +70,7 @@ std::optional<int> FakeSriov::store(const std::string& pf, const std::string& na
         if (name == ro)
             return EACCES;
     if (name == "sriov_drivers_autoprobe") {
-        auto on = parse_bool(value);
+        auto on = kernel_strtobool(value);
         if (!on)
             return EINVAL;
         tree_.write_file(tree_.devpath(pf) + "/" + name, *on ? "1\n" : "0\n");
@@ -136,7 +84,7 @@ std::optional<int> FakeSriov::store(const std::string& pf, const std::string& na
 // sriov_numvfs_store: the number is checked before the device lock and the driver, so a bad or
 // too large value fails the same with or without a driver; an unchanged count always succeeds.
 int FakeSriov::store_numvfs(const std::string& pf, const std::string& value) {
-    auto n = parse_u16(value);
+    auto n = kernel_strtoull(value, 0xffff);  // kstrtou16
     if (!n)
         return EINVAL;
     if (*n > to_unsigned(attr(pf, "sriov_totalvfs")))
@@ -170,7 +118,7 @@ void FakeSriov::enable(const std::string& pf, unsigned n) {
     const std::string native = vf_driver(pf);
     // Each VF takes the group above the last one's: listing the groups once, not per VF, keeps
     // making thousands of VFs linear (vfiod-bench-sriov at 32 PFs spent most of its time here).
-    const unsigned first_group = next_group();
+    const unsigned first_group = tree_.next_free_group();
     for (unsigned i = 0; i < n; ++i) {
         vf.address = vf_address(pf, i);
         vf.group = first_group + i;
@@ -206,13 +154,5 @@ std::string FakeSriov::vf_address(const std::string& pf, unsigned index) const {
     return a.str();
 }
 
-// One above the highest group there is: a fake tree's gaps in the numbering stand for devices
-// it does not lay out, whose groups the kernel's lowest-free allocation would skip too.
-unsigned FakeSriov::next_group() const {
-    unsigned next = 0;
-    for (const auto& g : sysfs_.list("sys/kernel/iommu_groups"))
-        next = std::max(next, to_unsigned(g) + 1);
-    return next;
-}
 
 }  // namespace vfiod::test

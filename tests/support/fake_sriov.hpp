@@ -66,7 +66,6 @@ private:
     void enable(const std::string& pf, unsigned n);
     void disable(const std::string& pf);
     std::string vf_address(const std::string& pf, unsigned index) const;
-    unsigned next_group() const;
     std::string attr(const std::string& bdf, const std::string& name) const;
 
     FakeTree& tree_;

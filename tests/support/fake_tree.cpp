@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -115,6 +116,10 @@ FakeTree& FakeTree::symlink(const std::string& rel, const std::string& target) {
     return *this;
 }
 
+FakeTree& FakeTree::link(const std::string& rel, const std::string& target) {
+    return symlink(rel, relative_target(rel, target));
+}
+
 FakeTree& FakeTree::remove(const std::string& rel) {
     std::error_code ec;
     fs::remove_all(root_ + "/" + rel, ec);
@@ -151,6 +156,15 @@ std::string FakeTree::devpath(const std::string& bdf) const {
         return "";
     std::string s = p.string();
     return s.size() > root_.size() ? s.substr(root_.size() + 1) : "";
+}
+
+unsigned FakeTree::next_free_group() const {
+    unsigned next = 0;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_ + "/sys/kernel/iommu_groups", ec))
+        next = std::max(next, static_cast<unsigned>(std::strtoul(e.path().filename().c_str(),
+                                                                 nullptr, 10)) + 1);
+    return next;
 }
 
 namespace {

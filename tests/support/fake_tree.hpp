@@ -96,6 +96,9 @@ public:
     // Plain files and links anywhere under the root (proc/self/mountinfo, proc/net/route, …).
     FakeTree& write_file(const std::string& rel, const std::string& content);
     FakeTree& symlink(const std::string& rel, const std::string& target);
+    // A link at rel to target (both relative to the root), written relative as sysfs writes
+    // its links ("../../../devices/…").
+    FakeTree& link(const std::string& rel, const std::string& target);
     FakeTree& remove(const std::string& rel);  // recursive
 
     // What the kernel does on bind/unbind: driver link, the driver's back-link, /dev/vfio/<N>
@@ -107,6 +110,11 @@ public:
 
     // The canonical device dir of a function, relative to the root.
     std::string devpath(const std::string& bdf) const;
+
+    // The number a new IOMMU group gets: one above the highest group there is. A tree's gaps in
+    // the numbering stand for devices it does not lay out, whose groups the kernel's lowest-free
+    // allocation would skip too.
+    unsigned next_free_group() const;
 
 private:
     std::string root_;
