@@ -27,7 +27,7 @@ std::string first_line(const std::string& v) { return v.substr(0, v.find('\n'));
 }  // namespace
 
 FakeKernel::FakeKernel(FakeTree& tree)
-    : KernelHostFs(tree.root()), tree_(tree), sriov_(tree, *this) {
+    : KernelHostFs(tree.root()), tree_(tree), sriov_(tree, *this), mdev_(tree, *this) {
     // vfio drivers match no device by ID table: a function found on one only got there
     // through an override (or new_id), so it has no native driver the fake could know.
     for (const auto& bdf : list("sys/bus/pci/devices")) {
@@ -43,6 +43,7 @@ FakeKernel::FakeKernel(FakeTree& tree)
 FakeKernel::~FakeKernel() {
     std::unique_lock lock(m_);
     released_ = true;
+    closing_ = true;
     cv_.notify_all();
     cv_.wait(lock, [&] { return in_flight_ == 0; });
 }
@@ -108,6 +109,39 @@ void FakeKernel::on_uevent(std::function<void(const std::string&, const std::str
     uevent_sink_ = std::move(sink);
 }
 
+void FakeKernel::on_device_uevent(std::function<void(const Uevent&)> sink) {
+    std::lock_guard lock(m_);
+    device_sink_ = std::move(sink);
+}
+
+void FakeKernel::register_mdev_parent(const MdevParentSpec& spec, bool announce) {
+    std::unique_lock lock(m_);
+    mdev_.register_parent(spec, announce);
+    deliver_uevents(lock);
+}
+
+void FakeKernel::unregister_mdev_parent(const std::string& name) {
+    std::unique_lock lock(m_);
+    mdev_.unregister_parent(name);
+    deliver_uevents(lock);
+}
+
+void FakeKernel::open_mdev_device(const std::string& uuid) {
+    std::lock_guard lock(m_);
+    mdev_.open_device(uuid);
+}
+
+void FakeKernel::close_mdev_device(const std::string& uuid) {
+    std::lock_guard lock(m_);
+    mdev_.close_device(uuid);
+    cv_.notify_all();
+}
+
+void FakeKernel::fail_mdev_probe(const std::string& parent, int err) {
+    std::lock_guard lock(m_);
+    mdev_.fail_probe(parent, err);
+}
+
 void FakeKernel::set_vf_driver(const std::string& pf, const std::string& driver) {
     std::lock_guard lock(m_);
     sriov_.set_vf_driver(pf, driver);
@@ -137,13 +171,27 @@ void FakeKernel::remove_device(const std::string& bdf) {
         if (starts_with(*e, "virtfn"))
             remove_device(link_name(kDevices + bdf + "/" + *e).value_or(""));
     detach(bdf);
+    std::string dir = tree_.devpath(bdf);
     tree_.remove_function(bdf);
-    uevent("remove", bdf);
+    pci_uevent("remove", bdf, dir);
 }
 
 void FakeKernel::uevent(const std::string& action, const std::string& bdf) {
-    uevents_.emplace_back(action, bdf);
+    pci_uevent(action, bdf);
 }
+
+// As the PCI core's uevent has it: DRIVER while bound, the slot name.
+void FakeKernel::pci_uevent(const std::string& action, const std::string& bdf, std::string dir) {
+    if (dir.empty())
+        dir = tree_.devpath(bdf);
+    Uevent ev{action, dir.empty() ? "" : dir.substr(3), "pci", {}};
+    if (std::string drv = driver_of(bdf); !drv.empty())
+        ev.env.emplace_back("DRIVER", drv);
+    ev.env.emplace_back("PCI_SLOT_NAME", bdf);
+    uevents_.push_back(std::move(ev));
+}
+
+void FakeKernel::raise(Uevent ev) { uevents_.push_back(std::move(ev)); }
 
 std::string FakeKernel::native_driver(const std::string& bdf) const {
     auto it = native_.find(bdf);
@@ -165,11 +213,16 @@ void FakeKernel::detach(const std::string& bdf) {
 void FakeKernel::deliver_uevents(std::unique_lock<std::mutex>& lock) {
     auto events = std::exchange(uevents_, {});
     auto sink = uevent_sink_;
-    if (!sink || events.empty())
+    auto device_sink = device_sink_;
+    if ((!sink && !device_sink) || events.empty())
         return;
     lock.unlock();
-    for (const auto& [action, bdf] : events)
-        sink(action, bdf);
+    for (const auto& ev : events) {
+        if (sink && ev.subsystem == "pci")
+            sink(ev.action, ev.get("PCI_SLOT_NAME"));
+        if (device_sink)
+            device_sink(ev);
+    }
     lock.lock();
 }
 
@@ -215,6 +268,14 @@ int FakeKernel::write(std::string_view rel_view, std::string_view value_view) {
         result = path_fault->second[nth];
     else
         result = apply(rel, value);
+    // An mdev's remove while a VM holds its device waits in the kernel (vfio asks the user to
+    // let go) and ends once the device is closed.
+    if (std::string uuid = std::exchange(mdev_waits_, {}); !uuid.empty()) {
+        ++blocked_;
+        cv_.wait(lock, [&] { return closing_ || !mdev_.is_open(uuid); });
+        --blocked_;
+        mdev_.finish_remove(uuid);
+    }
     records_.push_back({rel, value, result});
     deliver_uevents(lock);
     --in_flight_;
@@ -252,6 +313,16 @@ std::optional<std::string> FakeKernel::read(std::string_view rel, size_t max_byt
             cv_.notify_all();
         }
     }
+    // create and remove have no show(): sysfs refuses to open them for reading.
+    if (rel.ends_with("/create") || rel.ends_with("/remove")) {
+        auto canonical = resolve(rel);
+        std::lock_guard lock(m_);
+        if (canonical && mdev_.write_only(*canonical)) {
+            if (why)
+                *why = "Permission denied";
+            return std::nullopt;
+        }
+    }
     return KernelHostFs::read(rel, max_bytes, why, in);
 }
 
@@ -265,6 +336,8 @@ int FakeKernel::apply(const std::string& rel, const std::string& value) {
     // sysfs never calls an attribute's store() for a 0-byte write: nothing changes.
     if (value.empty())
         return 0;
+    if (auto r = mdev_store(rel, value))
+        return *r;
     const std::string arg = first_line(value);
     if (rel == "sys/bus/pci/drivers_probe")
         return probe(arg);
@@ -308,6 +381,22 @@ int FakeKernel::apply(const std::string& rel, const std::string& value) {
     if (!exists(rel))
         return ENOENT;
     return KernelHostFs::write(rel, value);  // any other attribute: store the bytes
+}
+
+std::optional<int> FakeKernel::mdev_store(const std::string& rel, const std::string& value) {
+    // Only the paths the model knows end so: a type's create and its attributes, an mdev's
+    // remove. Others are not resolved, so PCI writes cost what they did.
+    static const char* const kNames[] = {"/create", "/remove", "/available_instances", "/name",
+                                         "/device_api", "/description"};
+    bool candidate = false;
+    for (const char* n : kNames)
+        candidate = candidate || rel.ends_with(n);
+    if (!candidate)
+        return std::nullopt;
+    auto canonical = resolve(rel);
+    if (!canonical)
+        return std::nullopt;
+    return mdev_.store(*canonical, value, &mdev_waits_);
 }
 
 bool FakeKernel::device_exists(const std::string& bdf) const {

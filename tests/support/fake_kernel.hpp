@@ -1,8 +1,9 @@
 // A HostFs whose writes behave as Linux 6.1's PCI core does on a FakeTree: driver_override decides
 // which driver a probe may attach, unbind drops the driver link, bind/probe report the kernel's
-// errors, a PF's sriov_numvfs creates and removes VFs (fake_sriov). Faults (an errno, a removal,
-// a write that blocks) can be injected per path and step. The kernel's own changes (add, remove,
-// bind, unbind, change) raise uevents, handed to a sink a test sets.
+// errors, a PF's sriov_numvfs creates and removes VFs (fake_sriov), an mdev parent's create and an
+// mdev's remove make and remove mediated devices (fake_mdev). Faults (an errno, a removal, a write
+// that blocks) can be injected per path and step. The kernel's own changes (add, remove, bind,
+// unbind, change) raise uevents, handed to the sinks a test sets.
 #pragma once
 
 #include <condition_variable>
@@ -13,13 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "fake_mdev.hpp"
 #include "fake_sriov.hpp"
 #include "fake_tree.hpp"
 #include "io/host_fs.hpp"
 
 namespace vfiod::test {
 
-class FakeKernel : public KernelHostFs, private FakePciCore {
+class FakeKernel : public KernelHostFs, private FakePciCore, private FakeMdevCore {
 public:
     // Each function's native driver (what its ID tables match without an override) starts as the
     // driver it is bound to now.
@@ -60,11 +62,28 @@ public:
     // whose write or call raised it, after the change (the whole write) is done; e.g. a
     // ScriptedEvents' send. Without a sink, uevents are dropped.
     void on_uevent(std::function<void(const std::string& action, const std::string& bdf)> sink);
+    // Receives every uevent of every subsystem from now on, as a udev monitor without a
+    // subsystem filter would (an mdev's, its vfio group's, a virtual parent's class device's,
+    // a PCI function's), in the order raised; same thread and timing as on_uevent's.
+    void on_device_uevent(std::function<void(const Uevent&)> sink);
 
     // SR-IOV (see FakeSriov): the driver new VFs of pf match, and a driver without
     // sriov_configure.
     void set_vf_driver(const std::string& pf, const std::string& driver);
     void lacks_sriov_configure(const std::string& driver);
+
+    // Mediated devices (see FakeMdev): a parent driver registers (its module loads) or goes,
+    // with their uevents; announce false: it was registered before this kernel started (no
+    // uevent, its mdevs in the tree adopted).
+    void register_mdev_parent(const MdevParentSpec& spec, bool announce = true);
+    void unregister_mdev_parent(const std::string& name);
+    // A VM opens or closes an mdev's device (VFIO_GROUP_GET_DEVICE_FD): a remove written while it
+    // is open waits until it is closed (blocked_now() counts it). Holding the group's node alone
+    // (FakeTree::hold_open) does not make a remove wait.
+    void open_mdev_device(const std::string& uuid);
+    void close_mdev_device(const std::string& uuid);
+    // The parent driver's probe of new mdevs fails with err (0: it works again).
+    void fail_mdev_probe(const std::string& parent, int err);
 
     struct Record {
         std::string path;
@@ -88,6 +107,12 @@ private:
     void remove_device(const std::string& bdf) override;
     void uevent(const std::string& action, const std::string& bdf) override;
     std::string native_driver(const std::string& bdf) const override;
+    // FakeMdevCore; with m_ held.
+    void raise(Uevent ev) override;
+    // A PCI function's uevent; dir: its device dir when it is already gone from the tree.
+    void pci_uevent(const std::string& action, const std::string& bdf, std::string dir = "");
+    // The mdev model's store for rel, if rel is one of its attributes (see FakeMdev::store).
+    std::optional<int> mdev_store(const std::string& rel, const std::string& value);
 
     // Binding and unbinding as the kernel's driver core does them, with their uevents.
     void attach(const std::string& bdf, const std::string& driver);
@@ -115,6 +140,7 @@ private:
     std::map<unsigned, int> step_faults_;
     std::vector<std::string> blocked_paths_;
     bool released_ = false;
+    bool closing_ = false;  // the destructor runs: waiting mdev removes end
     unsigned steps_ = 0;
     mutable unsigned in_flight_ = 0;  // writes and blocked reads the destructor waits for
     unsigned blocked_ = 0;
@@ -123,8 +149,11 @@ private:
     std::function<void(unsigned, const std::string&)> hook_;
     std::vector<Record> records_;
     FakeSriov sriov_;
+    FakeMdev mdev_;
+    std::string mdev_waits_;  // an mdev whose remove, written now, waits for its device's close
     std::function<void(const std::string&, const std::string&)> uevent_sink_;
-    std::vector<std::pair<std::string, std::string>> uevents_;  // raised, not yet delivered
+    std::function<void(const Uevent&)> device_sink_;
+    std::vector<Uevent> uevents_;  // raised, not yet delivered
 };
 
 }  // namespace vfiod::test

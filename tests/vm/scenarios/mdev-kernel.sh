@@ -1,7 +1,7 @@
 # The mediated-device facts vfiod relies on, on the real 6.1 kernel with the kernel's sample
 # parents (tests/vm/mdev-samples.sh): mbochs (three types on one memory budget, the driver's own
 # ENOSPC), mtty (two types on one port budget) and mdpy (no get_available: the core's EUSERS).
-# Each fact is an assertion.
+# Each fact is an assertion; tests/unit/test_fake_mdev.cpp holds the fake kernel to the same list.
 # The uevents are read with `udevadm monitor --kernel --udev --property`, and their order is the
 # kernel's (udev may pass on events of different devices in another order). It loads and unloads
 # the parents itself and leaves no mdev and no parent module behind.
