@@ -26,7 +26,8 @@ public:
             if (!k_.refusal_.empty())
                 return {grpc::StatusCode::INVALID_ARGUMENT, k_.refusal_};
         }
-        k_.on_register(*r);
+        if (!k_.on_register(*r))
+            return {grpc::StatusCode::UNAVAILABLE, "the kubelet is stopping"};
         return grpc::Status::OK;
     }
 
@@ -96,18 +97,24 @@ void FakeKubelet::stop() {
             c->TryCancel();
         cv_.notify_all();
     }
-    for (auto& t : threads_)
-        t.join();
-    threads_.clear();
-    contexts_.clear();
+    // A Register may come in until the server is down; while stopping_ holds it adds no stream
+    // and no thread (on_register), so the threads taken here are all there are.
+    std::vector<std::thread> threads;
     {
         std::lock_guard l(mu_);
-        stopping_ = false;
+        threads.swap(threads_);
     }
+    for (auto& t : threads)
+        t.join();
     if (server_) {
         server_->Shutdown(std::chrono::system_clock::now());
         server_->Wait();
         server_.reset();
+    }
+    {
+        std::lock_guard l(mu_);
+        contexts_.clear();
+        stopping_ = false;
     }
     unlink((dir_ + "/kubelet.sock").c_str());
 }
@@ -148,8 +155,10 @@ void FakeKubelet::hold(const std::string& resource, const std::string& id, const
     held_[pod + "/" + container].push_back(resource + "=" + id);
 }
 
-void FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
+bool FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
     std::lock_guard l(mu_);
+    if (stopping_)  // stop() has taken the threads to join: a stopping kubelet dials nobody
+        return false;
     registrations_.push_back({r, Clock::now()});
     streams_.push_back({r.resource_name(), false, false, {}, false, ""});
     auto ctx = std::make_shared<grpc::ClientContext>();
@@ -193,6 +202,7 @@ void FakeKubelet::on_register(const v1beta1::RegisterRequest& r) {
         cv_.notify_all();
     });
     cv_.notify_all();
+    return true;
 }
 
 std::shared_ptr<grpc::Channel> FakeKubelet::channel_to(const std::string& endpoint,

@@ -95,7 +95,8 @@ public:
 private:
     class RegistrationService;
     class PodResourcesService;
-    void on_register(const v1beta1::RegisterRequest& r);
+    // False when the kubelet is stopping: nothing recorded, nobody dialled.
+    bool on_register(const v1beta1::RegisterRequest& r);
     std::shared_ptr<grpc::Channel> channel_to(const std::string& endpoint,
                                               bool fixed_window = false) const;
 
