@@ -4,6 +4,7 @@
 // curl callback.
 #include "kube_api.hpp"
 
+#include "core/strings.hpp"
 #include "credentials.hpp"
 
 #include <curl/curl.h>
@@ -67,11 +68,6 @@ struct HeldBytes {
         }
     }
 };
-
-// ASCII only, whatever locale the process runs in.
-bool ascii_alnum(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
 
 // ---- libcurl --------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "core/strings.hpp"
 #include "credentials.hpp"
 
 namespace vfiod::dra {
@@ -48,11 +49,6 @@ bool base64_decode(const std::string& in, std::string* out) {
         }
     }
     return pad <= 2 && bits < 6;
-}
-
-// ASCII only, whatever locale the process runs in.
-bool ascii_alnum(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
 
 class KubeconfigReader {

@@ -27,6 +27,11 @@ std::string utf8_safe(std::string_view s);
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep = ", ");
 
+// A letter or digit of ASCII, whatever locale the process runs in.
+inline bool ascii_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 // The non-empty '/'-separated components of a path ("a//b/" -> {"a", "b"}).
 std::vector<std::string_view> path_components(std::string_view path);
 
