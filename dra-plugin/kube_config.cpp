@@ -112,7 +112,9 @@ private:
         YAML::Mark m = n.Mark();
         return m.is_null() ? std::string() : " (line " + std::to_string(m.line + 1) + ")";
     }
-    static std::string prefix(const std::string& where) { return where.empty() ? "" : where + ": "; }
+    static std::string prefix(const std::string& where) {
+        return where.empty() ? "" : where + ": ";
+    }
 
     // An optional string field: absent or null leaves *out empty.
     bool scalar(const YAML::Node& map, const char* key, const std::string& where,

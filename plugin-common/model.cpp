@@ -81,8 +81,9 @@ Snapshot make_snapshot(const client::DaemonView& view,
         }
     }
     for (auto& [name, devices] : s.resources)
-        std::sort(devices.begin(), devices.end(),
-                  [](const PluginDevice& a, const PluginDevice& b) { return a.address < b.address; });
+        std::sort(devices.begin(), devices.end(), [](const PluginDevice& a, const PluginDevice& b) {
+            return a.address < b.address;
+        });
     refuse_collisions(&s);
     for (const auto& [name, devices] : s.resources)
         for (size_t i = 0; i < devices.size(); ++i)

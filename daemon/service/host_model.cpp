@@ -167,7 +167,8 @@ std::set<unsigned> HostModel::refresh(std::set<PciAddress> touched) {
         if (const PciFunction* fn = topo.find(a); fn && fn->physfn)
             pfs_before.insert(*fn->physfn);
     std::vector<std::string> warnings;
-    std::set<unsigned> groups = refresh_topology(*view_, &topo, touched, &warnings, &view_->fenced());
+    std::set<unsigned> groups =
+        refresh_topology(*view_, &topo, touched, &warnings, &view_->fenced());
     if (topo.iommu_enabled != iommu_before) {
         // Every decision hangs on it: read it all again.
         for (const auto& [g, gp] : plans_)

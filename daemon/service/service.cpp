@@ -50,7 +50,9 @@ Service::Service(HostFs& fs, ServiceOptions options)
 
 Service::~Service() = default;
 
-Mode Service::mode() const { return options_.force_observe ? Mode::Observe : s_.host.config().mode; }
+Mode Service::mode() const {
+    return options_.force_observe ? Mode::Observe : s_.host.config().mode;
+}
 
 void Service::set_workers(Workers* workers) { queue_->set_workers(workers); }
 void Service::set_table_watch(std::unique_ptr<TableWatch> watch) {

@@ -145,7 +145,8 @@ public:
     bool wait(size_t n, Clock::duration limit) {
         auto end = Clock::now() + limit;
         while (answers().size() < n && Clock::now() < end)
-            sd_bus_wait(bus_, std::chrono::duration_cast<std::chrono::microseconds>(end - Clock::now()).count());
+            sd_bus_wait(bus_, std::chrono::duration_cast<std::chrono::microseconds>(
+                                  end - Clock::now()).count());
         return answers().size() >= n;
     }
 
