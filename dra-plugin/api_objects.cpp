@@ -1,12 +1,12 @@
 #include "api_objects.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <limits>
 
 #include "core/plan_json.hpp"
+#include "core/strings.hpp"
 #include "json_fields.hpp"
 
 namespace vfiod::dra {
@@ -214,7 +214,7 @@ bool safe_name(const std::string& s, size_t max) {
     if (s.empty() || s.size() > max || s == "." || s == "..")
         return false;
     for (char c : s)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.'))
+        if (!(ascii_alnum(c) || c == '-' || c == '.'))
             return false;
     return true;
 }
@@ -223,7 +223,7 @@ bool safe_uid(const std::string& s) {
     if (s.empty() || s.size() > 128)
         return false;
     for (char c : s)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-'))
+        if (!(ascii_alnum(c) || c == '-'))
             return false;
     return true;
 }

@@ -6,7 +6,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -51,7 +50,7 @@ std::string check_claim(const drapb::Claim& c) {
     if (c.uid().size() > kMaxUid)
         return who + ": the UID is longer than " + std::to_string(kMaxUid) + " bytes";
     for (char ch : c.uid())
-        if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'))
+        if (!(ascii_alnum(ch) || ch == '-'))
             return who + ": the UID holds a character other than letters, digits and '-'";
     if (c.namespace_().empty() || c.name().empty())
         return who + ": the namespace or the name is empty";
@@ -59,7 +58,7 @@ std::string check_claim(const drapb::Claim& c) {
         if (s->size() > kMaxName)
             return who + ": a namespace or name longer than " + std::to_string(kMaxName) + " bytes";
         for (char ch : *s)
-            if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.'))
+            if (!(ascii_alnum(ch) || ch == '-' || ch == '.'))
                 return who + ": the namespace or the name is not a DNS name";
     }
     return "";
