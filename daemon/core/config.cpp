@@ -40,6 +40,11 @@ bool same_entry_values(const SriovEntry& a, const SriovEntry& b) {
     return a.selector == b.selector && a.address == b.address && a.num_vfs == b.num_vfs;
 }
 
+bool same_entry_values(const MdevEntry& a, const MdevEntry& b) {
+    return a.parent == b.parent && a.selector == b.selector && a.type == b.type &&
+           a.count == b.count && a.resource_name == b.resource_name;
+}
+
 template <typename T>
 bool same_entries(const std::vector<T>& a, const std::vector<T>& b) {
     if (a.size() != b.size())
@@ -94,7 +99,41 @@ std::string Origin::str() const {
 bool Config::operator==(const Config& o) const {
     return mode == o.mode && write_timeout == o.write_timeout && companions == o.companions &&
            allow_boot_vga == o.allow_boot_vga && same_entries(devices, o.devices) &&
-           same_entries(protects, o.protects) && same_entries(sriovs, o.sriovs);
+           same_entries(protects, o.protects) && same_entries(sriovs, o.sriovs) &&
+           same_entries(mdevs, o.mdevs);
+}
+
+std::string mdev_type_problem(std::string_view type) {
+    if (type.empty())
+        return "the type is empty";
+    if (type.size() > 255)
+        return "the type has " + std::to_string(type.size()) + " bytes; at most 255 (a file name)";
+    for (char c : type) {
+        if (c == '/')
+            return "a type is one directory name: no '/'";
+        if (c <= ' ' || c > '~')
+            return "a type is printable ASCII without spaces";
+    }
+    if (type.find("..") != std::string_view::npos)
+        return "a type holds no \"..\"";
+    if (type == ".")
+        return "\".\" is no type";
+    return "";
+}
+
+std::string mdev_parent_problem(std::string_view name) {
+    if (name.empty())
+        return "the parent is empty";
+    if (name.size() > 255)
+        return "the parent has " + std::to_string(name.size()) + " bytes; at most 255";
+    for (char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '+' || c == '-'))
+            return "a virtual parent's name is letters, digits, '.', '_', '+' and '-' (a PCI "
+                   "parent is named by its address, e.g. 0000:3b:00.0)";
+    if (name == "." || name.find("..") != std::string_view::npos)
+        return "a parent's name holds no \"..\" and is not \".\"";
+    return "";
 }
 
 const char* to_string(Mode m) {

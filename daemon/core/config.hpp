@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pci_address.hpp"
@@ -69,6 +70,38 @@ struct SriovEntry {
     }
 };
 
+// The highest `count` of an [[mdev]] entry (DESIGN §12): vfiod recognises its own mdevs by the
+// UUIDs of indices below it, so a count above it would make mdevs vfiod could not tell from
+// foreign ones.
+inline constexpr unsigned kMaxMdevCount = 4096;
+
+// One [[mdev]] entry (DESIGN §12): `count` mediated devices of `type` on each parent it names.
+// The parent is named by exactly one of `parent` (a PCI address, or a virtual parent's name under
+// sys/class/mdev_bus) and `selector` (the vendor:device of PCI parents).
+struct MdevEntry {
+    std::string parent;                 // as written; "" when a selector names the parents
+    std::optional<PciAddress> address;  // `parent` parsed, when it is a PCI address
+    std::optional<Selector> selector;
+    std::string type;                   // a directory of the parent's mdev_supported_types
+    unsigned count = 0;                 // 0..kMaxMdevCount
+    std::string resource_name;          // as given, or the default "vfiod.io/<type>"
+    Origin origin;
+
+    // Whether the PCI function is a parent this entry names (a virtual parent is no function).
+    bool matches(const PciAddress& a, uint16_t vendor, uint16_t device) const {
+        return address ? *address == a : selector && selector->matches(vendor, device);
+    }
+};
+
+// Why `type` cannot be an [[mdev]] type, or "": it is a directory name under the parent's
+// mdev_supported_types and a part of vfiod's UUID text "<parent>/<type>/<i>", so it is printable
+// ASCII without '/', spaces or "..", 1..255 bytes.
+std::string mdev_type_problem(std::string_view type);
+// Why `name` cannot be a virtual mdev parent's name (under sys/class/mdev_bus), or "": letters,
+// digits, '.', '_', '+' and '-', 1..255 bytes, not "." and no "..". A name with ':' is read as a
+// PCI address instead (PciAddress::parse says what is wrong with it).
+std::string mdev_parent_problem(std::string_view name);
+
 struct Config {
     Mode mode = Mode::Enforce;
     unsigned write_timeout = 10;  // seconds
@@ -77,6 +110,7 @@ struct Config {
     std::vector<DeviceEntry> devices;   // in precedence order: first match wins
     std::vector<ProtectEntry> protects;
     std::vector<SriovEntry> sriovs;     // in precedence order: first match wins
+    std::vector<MdevEntry> mdevs;       // in config order: the order pairs are planned in
     std::vector<std::string> files;     // the files this config was read from, in order
 
     bool operator==(const Config&) const;

@@ -29,6 +29,17 @@ void warn_overlaps(const Config& c, std::vector<std::string>& warnings);
 // Two different resource names that the device plugin would serve on one socket, or hand to a VM
 // in one environment variable (DESIGN §9): the kubelet would list one resource's devices under
 // the other's name. An error, naming both entries; one map lookup per entry, whatever their number.
+// [[mdev]] resource names take part too: they share the sockets, have their own variables
+// (MDEV_PCI_RESOURCE_), and one name is never both a [[device]] and an [[mdev]] resource.
 void check_resource_names(const Config& c, std::vector<std::string>& errors);
+
+// The [[mdev]] conflicts a config shows by itself (DESIGN §12), as errors: two entries for one
+// (parents, type) — the same parent, the same selector, or a vendor's wildcard and one of its
+// devices —, and a [[device]] entry that can only match parents an [[mdev]] entry names (its
+// address is one, or its selector is within one's). Conflicts only a host can show (an address
+// entry and a selector entry that meet on one GPU) are the planner's: the first entry wins,
+// with a warning; a PCI parent that a [[device]] entry allowlists is refused mdev-parent.
+// Map lookups, linear in the entries.
+void check_mdev_entries(const Config& c, std::vector<std::string>& errors);
 
 }  // namespace vfiod

@@ -58,6 +58,13 @@ std::string resource_name_problem(std::string_view s) {
     return "";
 }
 
+std::string default_mdev_resource_name(std::string_view type) {
+    std::string out = "vfiod.io/";
+    for (char c : type)
+        out += alnum(c) || c == '.' || c == '_' || c == '-' ? c : '_';
+    return out;
+}
+
 std::string plugin_socket_name(std::string_view resource) {
     std::string out = "vfiod-";
     for (char c : resource)

@@ -20,6 +20,12 @@ std::string plugin_socket_name(std::string_view resource);
 // '/' and '.' become '_' and letters are upper-cased, so case is lost too.
 std::string plugin_env_name(std::string_view resource);
 
+// The resource an [[mdev]] entry without resource_name serves its mdevs as (DESIGN §12):
+// "vfiod.io/<type>", each byte of the type that a resource name cannot hold ('.', '_' and '-'
+// aside from letters and digits) made '_'. Still checked by resource_name_problem(): a type
+// that starts with '-' or is longer than 63 bytes needs a resource_name of its own.
+std::string default_mdev_resource_name(std::string_view type);
+
 // The kubelet's device plugin directory, where the plugin's sockets live unless told otherwise.
 inline constexpr std::string_view kKubeletPluginDir = "/var/lib/kubelet/device-plugins";
 // The longest path a unix socket can be bound at: sockaddr_un's sun_path less its NUL.

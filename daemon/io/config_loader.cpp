@@ -18,6 +18,8 @@ ConfigResult finish(Config&& c, std::vector<std::string>&& errors,
     ConfigResult r;
     if (errors.empty())
         check_resource_names(c, errors);
+    if (errors.empty())
+        check_mdev_entries(c, errors);
     if (errors.empty()) {
         warn_overlaps(c, warnings);
         r.config = std::move(c);

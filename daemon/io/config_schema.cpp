@@ -41,7 +41,7 @@ bool valid_driver(std::string_view s) {
 }
 
 // The top-level tables a file may hold, as every "unknown" message lists them.
-constexpr const char* kTables = "[daemon], [[device]], [[protect]] or [[sriov]]";
+constexpr const char* kTables = "[daemon], [[device]], [[protect]], [[sriov]] or [[mdev]]";
 
 // Validates one parsed document. Errors are collected with their positions and reported in
 // document order (toml++ tables iterate by key name, not by position).
@@ -60,6 +60,8 @@ public:
                 entries(key, node, f.protects, &Checker::protect);
             else if (key == "sriov")
                 entries(key, node, f.sriovs, &Checker::sriov);
+            else if (key == "mdev")
+                entries(key, node, f.mdevs, &Checker::mdev);
             else if (node.is_table())
                 error(node, "unknown table [" + printable(key.str()) + "]; expected " + kTables);
             else if (node.is_array_of_tables())
@@ -209,6 +211,25 @@ private:
         return false;
     }
 
+    // A resource name the kubelet takes and the plugin can serve, into `out`; else an error at v
+    // (`table`.resource_name) and `out` untouched.
+    void resource_name(std::string_view table, const toml::node& v, std::string& out) {
+        const auto& s = v.as_string()->get();
+        const std::string key = std::string(table) + ".resource_name: ";
+        if (auto why = resource_name_problem(s); !why.empty())
+            error(v, key + "invalid resource name " + config_quote(s) + ": " + why +
+                         " (Kubernetes extended resource names, e.g. "
+                         "nvidia.com/GH100_H100_PCIE)");
+        else if (auto far = socket_path_problem(s); !far.empty())
+            error(v, key + config_quote(s) + " cannot be served: " + far +
+                         " (resource names of up to " +
+                         std::to_string(kMaxSocketPath - kKubeletPluginDir.size() -
+                                        sizeof "/vfiod-.sock" + 1) +
+                         " characters fit)");
+        else
+            out = s;
+    }
+
     std::optional<DeviceEntry> device(const toml::table& t) {
         const size_t before = errors_.size();
         DeviceEntry e;
@@ -218,22 +239,8 @@ private:
             if (match_key("device", k, v, e.selector, e.address)) {
                 named = true;
             } else if (k == "resource_name") {
-                if (!expect("device", k, v, toml::node_type::string))
-                    continue;
-                const auto& s = v.as_string()->get();
-                if (auto why = resource_name_problem(s); !why.empty())
-                    error(v, "device.resource_name: invalid resource name " + config_quote(s) +
-                                 ": " + why +
-                                 " (Kubernetes extended resource names, e.g. "
-                                 "nvidia.com/GH100_H100_PCIE)");
-                else if (auto far = socket_path_problem(s); !far.empty())
-                    error(v, "device.resource_name: " + config_quote(s) + " cannot be served: " +
-                                 far + " (resource names of up to " +
-                                 std::to_string(kMaxSocketPath - kKubeletPluginDir.size() -
-                                                sizeof "/vfiod-.sock" + 1) +
-                                 " characters fit)");
-                else
-                    e.resource_name = s;
+                if (expect("device", k, v, toml::node_type::string))
+                    resource_name("device", v, e.resource_name);
             } else if (k == "driver") {
                 if (!expect("device", k, v, toml::node_type::string))
                     continue;
@@ -303,6 +310,103 @@ private:
         return e;
     }
 
+    // DESIGN §12. The parent is named once: by `parent` (an address, or a virtual parent's name)
+    // or by `selector`, never both, since "this slot, if it has that ID" says nothing an admin
+    // could not say with the address alone.
+    std::optional<MdevEntry> mdev(const toml::table& t) {
+        const size_t before = errors_.size();
+        MdevEntry e;
+        e.origin = origin(t);
+        bool named = false, typed = false, counted = false, has_name = false;
+        const toml::node* parent = nullptr;
+        const toml::node* type = nullptr;
+        for (auto&& [k, v] : t) {
+            if (k == "parent") {
+                parent = &v;
+                if (expect("mdev", k, v, toml::node_type::string))
+                    mdev_parent(v, e);
+            } else if (k == "selector") {
+                named = true;
+                std::optional<PciAddress> unused;
+                match_key("mdev", k, v, e.selector, unused);
+            } else if (k == "type") {
+                typed = true;
+                type = &v;
+                if (!expect("mdev", k, v, toml::node_type::string))
+                    continue;
+                const auto& s = v.as_string()->get();
+                if (auto why = mdev_type_problem(s); !why.empty())
+                    error(v, "mdev.type: invalid type " + config_quote(s) + ": " + why);
+                else
+                    e.type = s;
+            } else if (k == "count") {
+                counted = true;
+                if (expect("mdev", k, v, toml::node_type::integer))
+                    mdev_count(*v.as_integer(), e);
+            } else if (k == "resource_name") {
+                has_name = true;
+                if (expect("mdev", k, v, toml::node_type::string))
+                    resource_name("mdev", v, e.resource_name);
+            } else {
+                unknown("[[mdev]]", k, "parent, selector, type, count or resource_name");
+            }
+        }
+        if (parent && named)
+            error(*parent, "[[mdev]] names its parents by parent or by selector, not both");
+        else if (!parent && !named)
+            error(t, "[[mdev]] needs a parent or a selector");
+        if (!typed)
+            error(t, "[[mdev]] needs a type");
+        if (!counted)
+            error(t, "[[mdev]] needs count");
+        if (typed && !has_name && !e.type.empty())
+            default_resource_name(*type, e);
+        if (errors_.size() != before)
+            return std::nullopt;
+        return e;
+    }
+
+    // The default must be a name the kubelet takes too; a type that cannot give one needs its
+    // own resource_name (an error at the type).
+    void default_resource_name(const toml::node& type, MdevEntry& e) {
+        e.resource_name = default_mdev_resource_name(e.type);
+        const std::string what = "mdev.type: the default resource name " +
+                                 config_quote(e.resource_name);
+        if (auto why = resource_name_problem(e.resource_name); !why.empty())
+            error(type, what + " of type " + config_quote(e.type) + " is invalid: " + why +
+                            "; give the entry a resource_name");
+        else if (auto far = socket_path_problem(e.resource_name); !far.empty())
+            error(type, what + " cannot be served: " + far +
+                            "; give the entry a shorter resource_name");
+    }
+
+    // A PCI address (anything with ':') or a virtual parent's name under sys/class/mdev_bus.
+    void mdev_parent(const toml::node& v, MdevEntry& e) {
+        const auto& s = v.as_string()->get();
+        std::string why;
+        if (s.find(':') != std::string::npos) {
+            if (!(e.address = PciAddress::parse(s, &why)))
+                error(v, "mdev.parent: " + why);
+            else
+                e.parent = s;
+        } else if (why = mdev_parent_problem(s); !why.empty()) {
+            error(v, "mdev.parent: invalid parent " + config_quote(s) + ": " + why);
+        } else {
+            e.parent = s;
+        }
+    }
+
+    void mdev_count(const toml::value<int64_t>& v, MdevEntry& e) {
+        const int64_t n = v.get();
+        if (n < 0 || n > kMaxMdevCount)
+            error(v, "mdev.count: " + std::to_string(n) + " is out of range; expected 0.." +
+                         std::to_string(kMaxMdevCount) +
+                         " (vfiod knows its own mdevs by the UUIDs of the first " +
+                         std::to_string(kMaxMdevCount) + " indices)");
+        else
+            e.count = static_cast<unsigned>(n);
+    }
+
     // The kernel parses sriov_numvfs with kstrtou16: anything wider would fail every write.
     void num_vfs(const toml::value<int64_t>& v, SriovEntry& e) {
         const int64_t n = v.get();
@@ -332,6 +436,7 @@ void merge_fragment(Fragment&& f, Config& c) {
     std::move(f.devices.begin(), f.devices.end(), std::back_inserter(c.devices));
     std::move(f.protects.begin(), f.protects.end(), std::back_inserter(c.protects));
     std::move(f.sriovs.begin(), f.sriovs.end(), std::back_inserter(c.sriovs));
+    std::move(f.mdevs.begin(), f.mdevs.end(), std::back_inserter(c.mdevs));
 }
 
 std::optional<Fragment> parse_fragment(std::string_view text, const std::string& name,

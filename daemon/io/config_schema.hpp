@@ -23,6 +23,7 @@ struct Fragment {
     std::vector<DeviceEntry> devices;
     std::vector<ProtectEntry> protects;
     std::vector<SriovEntry> sriovs;
+    std::vector<MdevEntry> mdevs;
 };
 
 // Adds one file's settings to the merged Config: its [daemon] keys override, its entries append.

@@ -11,43 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "config_test_helpers.hpp"
 #include "fake_tree.hpp"
 #include "io/config_loader.hpp"
 
 namespace vfiod {
 namespace {
 
-std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v)
-        out += "\n  " + s;
-    return out;
-}
-
-// doc must fail with exactly one error, at t.toml:AT, whose message contains `what`.
-::testing::AssertionResult OneError(const std::string& doc, const std::string& at,
-                                    const std::string& what) {
-    auto r = parse_config(doc, "t.toml");
-    if (r.config)
-        return ::testing::AssertionFailure() << "accepted:\n" << doc;
-    if (r.errors.size() != 1)
-        return ::testing::AssertionFailure() << r.errors.size() << " errors:" << joined(r.errors);
-    const auto& e = r.errors[0];
-    if (e.rfind("t.toml:" + at + ": ", 0) != 0 || e.find(what) == std::string::npos)
-        return ::testing::AssertionFailure()
-               << "got    " << e << "\nwanted t.toml:" << at << ": …" << what << "…";
-    return ::testing::AssertionSuccess();
-}
-
-Config Parsed(const std::string& doc) {
-    auto r = parse_config(doc, "t.toml");
-    EXPECT_TRUE(r.errors.empty()) << joined(r.errors);
-    return r.config.value_or(Config{});
-}
-
-std::string device(const std::string& key, const std::string& value) {
-    return "[[device]]\n" + key + " = " + value + "\n";
-}
+using namespace vfiod::test;
 
 // A document that must fail with exactly one error, at t.toml:AT, whose message contains `what`.
 // Each section below lists its own: SECTION/BadConfig.GivesOneErrorAtItsPlace/NAME.
@@ -487,13 +458,6 @@ TEST(ConfigModel, StringsAndEquality) {
 }
 
 // ---- overlaps -----------------------------------------------------------------------------
-
-std::vector<std::string> Warnings(const std::string& doc) {
-    auto r = parse_config(doc, "t.toml");
-    EXPECT_TRUE(r.errors.empty()) << joined(r.errors);
-    EXPECT_TRUE(r.config);
-    return r.warnings;
-}
 
 TEST(ConfigOverlap, WildcardAfterExactWarnsAtTheSecond) {
     auto w = Warnings(device("selector", "\"10de:2331\"") + device("selector", "\"10de:*\""));
@@ -989,7 +953,8 @@ INSTANTIATE_TEST_SUITE_P(Sriov, BadConfig, ::testing::ValuesIn(std::vector<BadDo
     {"TableInsteadOfArrayOfTables", "[sriov]\nselector = \"15b3:101d\"\nnum_vfs = 8\n", "1:1",
      "sriov: expected an array of tables ([[sriov]]), got a table ([sriov])"},
     {"UnknownArrayOfTables", "[[sriovs]]\nnum_vfs = 8\n", "1:1",
-     "unknown table [[sriovs]]; expected [daemon], [[device]], [[protect]] or [[sriov]]"},
+     "unknown table [[sriovs]]; expected [daemon], [[device]], [[protect]], [[sriov]] or "
+     "[[mdev]]"},
     {"NeedsNumVfs", sriov("selector = \"15b3:101d\"\n"), "1:1", "[[sriov]] needs num_vfs"},
     {"NeedsASelectorOrAnAddress", sriov("num_vfs = 8\n"), "1:1",
      "[[sriov]] needs a selector or an address"},
