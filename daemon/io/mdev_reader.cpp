@@ -1,0 +1,112 @@
+#include "io/mdev_reader.hpp"
+
+#include <cstdlib>
+
+#include "core/strings.hpp"
+
+namespace vfiod {
+
+namespace {
+
+// A decimal number as sysfs shows one; nullopt for anything else (or one past 32 bits).
+std::optional<unsigned> decimal(const std::string& s) {
+    if (s.empty() || s.size() > 10 || s.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+    const unsigned long v = std::strtoul(s.c_str(), nullptr, 10);
+    if (v > 0xffffffffUL)
+        return std::nullopt;
+    return static_cast<unsigned>(v);
+}
+
+void warn(std::vector<std::string>* warnings, const std::string& line) {
+    if (warnings)
+        warnings->push_back(line);
+}
+
+MdevType read_type(const HostFs& fs, const std::string& dir, std::vector<std::string>* warnings) {
+    MdevType t;
+    std::string why;
+    // One byte past the limit tells a name that fits from one that was cut short.
+    if (auto name = fs.read(dir + "/name", kMaxMdevTypeName + 1, &why)) {
+        if (name->size() > kMaxMdevTypeName)
+            warn(warnings, fs.path(dir) + "/name: longer than " +
+                               std::to_string(kMaxMdevTypeName) +
+                               " bytes; the type's directory name is used");
+        else
+            t.name = *name;
+    } else if (!why.empty()) {
+        warn(warnings, fs.path(dir) + "/name: " + why + "; the type's directory name is used");
+    }
+    why.clear();
+    auto avail = fs.read(dir + "/available_instances", 32, &why);
+    if (avail)
+        t.available = decimal(*avail);
+    if (!t.available)
+        warn(warnings, fs.path(dir) + "/available_instances: " +
+                           (avail ? "not a number: \"" + printable(*avail) + "\""
+                                  : why.empty() ? std::string("unreadable") : why) +
+                           "; no mdev of this type is created");
+    return t;
+}
+
+std::string dir_of(const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace
+
+std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& name,
+                                           std::vector<std::string>* warnings) {
+    auto devpath = fs.resolve(std::string(mdev_paths::kParents) + "/" + name);
+    if (!devpath)
+        return std::nullopt;
+    MdevParent p;
+    p.devpath = *devpath;
+    p.address = PciAddress::parse(name);
+    const std::string types = *devpath + "/" + mdev_paths::kTypes;
+    for (const auto& t : fs.list(types)) {
+        if (t == "." || t == ".." || t.size() > 255)
+            continue;
+        p.types.emplace(t, read_type(fs, types + "/" + t, warnings));
+    }
+    return p;
+}
+
+MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings) {
+    MdevHost h;
+    std::map<std::string, std::string> by_devpath;  // a parent's device dir -> its name
+    for (const auto& name : fs.list(mdev_paths::kParents)) {
+        auto p = read_mdev_parent(fs, name, warnings);
+        if (!p)
+            continue;
+        by_devpath.emplace(p->devpath, name);
+        h.parents.emplace(name, std::move(*p));
+    }
+    const std::string devices = mdev_paths::kDevices;
+    for (const auto& uuid : fs.list(devices)) {
+        const std::string rel = devices + "/" + uuid;
+        if (!is_canonical_uuid(uuid)) {
+            warn(warnings, fs.path(devices) + "/" + printable(uuid) +
+                               ": not a canonical lower-case UUID; left alone");
+            continue;
+        }
+        auto dir = fs.resolve(rel);
+        auto parent = dir ? by_devpath.find(dir_of(*dir)) : by_devpath.end();
+        if (parent == by_devpath.end()) {
+            warn(warnings, fs.path(rel) + ": its parent is not under " +
+                               fs.path(mdev_paths::kParents) + "; left alone");
+            continue;
+        }
+        Mdev m;
+        m.parent = parent->second;
+        m.type = fs.link_name(rel + "/mdev_type").value_or("");
+        if (auto g = fs.link_name(rel + "/iommu_group"))
+            m.iommu_group = decimal(*g);
+        m.driver = fs.link_name(rel + "/driver").value_or("");
+        h.mdevs.emplace(uuid, std::move(m));
+    }
+    return h;
+}
+
+}  // namespace vfiod

@@ -1,0 +1,29 @@
+// Reads the host's mediated devices (DESIGN §12) through the host access layer: the parents of
+// sys/class/mdev_bus with their mdev_supported_types, and the mdevs of sys/bus/mdev/devices.
+// Every read is HostFs::read's (regular files only, non-blocking, bounded), so a FIFO or a huge
+// file in an attribute's place costs a warning, never a wait.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/mdev.hpp"
+#include "io/host_fs.hpp"
+
+namespace vfiod {
+
+// The longest type `name` kept; a longer one is dropped with a warning (the type's directory
+// name stands in for it).
+inline constexpr size_t kMaxMdevTypeName = 256;
+
+// The whole mdev side of the host. Odd content is skipped with one warning line each: an entry
+// of sys/bus/mdev/devices that is not a canonical lower-case UUID (left alone, never written),
+// an mdev whose parent is not under sys/class/mdev_bus, an unreadable available_instances.
+MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings);
+
+// One parent as read_mdev_host reads it, for a caller that follows one parent's events; nullopt
+// when sys/class/mdev_bus/<name> leads nowhere.
+std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& name,
+                                           std::vector<std::string>* warnings);
+
+}  // namespace vfiod
