@@ -24,6 +24,25 @@ void print_pfs(const Plan& plan) {
                 counts[0] == 1 ? "" : "s", counts[1], counts[2]);
 }
 
+// The mdevs of [[mdev]] entries (DESIGN §12) after the PFs; nothing at all without such entries.
+void print_mdevs(const Plan& plan) {
+    if (!plan.mdevs)
+        return;
+    size_t counts[5] = {0, 0, 0, 0, 0};
+    for (const auto& m : *plan.mdevs) {
+        std::printf("\nmdev %s on %s, type %s: %s%s%s\n", m.uuid.c_str(), m.parent.c_str(),
+                    m.type.empty() ? "?" : m.type.c_str(), to_string(m.action),
+                    m.reason == Reason::None ? "" : " ", to_string(m.reason));
+        for (const auto& d : m.details)
+            std::printf("  %s\n", d.c_str());
+        for (const auto& w : m.writes())
+            std::printf("  write %s <- %s\n", w.path.c_str(), w.value.c_str());
+        ++counts[static_cast<int>(m.action)];
+    }
+    std::printf("\nmdevs: %zu to create, %zu ready, %zu to remove, %zu refused, %zu foreign\n",
+                counts[0], counts[1], counts[2], counts[3], counts[4]);
+}
+
 }  // namespace
 
 int run_plan(const Args& args) {
@@ -44,13 +63,16 @@ int run_plan(const Args& args) {
                 t.iommu_enabled ? "enabled" : "DISABLED", t.groups.size(),
                 t.drivers.count("vfio-pci") ? "loaded" : "not loaded");
     // [[sriov]] entries are counted only when there are some: other hosts' text is unchanged.
-    const std::string sriovs =
+    std::string tables =
         config->sriovs.empty() ? "" : ", " + std::to_string(config->sriovs.size()) + " [[sriov]]";
+    if (!config->mdevs.empty())
+        tables += ", " + std::to_string(config->mdevs.size()) + " [[mdev]]";
     std::printf("config: %s; %zu [[device]], %zu [[protect]]%s\n",
                 config->files.empty() ? "(none)" : config->files.front().c_str(),
-                config->devices.size(), config->protects.size(), sriovs.c_str());
+                config->devices.size(), config->protects.size(), tables.c_str());
     std::printf("%s\n", host_use_scope(fs));
-    if (plan.groups.empty() && (!plan.pfs || plan.pfs->empty())) {
+    if (plan.groups.empty() && (!plan.pfs || plan.pfs->empty()) &&
+        (!plan.mdevs || plan.mdevs->empty())) {
         std::printf("\nNothing to do: no PCI function on this host matches the allowlist%s.\n",
                     plan.pfs ? " or an [[sriov]] entry" : "");
         return kExitOk;
@@ -63,6 +85,7 @@ int run_plan(const Args& args) {
     std::printf("\n%zu to bind, %zu already bound, %zu refused\n", counts[0], counts[1],
                 counts[2]);
     print_pfs(plan);
+    print_mdevs(plan);
     if (!t.iommu_enabled)
         std::printf("The IOMMU is off: enable it on the kernel command line (intel_iommu=on or "
                     "amd_iommu=on, and VT-d/AMD-Vi in the firmware); see vfioctl doctor.\n");

@@ -124,6 +124,9 @@ std::string advice(Reason r, const PciAddress& a) {
     case Reason::VfsExceedTotal:
         return "num_vfs is above what the PF can have (sriov_totalvfs): lower it in the "
                "[[sriov]] entry, then reload";
+    case Reason::MdevParent:
+        return "an [[mdev]] entry names this function as a mediated-device parent, so vfiod "
+               "never binds it: hand its mdevs to VMs instead, or remove the [[mdev]] entry";
     case Reason::BootVga:
         return "it is the boot GPU; set allow_boot_vga = true only if the host console can live "
                "without it";
@@ -131,6 +134,10 @@ std::string advice(Reason r, const PciAddress& a) {
         return "another function shares the IOMMU group: allowlist it too, or set companions = "
                "\"bind\"";
     case Reason::None:
+    case Reason::MdevUnavailable:  // an mdev's reasons: no group is refused with them
+    case Reason::NoParent:
+    case Reason::UnknownType:
+    case Reason::InUseMdev:
     case Reason::InUseVfio:
     case Reason::VfioUnavailable:
     case Reason::WriteFailed:

@@ -26,6 +26,8 @@ HostPlan plan_host(const HostFs& fs, const Config& config) {
     hp.snapshot = read_snapshot(fs);
     print_lines(hp.snapshot.warnings, "warning: ");
     hp.plan = make_plan(hp.snapshot.topology, hp.snapshot.use, config);
+    hp.plan.mdevs = plan_mdevs(hp.snapshot.mdevs, hp.snapshot.topology, hp.snapshot.use, config,
+                               &hp.plan.warnings);
     print_lines(hp.plan.warnings, "warning: ");
     return hp;
 }

@@ -41,7 +41,7 @@ def main():
         copy()
         expect_pass("the copied files as they are")
         # A section not built yet, cited the usual ways.
-        expect_violation("daemon/core/planner.cpp", f"// mediated devices (DESIGN {SIGN}12).")
+        expect_violation("daemon/core/planner.cpp", f"// device health (DESIGN {SIGN}13).")
         expect_violation("daemon/core/planner.cpp", f"// (DESIGN {SIGN}4, {SIGN}13)")
         expect_violation("bench/README.md", "are fixed by DESIGN " + "section 14.")
         expect_violation("tests/vm/README.md", "see DESIGN.md, " + "Section 13")

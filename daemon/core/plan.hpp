@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "mdev.hpp"
 #include "pci_address.hpp"
 #include "state.hpp"
 #include "topology.hpp"
@@ -71,12 +72,38 @@ struct PfPlan {
     std::vector<Write> writes;          // in execution order (sriov_writes)
 };
 
+// One write of an mdev's plan (DESIGN §12): its UUID to the type's create, or 1 to its remove.
+struct MdevWrite {
+    std::string path;   // relative to the root
+    std::string value;  // without trailing newline
+};
+
+// One mdev (DESIGN §12): one an [[mdev]] entry wants (present or not), one of vfiod's own that
+// is to go, or a foreign one.
+struct MdevPlan {
+    std::string uuid;
+    std::string parent;         // its name under sys/class/mdev_bus
+    std::string type;           // the type's directory; "" for a foreign mdev not probed yet
+    std::string type_name;      // the type's name file, else the type
+    std::string resource_name;  // the governing entry's; "" for one no entry wants
+    std::optional<unsigned> group;  // its IOMMU group, while it has one
+    MdevAction action = MdevAction::Refuse;
+    Reason reason = Reason::None;
+    std::vector<std::string> blockers;  // in-use-mdev: who holds it open
+    std::vector<std::string> details;   // why, for humans, as in GroupPlan
+
+    // What carrying out `action` writes: create (its UUID), remove ("1"), else nothing.
+    std::vector<MdevWrite> writes() const;
+};
+
 struct Plan {
     bool iommu = false;
     std::vector<GroupPlan> groups;      // by group number, entries without a group last
     // By address; nullopt when the config has no [[sriov]] entry, so that the plan JSON of such
     // a host has no "pfs" and reads as it did before SR-IOV.
     std::optional<std::vector<PfPlan>> pfs;
+    // In DESIGN §12's order; nullopt when the config has no [[mdev]] entry (no "mdevs" key).
+    std::optional<std::vector<MdevPlan>> mdevs;
     std::vector<std::string> warnings;  // e.g. two entries matching one function
 };
 
@@ -125,6 +152,20 @@ std::optional<std::vector<PfPlan>> plan_pfs(const Topology& topo, const HostUse&
 // gone. What an incremental reader uses, so that a PF costs its own VFs, not the host.
 std::optional<PfPlan> plan_one_pf(const Topology& topo, const HostUse& use, const Config& config,
                                   const PciAddress& pf, const std::vector<PciAddress>& vfs);
+
+// The mdevs of every (parent, type) pair the [[mdev]] entries name (DESIGN §12), and every other
+// mdev of the host; nullopt when the config has no [[mdev]] entry. Each pair is planned alone and
+// all or nothing, in config order: absent parent no-parent, unknown type unknown-type, a
+// [[protect]]ed PCI parent protected, fewer available_instances than mdevs missing
+// mdev-unavailable (none of them created); else each missing one is created. vfiod's own mdevs
+// of an index at or above count, or of a type the parent's entries no longer name, are removed
+// unless open (in-use-mdev, from use.mdevs); a parent no entry governs keeps its mdevs, shown
+// foreign with every mdev vfiod does not own. Sorted by parent, then the type's config order,
+// then index; foreign last. A second entry reaching a pair an earlier one has is ignored with a
+// line in *warnings.
+std::optional<std::vector<MdevPlan>> plan_mdevs(const MdevHost& host, const Topology& topo,
+                                                const HostUse& use, const Config& config,
+                                                std::vector<std::string>* warnings = nullptr);
 
 // The writes that take a PF's sriov_numvfs from `from` to `to` (DESIGN §11): none when they are
 // equal; else sriov_drivers_autoprobe <- 0 (so new VFs reach no host driver; left out when `to`

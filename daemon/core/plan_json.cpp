@@ -111,6 +111,35 @@ void write_pf_json(JsonWriter& w, const PfPlan& pf, const std::optional<std::str
     w.end_object();
 }
 
+void write_mdev_json(JsonWriter& w, const MdevPlan& m, const std::optional<std::string>& state) {
+    w.begin_object();
+    w.key("uuid").value(m.uuid);
+    w.key("parent").value(m.parent);
+    w.key("type").value(m.type);
+    w.key("type_name").value(m.type_name);
+    w.key("resource_name");
+    optional_string(w, m.resource_name.empty() ? std::nullopt : std::optional(m.resource_name));
+    write_group_key(w, m.group);
+    w.key(state ? "state" : "action")
+        .value(state ? std::string_view(*state) : std::string_view(to_string(m.action)));
+    write_reason_key(w, m.reason);
+    w.key("blockers").begin_array();
+    for (const auto& b : m.blockers)
+        w.value(b);
+    w.end_array();
+    if (!state) {
+        w.key("writes").begin_array();
+        for (const auto& wr : m.writes()) {
+            w.begin_object();
+            w.key("path").value(wr.path);
+            w.key("value").value(wr.value);
+            w.end_object();
+        }
+        w.end_array();
+    }
+    w.end_object();
+}
+
 std::string plan_to_json(const Plan& plan, bool pretty) {
     JsonWriter w(pretty);
     w.begin_object();
@@ -123,6 +152,12 @@ std::string plan_to_json(const Plan& plan, bool pretty) {
         w.key("pfs").begin_array();
         for (const auto& pf : *plan.pfs)
             write_pf_json(w, pf);
+        w.end_array();
+    }
+    if (plan.mdevs) {
+        w.key("mdevs").begin_array();
+        for (const auto& m : *plan.mdevs)
+            write_mdev_json(w, m, std::nullopt);
         w.end_array();
     }
     w.end_object();

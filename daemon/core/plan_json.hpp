@@ -36,6 +36,9 @@ void write_reason_key(JsonWriter& w, Reason r);
 void write_pf_json(JsonWriter& w, const PfPlan& pf,
                    const std::optional<std::string>& state = std::nullopt);
 
+// One mdev object of DESIGN §12's "mdevs"; with `state`, the status shape as for groups.
+void write_mdev_json(JsonWriter& w, const MdevPlan& m, const std::optional<std::string>& state);
+
 std::string hex4(uint16_t v);    // "10de"
 std::string hex6(uint32_t v);    // "030200"
 

@@ -119,6 +119,17 @@ std::vector<std::string> sriov_pf_lines(const PciFunction& fn, const HostUse&,
     return why;
 }
 
+// A PCI parent an [[mdev]] entry names (DESIGN §12): its mdevs are what VMs get, never the
+// function itself.
+std::vector<std::string> mdev_parent_lines(const PciFunction& fn, const HostUse&,
+                                           const Config& config) {
+    for (const MdevEntry& e : config.mdevs)
+        if (e.matches(fn.address, fn.vendor, fn.device))
+            return {"mediated-device parent named by the [[mdev]] entry at " + e.origin.str() +
+                    "; vfiod makes its mdevs and never binds it"};
+    return {};
+}
+
 constexpr FunctionRule kFunctionRules[] = {
     {Reason::Protected, true,
      [](const PciFunction& fn, const HostUse&, const Config& config) {
@@ -138,6 +149,7 @@ constexpr FunctionRule kFunctionRules[] = {
          return lines_of(use.device, fn.address);
      }},
     {Reason::SriovPf, false, sriov_pf_lines},
+    {Reason::MdevParent, false, mdev_parent_lines},
     {Reason::BootVga, false,
      [](const PciFunction& fn, const HostUse&, const Config& config) {
          return fn.boot_vga && !config.allow_boot_vga

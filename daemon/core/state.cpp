@@ -54,6 +54,17 @@ const char* to_string(PfAction a) {
     return "?";
 }
 
+const char* to_string(MdevAction a) {
+    switch (a) {
+    case MdevAction::Create: return "create";
+    case MdevAction::Ready: return "ready";
+    case MdevAction::Remove: return "remove";
+    case MdevAction::Refuse: return "refuse";
+    case MdevAction::Foreign: return "foreign";
+    }
+    return "?";
+}
+
 const char* to_string(Reason r) {
     switch (r) {
     case Reason::None: return "";
@@ -63,10 +74,15 @@ const char* to_string(Reason r) {
     case Reason::InUseNetwork: return "in-use-network";
     case Reason::InUseDevice: return "in-use-device";
     case Reason::SriovPf: return "sriov-pf";
+    case Reason::MdevParent: return "mdev-parent";
     case Reason::BootVga: return "boot-vga";
     case Reason::Companion: return "companion";
     case Reason::InUseVf: return "in-use-vf";
     case Reason::VfsExceedTotal: return "vfs-exceed-total";
+    case Reason::MdevUnavailable: return "mdev-unavailable";
+    case Reason::NoParent: return "no-parent";
+    case Reason::UnknownType: return "unknown-type";
+    case Reason::InUseMdev: return "in-use-mdev";
     case Reason::InUseVfio: return "in-use-vfio";
     case Reason::VfioUnavailable: return "vfio-unavailable";
     case Reason::WriteFailed: return "write-failed";

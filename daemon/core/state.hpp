@@ -39,10 +39,15 @@ enum class Reason {
     InUseNetwork,
     InUseDevice,
     SriovPf,
+    MdevParent,       // a PCI parent an [[mdev]] entry names (DESIGN §12)
     BootVga,
     Companion,
     InUseVf,          // a PF's VF count change: a VF is in use (DESIGN §11)
     VfsExceedTotal,   // a PF's num_vfs is above its sriov_totalvfs (DESIGN §11)
+    MdevUnavailable,  // an mdev pair: fewer available_instances than mdevs missing (DESIGN §12)
+    NoParent,         // an mdev pair: the parent is not under sys/class/mdev_bus
+    UnknownType,      // an mdev pair: the parent has no such type
+    InUseMdev,        // an mdev to remove is open through vfio
     InUseVfio,        // release only
     VfioUnavailable,  // execution: the target driver is not loaded; nothing was written
     WriteFailed,      // execution: a write or verification failed; the group was rolled back
@@ -56,6 +61,16 @@ enum class PfAction {
     Create,  // writes pending: sriov_numvfs differs from num_vfs
     Ready,   // sriov_numvfs is num_vfs; nothing to write
     Refuse,  // nothing is written; the plan's Reason says why
+};
+
+// What the planner decides for one mdev (DESIGN §12): one a [[mdev]] entry wants, one of vfiod's
+// own to go, or a foreign one, shown and never touched.
+enum class MdevAction {
+    Create,   // write its UUID to the type's create
+    Ready,    // it exists; nothing to write
+    Remove,   // write 1 to its remove
+    Refuse,   // nothing is written; the plan's Reason says why
+    Foreign,  // not vfiod's: left alone
 };
 
 // The published State of an SR-IOV PF (D-Bus org.vfiod1.PhysicalFunction.State, `vfioctl
@@ -105,6 +120,7 @@ PfState planned_state(PfAction a);
 
 const char* to_string(Action a);      // "bind", "bound", "refuse", "release", "released"
 const char* to_string(PfAction a);    // "create", "ready", "refuse"
+const char* to_string(MdevAction a);  // "create", "ready", "remove", "refuse", "foreign"
 const char* to_string(Reason r);      // "no-iommu", …, "drift"; "" for None
 const char* to_string(Outcome o);     // "bound", …, "stuck", "rolled-back"
 const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed", "released"

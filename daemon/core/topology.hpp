@@ -71,6 +71,7 @@ struct HostUse {
     std::map<PciAddress, std::vector<std::string>> network;
     std::map<PciAddress, std::vector<std::string>> device;  // device nodes held open
     std::map<PciAddress, std::vector<std::string>> vfio;  // open by a user (release only)
+    std::map<std::string, std::vector<std::string>> mdevs;  // mdevs open by a user, by UUID
 
     bool operator==(const HostUse&) const = default;
 };

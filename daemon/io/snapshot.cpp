@@ -1,6 +1,8 @@
 #include "io/snapshot.hpp"
 
 #include "io/host_use.hpp"
+#include "io/mdev_reader.hpp"
+#include "io/vfio_use.hpp"
 #include "io/topology_reader.hpp"
 
 namespace vfiod {
@@ -9,6 +11,10 @@ Snapshot read_snapshot(const HostFs& fs, const std::set<PciAddress>* fenced, con
     Snapshot s;
     s.topology = read_topology(fs, &s.warnings, {fenced, last ? &last->topology : nullptr});
     s.use = read_host_use(fs, s.topology, &s.warnings);
+    s.mdevs = read_mdev_host(fs, &s.warnings);
+    // A second walk of proc/*/fd, on hosts with mdevs only.
+    if (!s.mdevs.mdevs.empty())
+        read_mdev_use(fs, s.mdevs, scan_open_nodes(fs), &s.use);
     if (fenced && last)
         merge_host_use(&s.use, findings_about(last->use, *fenced), *fenced);
     return s;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mdev.hpp"
 #include "core/topology.hpp"
 #include "io/host_fs.hpp"
 
@@ -13,7 +14,8 @@ namespace vfiod {
 
 struct Snapshot {
     Topology topology;
-    HostUse use;
+    HostUse use;                        // use.mdevs: who holds the mdevs below open
+    MdevHost mdevs;                     // DESIGN §12
     std::vector<std::string> warnings;  // odd sysfs content, skipped devices
 };
 

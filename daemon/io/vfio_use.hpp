@@ -2,6 +2,7 @@
 // in-use-vfio instead of silently breaking the holder (DESIGN §4).
 #pragma once
 
+#include "core/mdev.hpp"
 #include "core/topology.hpp"
 #include "io/proc_fds.hpp"
 #include "io/host_fs.hpp"
@@ -19,6 +20,10 @@ namespace vfiod {
 // processes (the unit grants it), and its own race (a VM opening right after the scan) is
 // narrowed by the `enable` count, which vfio-pci raises while any user has the device open.
 void read_vfio_use(const HostFs& fs, const Topology& topo, const std::vector<OpenNode>& open,
+                   HostUse* use);
+// Fills use->mdevs the same way for the host's mdevs: one line per holder of an mdev's
+// /dev/vfio/<N> or its iommufd node, keyed by its UUID (DESIGN §12: none is removed while open).
+void read_mdev_use(const HostFs& fs, const MdevHost& host, const std::vector<OpenNode>& open,
                    HostUse* use);
 // The same after its own scan of proc/*/fd.
 void read_vfio_use(const HostFs& fs, const Topology& topo, HostUse* use);

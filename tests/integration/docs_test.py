@@ -143,6 +143,11 @@ zz_probe = 1
 address = "0000:00:01.0"
 num_vfs = 1
 zz_probe = 1
+[[mdev]]
+parent = "mbochs"
+type = "mbochs-small"
+count = 1
+zz_probe = 1
 [zz_table]
 """
     with tempfile.TemporaryDirectory() as d:

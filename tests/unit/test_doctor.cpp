@@ -19,8 +19,9 @@ PciAddress A(const char* s) { return *PciAddress::parse(s); }
 
 TEST(DoctorAdvice, EveryPlanningReasonHasAFixAndInUseOnesEndWithBind) {
     for (Reason r : {Reason::NoIommu, Reason::Protected, Reason::InUseStorage,
-                     Reason::InUseNetwork, Reason::InUseDevice, Reason::SriovPf, Reason::BootVga,
-                     Reason::Companion, Reason::InUseVf, Reason::VfsExceedTotal})
+                     Reason::InUseNetwork, Reason::InUseDevice, Reason::SriovPf,
+                     Reason::MdevParent, Reason::BootVga, Reason::Companion, Reason::InUseVf,
+                     Reason::VfsExceedTotal})
         EXPECT_FALSE(advice(r, A("0000:01:00.0")).empty()) << to_string(r);
     // Host use changes without a uevent: after the fix, a Bind has vfiod decide again.
     for (Reason r : {Reason::InUseStorage, Reason::InUseNetwork, Reason::InUseDevice})

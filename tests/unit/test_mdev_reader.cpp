@@ -9,6 +9,7 @@
 
 #include "fake_kernel.hpp"
 #include "io/mdev_reader.hpp"
+#include "io/snapshot.hpp"
 
 namespace vfiod {
 namespace {
@@ -154,6 +155,33 @@ TEST(MdevReader, AnMdevOutsideEveryParentIsLeftAlone) {
     EXPECT_EQ(w[0], h.tree.root() + "/sys/bus/mdev/devices/" + u + ": its parent is not under " +
                         h.tree.root() + "/sys/class/mdev_bus; left alone");
     EXPECT_TRUE(m.mdevs.empty());
+}
+
+// Who holds an mdev open, by its group node or its iommufd node: what refuses its removal
+// (in-use-mdev). The snapshot every front end plans from has it.
+TEST(MdevReader, TheSnapshotNamesWhoHoldsAnMdevOpen) {
+    Host h;
+    h.kernel->register_mdev_parent(test::mbochs_parent());
+    const std::string u0 = mdev_uuid("mbochs", "mbochs-small", 0);
+    const std::string u1 = mdev_uuid("mbochs", "mbochs-small", 1);
+    const std::string u2 = mdev_uuid("mbochs", "mbochs-small", 2);
+    for (const auto& u : {u0, u1, u2})
+        ASSERT_EQ(h.create("mbochs-small", u), 0);
+    KernelHostFs fs(h.tree.root());
+    const std::string group = *fs.link_name("sys/bus/mdev/devices/" + u0 + "/iommu_group");
+    const auto cdevs = fs.list("sys/bus/mdev/devices/" + u1 + "/vfio-dev");
+    ASSERT_EQ(cdevs.size(), 1u);
+    h.tree.hold_open(4242, "qemu-system-x86", 20, "/dev/vfio/" + group);
+    h.tree.hold_open(4243, "qemu-kvm", 21, "/dev/vfio/devices/" + cdevs[0]);
+    Snapshot s = read_snapshot(fs);
+    EXPECT_EQ(s.mdevs.mdevs.size(), 3u);
+    ASSERT_EQ(s.use.mdevs.size(), 2u);
+    ASSERT_EQ(s.use.mdevs.at(u0).size(), 1u);
+    EXPECT_EQ(s.use.mdevs.at(u0)[0].find("/dev/vfio/" + group + " is open by "), 0u);
+    EXPECT_NE(s.use.mdevs.at(u0)[0].find("4242"), std::string::npos) << s.use.mdevs.at(u0)[0];
+    EXPECT_EQ(s.use.mdevs.at(u1).at(0).find("/dev/vfio/devices/" + cdevs[0] + " is open by "),
+              0u);
+    EXPECT_FALSE(s.use.mdevs.count(u2));
 }
 
 }  // namespace
