@@ -2,6 +2,7 @@
 
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
+#include "exec/hang_safe_write.hpp"
 #include "exec/journal_check.hpp"
 #include "exec/write_text.hpp"
 
@@ -41,43 +42,21 @@ struct Executor::Home {
     }
 };
 
-struct Executor::Pending {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    int err = 0;
-};
-
 Executor::Executor(HostFs& fs, Journal* journal, std::chrono::milliseconds write_timeout)
     : fs_(fs), journal_(journal), timeout_(write_timeout) {}
 
 Executor::~Executor() = default;
 
-// A sysfs store() can sleep forever (a driver's remove() waiting for its users), and a thread
-// blocked in the kernel cannot be interrupted. So each write runs on its own thread and the
-// caller waits at most write_timeout; a blocked thread is left behind, holding only the shared
-// Pending and the HostFs, and its function is remembered so nobody writes to it again meanwhile.
+// Each write is hang-safe (exec/hang_safe_write): a blocked one is left behind and its function
+// remembered, so nobody writes to it again meanwhile.
 int Executor::timed_write(const PciAddress& fn, const std::string& rel, const std::string& value) {
-    auto pending = std::make_shared<Pending>();
-    try {
-        std::thread([pending, fs = &fs_, rel, value] {
-            int err = fs->write(rel, value);
-            std::lock_guard lock(pending->m);
-            pending->done = true;
-            pending->err = err;
-            pending->cv.notify_all();
-        }).detach();
-    } catch (const std::system_error& e) {
-        return e.code().value() ? e.code().value() : EAGAIN;
-    }
-    {
-        std::unique_lock lock(pending->m);
-        if (pending->cv.wait_for(lock, timeout_.load(), [&] { return pending->done; }))
-            return pending->err;
-    }
-    // Not under pending->m: held_by_stuck_write() takes stuck_m_ first, then a Pending's.
+    std::shared_ptr<Pending> left;
+    const int err = write_within(fs_, rel, value, timeout_.load(), &left);
+    if (err != kWriteStuck)
+        return err;
+    // Not under left->m: held_by_stuck_write() takes stuck_m_ first, then a Pending's.
     std::lock_guard stuck_lock(stuck_m_);
-    stuck_[fn] = pending;
+    stuck_[fn] = left;
     return kStuck;
 }
 

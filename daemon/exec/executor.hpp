@@ -15,6 +15,7 @@
 #include "core/config.hpp"
 #include "core/pci_address.hpp"
 #include "core/plan.hpp"
+#include "exec/hang_safe_write.hpp"
 #include "exec/journal.hpp"
 #include "exec/journal_check.hpp"
 #include "io/host_fs.hpp"
@@ -106,7 +107,7 @@ public:
     // stuck writes) rather than replace it.
     void set_write_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
-    struct Pending;  // one write in flight on its worker thread
+    using Pending = PendingWrite;  // one write in flight on its own thread
     struct Home;     // where a function should end up
 
 private:
@@ -128,7 +129,7 @@ private:
     bool converge(const PciAddress& fn, const Home& home, std::string* note);
     // 0, an errno, or kStuck: the write did not return within the timeout.
     int timed_write(const PciAddress& fn, const std::string& rel, const std::string& value);
-    static constexpr int kStuck = -1;
+    static constexpr int kStuck = kWriteStuck;
     // Those of fns with a write still blocked (forgetting the writes that have returned).
     std::vector<PciAddress> stuck_among(const std::vector<PciAddress>& fns);
     // Stores the entry; "" or "journal <path>: <error>" for the message.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fake_kernel.hpp"
+#include "mdev_test_host.hpp"
 #include "io/mdev_reader.hpp"
 #include "io/snapshot.hpp"
 
@@ -26,16 +27,7 @@ std::string joined(const std::vector<std::string>& v) {
     return out;
 }
 
-struct Host {
-    FakeTree tree;
-    std::unique_ptr<FakeKernel> kernel;
-
-    Host() {
-        tree.enable_iommu();
-        tree.add_function(FakeTree::pci("0000:00:02.0", "1af4", "1041", "020000", "virtio-pci", 0));
-        tree.add_function(FakeTree::pci("0000:00:03.0", "10de", "1eb8", "030200", "nvidia", 1));
-        kernel = std::make_unique<FakeKernel>(tree);
-    }
+struct Host : test::FakeMdevHost {
     int create(const std::string& type, const std::string& uuid) {
         return kernel->write(kTypes + type + "/create", uuid);
     }

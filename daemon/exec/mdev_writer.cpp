@@ -1,0 +1,117 @@
+#include "exec/mdev_writer.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+#include "io/mdev_reader.hpp"
+#include "io/proc_fds.hpp"
+#include "io/vfio_use.hpp"
+
+namespace vfiod {
+
+namespace {
+
+std::string failed(const std::string& rel, const std::string& value, int err) {
+    return "writing '" + value + "' to " + rel + ": " +
+           (err == kWriteStuck ? std::string("blocked") : std::strerror(err));
+}
+
+MdevResult result(const MdevPlan& p, Reason r, std::string message) {
+    return {p.uuid, p.action, r, std::move(message)};
+}
+
+}  // namespace
+
+int MdevWriter::write(const std::string& key, const std::string& rel, const std::string& value) {
+    std::shared_ptr<PendingWrite> left;
+    const int err = write_within(fs_, rel, value, timeout_, &left);
+    if (err == kWriteStuck) {
+        std::lock_guard lock(m_);
+        stuck_[key] = left;
+    }
+    return err;
+}
+
+bool MdevWriter::stuck(const std::string& uuid) {
+    std::lock_guard lock(m_);
+    auto it = stuck_.find(uuid);
+    if (it == stuck_.end())
+        return false;
+    if (!it->second->finished())
+        return true;
+    stuck_.erase(it);
+    return false;
+}
+
+void MdevWriter::create_all(const std::vector<const MdevPlan*>& creates,
+                            std::vector<MdevResult>& out) {
+    const MdevPlan& first = *creates.front();
+    // Read again right before: an earlier pair on the parent may have taken the budget.
+    unsigned avail = 0;
+    if (auto parent = read_mdev_parent(fs_, first.parent, nullptr))
+        if (auto t = parent->types.find(first.type); t != parent->types.end())
+            avail = t->second.available.value_or(0);
+    if (avail < creates.size()) {
+        for (const MdevPlan* p : creates)
+            out.push_back(result(*p, Reason::MdevUnavailable,
+                                 first.parent + " type " + first.type + ": " +
+                                     std::to_string(creates.size()) + " to create, " +
+                                     std::to_string(avail) +
+                                     " available_instances now; none of them is created"));
+        return;
+    }
+    bool stop = false;
+    for (const MdevPlan* p : creates) {
+        if (stop) {
+            out.push_back(result(*p, Reason::WriteFailed, "not written: an earlier create failed"));
+            continue;
+        }
+        const MdevWrite w = p->writes().at(0);
+        const int err = write(p->uuid, w.path, w.value);
+        if (err == 0 || err == EEXIST) {
+            out.push_back(result(*p, Reason::None, ""));
+            continue;
+        }
+        stop = true;
+        out.push_back(result(*p, err == kWriteStuck ? Reason::Stuck : Reason::WriteFailed,
+                             failed(w.path, w.value, err)));
+    }
+}
+
+MdevResult MdevWriter::remove(const MdevPlan& p, const HostUse& use) {
+    if (auto held = use.mdevs.find(p.uuid); held != use.mdevs.end() && !held->second.empty())
+        return result(p, Reason::InUseMdev, held->second.front());
+    if (stuck(p.uuid))
+        return result(p, Reason::Stuck, "an earlier remove of it is still blocked");
+    const MdevWrite w = p.writes().at(0);
+    const int err = write(p.uuid, w.path, w.value);
+    if (err == 0 || err == ENOENT)  // ENOENT: it is gone already
+        return result(p, Reason::None, "");
+    return result(p, err == kWriteStuck ? Reason::Stuck : Reason::WriteFailed,
+                  failed(w.path, w.value, err));
+}
+
+std::vector<MdevResult> MdevWriter::apply(const std::vector<MdevPlan>& pair) {
+    std::vector<const MdevPlan*> creates, removes;
+    MdevHost held;  // the mdevs to remove, as read_mdev_use looks them up
+    for (const MdevPlan& p : pair) {
+        if (p.action == MdevAction::Create)
+            creates.push_back(&p);
+        if (p.action == MdevAction::Remove) {
+            removes.insert(removes.begin(), &p);  // highest index first
+            held.mdevs[p.uuid] = Mdev{p.parent, p.type, p.group, ""};
+        }
+    }
+    std::vector<MdevResult> out;
+    if (!creates.empty())
+        create_all(creates, out);
+    if (removes.empty())
+        return out;
+    HostUse use;
+    read_mdev_use(fs_, held, scan_open_nodes(fs_), &use);
+    for (const MdevPlan* p : removes)
+        out.push_back(remove(*p, use));
+    return out;
+}
+
+}  // namespace vfiod

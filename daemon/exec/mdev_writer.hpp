@@ -1,0 +1,58 @@
+// Carries out the mdev plan of one (parent, type) pair (DESIGN §12): its creates and removes,
+// each write hang-safe (exec/hang_safe_write), as the executor carries out a group's or a PF's.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/plan.hpp"
+#include "exec/hang_safe_write.hpp"
+#include "io/host_fs.hpp"
+
+namespace vfiod {
+
+// What became of one mdev the pair's plan wanted written.
+struct MdevResult {
+    std::string uuid;
+    MdevAction action = MdevAction::Refuse;  // the planned Create or Remove
+    Reason reason = Reason::None;  // None: written; else MdevUnavailable, InUseMdev,
+                                   // WriteFailed or Stuck
+    std::string message;           // the path and strerror, or who holds it
+    bool operator==(const MdevResult&) const = default;
+};
+
+class MdevWriter {
+public:
+    // fs must outlive every write still blocked when the writer goes away.
+    MdevWriter(HostFs& fs, std::chrono::milliseconds timeout) : fs_(fs), timeout_(timeout) {}
+
+    // The Create and Remove mdevs of `pair` (plan_mdevs' records of one parent and type, in
+    // its order), one result each; the others are not looked at. Creates first, all or
+    // nothing as planned: available_instances is read again right before, and when it is below
+    // the creates none is written (mdev-unavailable); then each UUID in index order, EEXIST
+    // counting as made (the UUIDs are stable, so finishing an earlier run is idempotent), the
+    // first failure ending the creates (those made stay; the rest are not written). Then the
+    // removes, highest index first, each only if nobody holds it open right then (a fresh
+    // proc/*/fd walk: in-use-mdev) and no earlier remove of it is still blocked; one that
+    // blocks past the timeout is Stuck and remembered.
+    std::vector<MdevResult> apply(const std::vector<MdevPlan>& pair);
+    // Whether a remove of uuid is still blocked in the kernel.
+    bool stuck(const std::string& uuid);
+
+private:
+    void create_all(const std::vector<const MdevPlan*>& creates, std::vector<MdevResult>& out);
+    MdevResult remove(const MdevPlan& p, const HostUse& use);
+    // 0, an errno, or kWriteStuck (then remembered under `key`).
+    int write(const std::string& key, const std::string& rel, const std::string& value);
+
+    HostFs& fs_;
+    std::chrono::milliseconds timeout_;
+    std::mutex m_;
+    std::map<std::string, std::shared_ptr<PendingWrite>> stuck_;  // by mdev UUID
+};
+
+}  // namespace vfiod
