@@ -24,7 +24,7 @@ MdevResult result(const MdevPlan& p, Reason r, std::string message) {
 
 int MdevWriter::write(const std::string& key, const std::string& rel, const std::string& value) {
     std::shared_ptr<PendingWrite> left;
-    const int err = write_within(fs_, rel, value, timeout_, &left);
+    const int err = write_within(fs_, rel, value, timeout_.load(), &left);
     if (err == kWriteStuck) {
         std::lock_guard lock(m_);
         stuck_[key] = left;

@@ -2,6 +2,7 @@
 // each write hang-safe (exec/hang_safe_write), as the executor carries out a group's or a PF's.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -40,6 +41,8 @@ public:
     // proc/*/fd walk: in-use-mdev) and no earlier remove of it is still blocked; one that
     // blocks past the timeout is Stuck and remembered.
     std::vector<MdevResult> apply(const std::vector<MdevPlan>& pair);
+    // A reloaded config's write_timeout, for the writes that start from now on. Any thread.
+    void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
     // Whether a remove of uuid is still blocked in the kernel.
     bool stuck(const std::string& uuid);
 
@@ -50,7 +53,7 @@ private:
     int write(const std::string& key, const std::string& rel, const std::string& value);
 
     HostFs& fs_;
-    std::chrono::milliseconds timeout_;
+    std::atomic<std::chrono::milliseconds> timeout_;
     std::mutex m_;
     std::map<std::string, std::shared_ptr<PendingWrite>> stuck_;  // by mdev UUID
 };

@@ -20,6 +20,7 @@ ServiceParts::ServiceParts(HostFs& fs_, const std::function<Mode()>& mode, Follo
       store(host, journal, mode),
       decider(host, store, executor, journal, mode),
       pf_decider(host, store, mode),
+      mdev_writer(fs, std::chrono::seconds(10)),
       then(then_) {}
 
 OpResult run_now(Operation& op, ServiceParts& s) {
@@ -79,6 +80,7 @@ bool Service::start() {
     s_.host.replace_config(std::move(*r.config));
     const Config& config = s_.host.config();
     s_.executor.set_write_timeout(std::chrono::seconds(config.write_timeout));
+    s_.mdev_writer.set_timeout(std::chrono::seconds(config.write_timeout));
     if (config.files.empty())
         spdlog::info("no configuration file: the allowlist is empty, nothing to do");
     else
@@ -275,6 +277,7 @@ OpResult Service::apply_reload() {
     // The running executor, not a new one: operations started before may still be writing
     // through it, and it knows which functions have a write stuck in the kernel.
     s_.executor.set_write_timeout(std::chrono::seconds(config.write_timeout));
+    s_.mdev_writer.set_timeout(std::chrono::seconds(config.write_timeout));
     for (unsigned g : s_.host.groups_whose_entries_changed(before)) {
         if (s_.executor.released(g)) {
             spdlog::info("group {}: the entries matching it changed; no longer held released", g);

@@ -6,6 +6,7 @@
 #include "core/config.hpp"
 #include "exec/executor.hpp"
 #include "exec/journal.hpp"
+#include "exec/mdev_writer.hpp"
 #include "service/decider.hpp"
 #include "service/host_model.hpp"
 #include "service/operation.hpp"
@@ -28,6 +29,7 @@ struct ServiceParts {
     StatusStore store;
     Decider decider;
     PfDecider pf_decider;
+    MdevWriter mdev_writer;  // DESIGN §12; its own bookkeeping of blocked removes
     FollowUps& then;
 };
 

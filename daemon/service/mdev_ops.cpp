@@ -1,0 +1,53 @@
+#include "service/mdev_ops.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "io/mdev_reader.hpp"
+#include "io/proc_fds.hpp"
+#include "io/vfio_use.hpp"
+
+namespace vfiod {
+
+std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
+    MdevHost host = read_mdev_host(s.fs, nullptr);
+    HostUse use;
+    if (!host.mdevs.empty())
+        read_mdev_use(s.fs, host, scan_open_nodes(s.fs), &use);
+    auto all = plan_mdevs(host, s.host.snapshot().topology, use, s.host.config());
+    plan_.clear();
+    bool writes = false;
+    for (auto& p : all.value_or(std::vector<MdevPlan>{}))
+        if (p.parent == parent_ && p.type == type_ && p.action != MdevAction::Foreign) {
+            writes = writes || !p.writes().empty();
+            plan_.push_back(std::move(p));
+        }
+    if (writes && mode_ == Mode::Enforce)
+        return std::nullopt;
+    for (const MdevPlan& p : plan_)
+        if (p.action == MdevAction::Refuse)
+            return OpResult::error(OpResult::Code::Refused,
+                                   std::string(to_string(p.reason)) + ": " + p.uuid + ": " +
+                                       (p.details.empty() ? "" : p.details.front()));
+    return OpResult{};
+}
+
+void MdevOp::run(ServiceParts& s) { results_ = s.mdev_writer.apply(plan_); }
+
+OpResult MdevOp::complete(ServiceParts&) {
+    OpResult out;
+    for (const MdevResult& r : results_) {
+        const char* did = r.action == MdevAction::Create ? "created" : "removed";
+        if (r.reason == Reason::None) {
+            spdlog::info("mdev {} ({} on {}): {}", r.uuid, type_, parent_, did);
+            continue;
+        }
+        spdlog::warn("mdev {} ({} on {}): not {}: {}: {}", r.uuid, type_, parent_, did,
+                     to_string(r.reason), r.message);
+        if (out.ok())
+            out = OpResult::error(OpResult::Code::Failed, std::string(to_string(r.reason)) +
+                                                              ": " + r.uuid + ": " + r.message);
+    }
+    return out;
+}
+
+}  // namespace vfiod

@@ -1,0 +1,97 @@
+// The mdev operation (service/mdev_ops) on the fake kernel, run as the service runs every
+// operation (run_now): one pair planned, written through the hang-safe writer, reported.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+#include "config_test_helpers.hpp"
+#include "io/mdev_reader.hpp"
+#include "mdev_test_host.hpp"
+#include "service/mdev_ops.hpp"
+
+namespace vfiod {
+namespace {
+
+struct NoFollowUps final : FollowUps {
+    void decide(unsigned) override {}
+    void retry_pfs() override {}
+    void probe_left(const std::set<PciAddress>&, const PciAddress*) override {}
+    void deciding(unsigned) override {}
+};
+
+std::string entry(const char* type, unsigned count) {
+    return "[[mdev]]\nparent = \"mbochs\"\ntype = \"" + std::string(type) +
+           "\"\ncount = " + std::to_string(count) + "\n";
+}
+
+struct MdevOpTest : ::testing::Test, test::FakeMdevHost {
+    NoFollowUps then;
+    ServiceParts parts{*kernel, [] { return Mode::Enforce; }, then};
+
+    MdevOpTest() { kernel->register_mdev_parent(test::mbochs_parent()); }
+    OpResult run(const std::string& doc, const char* type, Mode mode = Mode::Enforce) {
+        parts.host.replace_config(test::Parsed(doc));
+        parts.host.reread();
+        MdevOp op("mbochs", type, mode);
+        OpResult r = run_now(op, parts);
+        last = op.results();
+        return r;
+    }
+    size_t count() { return read_mdev_host(*kernel, nullptr).mdevs.size(); }
+    std::vector<MdevResult> last;
+};
+
+TEST_F(MdevOpTest, MakesThePairAndLeavesOtherPairsAlone) {
+    const std::string doc = entry("mbochs-small", 2) + entry("mbochs-medium", 1);
+    EXPECT_TRUE(run(doc, "mbochs-medium").ok());
+    EXPECT_EQ(count(), 1u);
+    OpResult r = run(doc, "mbochs-small");
+    EXPECT_TRUE(r.ok()) << r.message;
+    ASSERT_EQ(last.size(), 2u);
+    EXPECT_EQ(last[1].uuid, mdev_uuid("mbochs", "mbochs-small", 1));
+    EXPECT_EQ(count(), 3u);
+    // Nothing left to write: the operation ends in prepare.
+    EXPECT_TRUE(run(doc, "mbochs-small").ok());
+    EXPECT_TRUE(last.empty());
+    // The small pair's count to 0 removes only the small ones.
+    EXPECT_TRUE(run(entry("mbochs-small", 0) + entry("mbochs-medium", 1), "mbochs-small").ok());
+    auto m = read_mdev_host(*kernel, nullptr);
+    ASSERT_EQ(m.mdevs.size(), 1u);
+    EXPECT_TRUE(m.mdevs.count(mdev_uuid("mbochs", "mbochs-medium", 0)));
+}
+
+TEST_F(MdevOpTest, ObserveModeWritesNothing) {
+    EXPECT_TRUE(run(entry("mbochs-small", 2), "mbochs-small", Mode::Observe).ok());
+    EXPECT_EQ(count(), 0u);
+    EXPECT_TRUE(last.empty());
+}
+
+TEST_F(MdevOpTest, AHeldMdevIsRefusedAndNamed) {
+    ASSERT_TRUE(run(entry("mbochs-small", 2), "mbochs-small").ok());
+    auto g = read_mdev_host(*kernel, nullptr).mdevs.at(mdev_uuid("mbochs", "mbochs-small", 1))
+                 .iommu_group;
+    ASSERT_TRUE(g);
+    tree.hold_open(777, "qemu-kvm", 30, "/dev/vfio/" + std::to_string(*g));
+    // Planned on the loop already as a refusal: nothing to write, nothing written.
+    OpResult r = run(entry("mbochs-small", 1), "mbochs-small");
+    EXPECT_EQ(r.code, OpResult::Code::Refused);
+    EXPECT_EQ(r.message.find("in-use-mdev: " + mdev_uuid("mbochs", "mbochs-small", 1) + ": "), 0u)
+        << r.message;
+    EXPECT_NE(r.message.find("qemu-kvm"), std::string::npos) << r.message;
+    EXPECT_TRUE(last.empty());
+    EXPECT_EQ(count(), 2u);
+}
+
+// A create the driver fails: the answer is Failed, naming the first mdev and why.
+TEST_F(MdevOpTest, AFailedCreateIsTheAnswer) {
+    kernel->fail_mdev_probe("mbochs", ENOSPC);
+    OpResult r = run(entry("mbochs-small", 2), "mbochs-small");
+    EXPECT_EQ(r.code, OpResult::Code::Failed);
+    EXPECT_EQ(r.message.find("write-failed: " + mdev_uuid("mbochs", "mbochs-small", 0)), 0u)
+        << r.message;
+    EXPECT_EQ(count(), 0u);
+}
+
+}  // namespace
+}  // namespace vfiod
