@@ -2,8 +2,8 @@
 
 #include "io/host_use.hpp"
 #include "io/mdev_reader.hpp"
-#include "io/vfio_use.hpp"
 #include "io/topology_reader.hpp"
+#include "io/vfio_use.hpp"
 
 namespace vfiod {
 
@@ -28,7 +28,7 @@ HostUse findings_about(const HostUse& use, const std::set<PciAddress>& only) {
                 out.insert(*it);
         return out;
     };
-    return {about(use.storage), about(use.network), about(use.device), about(use.vfio)};
+    return {about(use.storage), about(use.network), about(use.device), about(use.vfio), {}};
 }
 
 }  // namespace vfiod
