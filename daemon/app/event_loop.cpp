@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <set>
+#include <string>
+#include <utility>
 
 #include <sdbus-c++/sdbus-c++.h>
 #include <spdlog/spdlog.h>
@@ -28,6 +30,42 @@ void reload(Service& service) {
     service.reload_async([](const OpResult& r) {
         sd_notifyf(0, "READY=1\nSTATUS=%s", r.ok() ? "running" : "running; last reload rejected");
         malloc_trim(0);  // what re-reading the whole host left free goes back to the kernel
+    });
+}
+
+// What the udev events since the last burst named: PCI functions, and mdev parents that
+// registered (DESIGN §12). The first event arms the kCoalesce timer; the burst goes to the
+// service when it is due.
+struct UdevBursts {
+    std::set<PciAddress> touched;
+    std::set<std::string> parents;
+    bool coalescing = false;
+};
+
+void watch_udev(Loop& loop, Service& service, PciEventSource& events, UdevBursts& b) {
+    loop.watch(events.fd(), [&] {
+        for (const auto& e : events.receive()) {
+            if (!e.mdev_parent.empty()) {
+                spdlog::debug("udev: {} {} MDEV_STATE=registered", e.action, e.mdev_parent);
+                b.parents.insert(e.mdev_parent);
+            }
+            if (e.address) {
+                spdlog::debug("udev: {} {}", e.action, e.address->str());
+                b.touched.insert(*e.address);
+            }
+        }
+        if ((b.touched.empty() && b.parents.empty()) || b.coalescing)
+            return;
+        b.coalescing = true;
+        loop.after(kCoalesce, [&] {
+            b.coalescing = false;
+            std::set<PciAddress> batch = std::exchange(b.touched, {});
+            std::set<std::string> registered = std::exchange(b.parents, {});
+            if (!batch.empty())
+                service.handle_events(batch);
+            if (!registered.empty())
+                service.handle_mdev_events(registered);
+        });
     });
 }
 
@@ -65,24 +103,9 @@ int run_event_loop(sdbus::IConnection& bus, Service& service, PciEventSource* ev
     });
     if (hooks.work_fd >= 0 && hooks.work_ready)
         loop.watch(hooks.work_fd, hooks.work_ready);
-    std::set<PciAddress> touched;
-    bool coalescing = false;
+    UdevBursts bursts;
     if (events)
-        loop.watch(events->fd(), [&] {
-            for (const auto& e : events->receive()) {
-                spdlog::debug("udev: {} {}", e.action, e.address.str());
-                touched.insert(e.address);
-            }
-            if (touched.empty() || coalescing)
-                return;
-            coalescing = true;
-            loop.after(kCoalesce, [&] {
-                coalescing = false;
-                std::set<PciAddress> batch;
-                batch.swap(touched);
-                service.handle_events(batch);
-            });
-        });
+        watch_udev(loop, service, *events, bursts);
     // What each dispatch decided goes on the bus before the next message is read, and before
     // the replies it held: Bind, Release, udev bursts, worker completions, Reload alike.
     loop.after_each([&] { service.publish(); });

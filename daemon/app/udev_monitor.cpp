@@ -14,9 +14,7 @@ std::unique_ptr<UdevMonitor> UdevMonitor::open(std::string* err) {
         return nullptr;
     }
     udev_monitor* m = udev_monitor_new_from_netlink(u, "udev");
-    int r = m ? udev_monitor_filter_add_match_subsystem_devtype(m, "pci", nullptr) : -ENOMEM;
-    if (r >= 0)
-        r = udev_monitor_enable_receiving(m);
+    int r = m ? udev_monitor_enable_receiving(m) : -ENOMEM;
     if (r < 0) {
         *err = std::string("cannot listen to udev: ") + std::strerror(-r);
         if (m)
@@ -40,9 +38,15 @@ std::vector<PciEvent> UdevMonitor::receive() {
     while (udev_device* d = udev_monitor_receive_device(monitor_)) {
         const char* action = udev_device_get_action(d);
         const char* name = udev_device_get_sysname(d);
-        auto addr = name ? PciAddress::parse(name) : std::nullopt;
-        if (action && addr)
-            events.push_back({action, *addr});
+        const char* subsystem = udev_device_get_subsystem(d);
+        const char* state = udev_device_get_property_value(d, "MDEV_STATE");
+        PciEvent e{action ? action : "", std::nullopt, ""};
+        if (name && subsystem && std::strcmp(subsystem, "pci") == 0)
+            e.address = PciAddress::parse(name);
+        if (name && state && e.action == "change" && std::strcmp(state, "registered") == 0)
+            e.mdev_parent = name;
+        if (action && (e.address || !e.mdev_parent.empty()))
+            events.push_back(std::move(e));
         udev_device_unref(d);
     }
     return events;

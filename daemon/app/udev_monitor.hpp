@@ -1,7 +1,9 @@
-// A thin libudev wrapper: PCI uevents as (action, address) pairs. No decisions are made here.
+// A thin libudev wrapper: PCI uevents as (action, address) pairs, and mdev parents announcing
+// their types (DESIGN §12). No decisions are made here.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,10 @@ namespace vfiod {
 
 struct PciEvent {
     std::string action;  // add, remove, bind, unbind, change, …
-    PciAddress address;
+    std::optional<PciAddress> address;  // a PCI function's event; nullopt for a virtual parent
+    // A change with MDEV_STATE=registered: the parent's name under sys/class/mdev_bus (a PCI
+    // parent's event has its address too).
+    std::string mdev_parent;
 };
 
 // Where the event loop gets PCI uevents: the udev monitor, or a test's scripted source.
@@ -29,16 +34,18 @@ public:
 
 class UdevMonitor final : public PciEventSource {
 public:
-    // Subscribes to the "udev" netlink group filtered to the pci subsystem. Create it before the
-    // coldplug scan so no event falls between the scan and the subscription.
+    // Subscribes to the "udev" netlink group, unfiltered: a virtual mdev parent's subsystem is
+    // its class name (mbochs, mtty), so no subsystem filter can name them all. Create it before
+    // the coldplug scan so no event falls between the scan and the subscription.
     static std::unique_ptr<UdevMonitor> open(std::string* err);
     ~UdevMonitor() override;
     UdevMonitor(const UdevMonitor&) = delete;
     UdevMonitor& operator=(const UdevMonitor&) = delete;
 
     int fd() const override;
-    // Every event queued on the socket (non-blocking); events for names that are not a PCI
-    // function address are dropped.
+    // Every event queued on the socket (non-blocking): the pci subsystem's, for names that are a
+    // PCI function's address, and any device's change with MDEV_STATE=registered; the rest
+    // are dropped.
     std::vector<PciEvent> receive() override;
 
 private:

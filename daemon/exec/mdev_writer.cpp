@@ -22,12 +22,12 @@ MdevResult result(const MdevPlan& p, Reason r, std::string message) {
 
 }  // namespace
 
-int MdevWriter::write(const std::string& key, const std::string& rel, const std::string& value) {
+int MdevWriter::write(const MdevPlan& p, const std::string& rel, const std::string& value) {
     std::shared_ptr<PendingWrite> left;
     const int err = write_within(fs_, rel, value, timeout_.load(), &left);
     if (err == kWriteStuck) {
         std::lock_guard lock(m_);
-        stuck_[key] = left;
+        stuck_[p.uuid] = {p.parent, left};
     }
     return err;
 }
@@ -37,10 +37,21 @@ bool MdevWriter::stuck(const std::string& uuid) {
     auto it = stuck_.find(uuid);
     if (it == stuck_.end())
         return false;
-    if (!it->second->finished())
+    if (!it->second.write->finished())
         return true;
     stuck_.erase(it);
     return false;
+}
+
+std::set<std::string> MdevWriter::stuck_names() {
+    std::lock_guard lock(m_);
+    std::erase_if(stuck_, [](const auto& kv) { return kv.second.write->finished(); });
+    std::set<std::string> out;
+    for (const auto& [uuid, s] : stuck_) {
+        out.insert(uuid);
+        out.insert(s.parent);
+    }
+    return out;
 }
 
 void MdevWriter::create_all(const std::vector<const MdevPlan*>& creates,
@@ -67,7 +78,7 @@ void MdevWriter::create_all(const std::vector<const MdevPlan*>& creates,
             continue;
         }
         const MdevWrite w = p->writes().at(0);
-        const int err = write(p->uuid, w.path, w.value);
+        const int err = write(*p, w.path, w.value);
         if (err == 0 || err == EEXIST) {
             out.push_back(result(*p, Reason::None, ""));
             continue;
@@ -84,7 +95,7 @@ MdevResult MdevWriter::remove(const MdevPlan& p, const HostUse& use) {
     if (stuck(p.uuid))
         return result(p, Reason::Stuck, "an earlier remove of it is still blocked");
     const MdevWrite w = p.writes().at(0);
-    const int err = write(p.uuid, w.path, w.value);
+    const int err = write(p, w.path, w.value);
     if (err == 0 || err == ENOENT)  // ENOENT: it is gone already
         return result(p, Reason::None, "");
     return result(p, err == kWriteStuck ? Reason::Stuck : Reason::WriteFailed,

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,17 +46,24 @@ public:
     void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
     // Whether a remove of uuid is still blocked in the kernel.
     bool stuck(const std::string& uuid);
+    // The UUIDs, and their parents, of the writes still blocked in the kernel: the loop reads
+    // none of their files (FencedHostFs). Any thread.
+    std::set<std::string> stuck_names();
 
 private:
     void create_all(const std::vector<const MdevPlan*>& creates, std::vector<MdevResult>& out);
     MdevResult remove(const MdevPlan& p, const HostUse& use);
-    // 0, an errno, or kWriteStuck (then remembered under `key`).
-    int write(const std::string& key, const std::string& rel, const std::string& value);
+    // 0, an errno, or kWriteStuck (then remembered under p's UUID, with its parent).
+    int write(const MdevPlan& p, const std::string& rel, const std::string& value);
+    struct Stuck {
+        std::string parent;
+        std::shared_ptr<PendingWrite> write;
+    };
 
     HostFs& fs_;
     std::atomic<std::chrono::milliseconds> timeout_;
     std::mutex m_;
-    std::map<std::string, std::shared_ptr<PendingWrite>> stuck_;  // by mdev UUID
+    std::map<std::string, Stuck> stuck_;  // by mdev UUID
 };
 
 }  // namespace vfiod

@@ -1,8 +1,10 @@
 #include "io/fenced_host_fs.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <type_traits>
 
+#include "core/mdev.hpp"
 #include "io/host_use.hpp"
 
 namespace vfiod {
@@ -14,7 +16,21 @@ FencedHostFs::FencedHostFs(HostFs& host) : host_(host) {}
 
 const std::string& FencedHostFs::root() const { return host_.root(); }
 
+bool FencedHostFs::refused_mdev(std::string_view rel) const {
+    const bool types = rel.find(std::string("/") + mdev_paths::kTypes) != std::string_view::npos;
+    for (size_t at = 0; at <= rel.size();) {
+        size_t end = std::min(rel.find('/', at), rel.size());
+        std::string_view part = rel.substr(at, end - at);
+        if ((types || is_canonical_uuid(part)) && fenced_names_.count(part))
+            return true;
+        at = end + 1;
+    }
+    return false;
+}
+
 bool FencedHostFs::refused(std::string_view rel) const {
+    if (!fenced_names_.empty() && refused_mdev(rel))
+        return true;
     if (fenced_.empty())  // nearly always: no path to take apart
         return false;
     auto fn = nearest_function(rel);

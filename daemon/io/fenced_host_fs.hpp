@@ -3,6 +3,9 @@
 // driver_override takes the device lock that a blocked unbind holds, and the reader would sleep
 // uninterruptibly, beyond any watchdog's reach; the loop must never be that reader. What such a
 // function said last is the host model's to keep (its record in the snapshot), not the view's.
+// Mediated devices (DESIGN §12) are fenced by name: an mdev parent with a write in flight or
+// stuck, and an mdev whose remove is, so a loop read of a type's available_instances never
+// waits behind a remove that waits in the kernel for its VM.
 #pragma once
 
 #include <optional>
@@ -27,6 +30,13 @@ public:
     void fence(const PciAddress& fn) { fenced_.insert(fn); }
     void unfence(const PciAddress& fn) { fenced_.erase(fn); }
     const std::set<PciAddress>& fenced() const { return fenced_; }
+    // The mdev names fenced now (parents under sys/class/mdev_bus, mdev UUIDs): a file below
+    // a fenced parent's mdev_supported_types, or below a fenced UUID's directory, is refused
+    // as a fenced function's is. A PCI parent's other files pass (its own fence is by address).
+    void fence_mdev_names(const std::set<std::string>& names) {
+        fenced_names_ = {names.begin(), names.end()};
+    }
+    const std::set<std::string, std::less<>>& fenced_mdev_names() const { return fenced_names_; }
 
     const std::string& root() const override;
     // A fenced function's file answers nothing, as a file that is not there does; its record
@@ -57,9 +67,11 @@ public:
 
 private:
     bool refused(std::string_view rel) const;
+    bool refused_mdev(std::string_view rel) const;
 
     HostFs& host_;
     std::set<PciAddress> fenced_;
+    std::set<std::string, std::less<>> fenced_names_;
 };
 
 }  // namespace vfiod

@@ -278,6 +278,10 @@ void HostModel::fence_group(unsigned group, const std::set<PciAddress>& function
 
 void HostModel::unfence_group(unsigned group) { writing_.erase(group); }
 
+void HostModel::fence_mdevs(const std::set<std::string>& names) { view_->fence_mdev_names(names); }
+
+const HostFs& HostModel::view() const { return *view_; }
+
 void HostModel::refresh_fences(const std::vector<PciAddress>& stuck) {
     std::set<PciAddress> keep;
     for (const auto& [g, fns] : writing_)

@@ -76,6 +76,10 @@ public:
     void unfence_group(unsigned group);
     // Fences exactly the functions being written and those with a write `stuck` in the kernel.
     void refresh_fences(const std::vector<PciAddress>& stuck);
+    // Fences exactly these mdev parents and mdevs (being written, or stuck; FencedHostFs).
+    void fence_mdevs(const std::set<std::string>& names);
+    // The loop's reads of the host, through the fences: an operation's prepare() reads here.
+    const HostFs& view() const;
 
 private:
     // What a read of the host found odd (a FIFO for an attribute, junk names), logged as a

@@ -9,12 +9,17 @@
 namespace vfiod {
 
 std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
-    MdevHost host = read_mdev_host(s.fs, nullptr);
+    plan_.clear();
+    if (s.mdev_writer.stuck_names().count(parent_))
+        return OpResult::error(OpResult::Code::Refused,
+                               std::string(to_string(Reason::Stuck)) + ": " + parent_ +
+                                   ": an earlier mdev write on it is still blocked");
+    const HostFs& fs = s.host.view();  // never s.fs: a parent's write may be blocked
+    MdevHost host = read_mdev_host(fs, nullptr);
     HostUse use;
     if (!host.mdevs.empty())
-        read_mdev_use(s.fs, host, scan_open_nodes(s.fs), &use);
+        read_mdev_use(fs, host, scan_open_nodes(fs), &use);
     auto all = plan_mdevs(host, s.host.snapshot().topology, use, s.host.config());
-    plan_.clear();
     bool writes = false;
     for (auto& p : all.value_or(std::vector<MdevPlan>{}))
         if (p.parent == parent_ && p.type == type_ && p.action != MdevAction::Foreign) {
@@ -24,11 +29,21 @@ std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
     if (writes && mode_ == Mode::Enforce)
         return std::nullopt;
     for (const MdevPlan& p : plan_)
-        if (p.action == MdevAction::Refuse)
-            return OpResult::error(OpResult::Code::Refused,
-                                   std::string(to_string(p.reason)) + ": " + p.uuid + ": " +
-                                       (p.details.empty() ? "" : p.details.front()));
+        if (p.action == MdevAction::Refuse) {
+            std::string why = std::string(to_string(p.reason)) + ": " + p.uuid + ": " +
+                              (p.details.empty() ? "" : p.details.front());
+            spdlog::warn("mdevs {} on {}: refused: {}", type_, parent_, why);
+            return OpResult::error(OpResult::Code::Refused, std::move(why));
+        }
     return OpResult{};
+}
+
+std::set<std::string> MdevOp::fenced_mdevs() const {
+    std::set<std::string> names{parent_};
+    for (const MdevPlan& p : plan_)
+        if (p.action == MdevAction::Remove)
+            names.insert(p.uuid);
+    return names;
 }
 
 void MdevOp::run(ServiceParts& s) { results_ = s.mdev_writer.apply(plan_); }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "core/pci_address.hpp"
 #include "service/op_result.hpp"
@@ -44,6 +45,8 @@ public:
     // complete() (a write may block in the kernel, and a read of the same device with it).
     virtual std::optional<OpResult> prepare(ServiceParts& s) = 0;
     virtual std::set<PciAddress> fenced() const = 0;
+    // The same for mdev parents and mdevs, by name (DESIGN §12): most operations fence none.
+    virtual std::set<std::string> fenced_mdevs() const { return {}; }
     // On a worker thread: the writes, through the executor; nothing else of the service but the
     // running config (a Reload waits for the operations in flight, DESIGN §6).
     virtual void run(ServiceParts& s) = 0;

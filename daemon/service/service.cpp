@@ -6,11 +6,19 @@
 #include "core/strings.hpp"
 #include "infra/workers.hpp"
 #include "io/config_loader.hpp"
+#include "io/mdev_reader.hpp"
 #include "service/group_ops.hpp"
+#include "service/mdev_ops.hpp"
 #include "service/pf_ops.hpp"
 #include "service/service_parts.hpp"
 
 namespace vfiod {
+
+namespace {
+// The queue of every MdevOp: not an IOMMU group's number (the kernel numbers those from 0 up),
+// one queue so a parent's pairs, which share its budget, run one after another in config order.
+constexpr unsigned kMdevQueue = ~0u;
+}  // namespace
 
 ServiceParts::ServiceParts(HostFs& fs_, const std::function<Mode()>& mode, FollowUps& then_)
     : fs(fs_),
@@ -109,6 +117,7 @@ bool Service::start() {
                 [](const PciAddress& pf) { return std::make_shared<PfSettleOp>(pf); });
     }
     decide_pfs(s_.host.governed_pfs());
+    decide_mdevs(nullptr);
     if (!s_.host.snapshot().topology.iommu_enabled) {
         Plan plan = s_.host.whole_plan();
         if (!plan.groups.empty())
@@ -148,6 +157,13 @@ OpResult Service::guarded(const char* what, F&& entry) {
 void Service::handle_events(const std::set<PciAddress>& touched) {
     guarded("udev events", [&] {
         apply_events(touched);
+        return OpResult{};
+    });
+}
+
+void Service::handle_mdev_events(const std::set<std::string>& parents) {
+    guarded("mdev events", [&] {
+        decide_mdevs(&parents);
         return OpResult{};
     });
 }
@@ -231,9 +247,39 @@ void Service::retry_pfs() {
         return st && st->state == PfState::Ready;
     });
     decide_pfs(waiting);
+    decide_mdevs(nullptr);  // the same triggers retry the mdev pairs (DESIGN §12)
 }
 
-void Service::refresh_fences() { s_.host.refresh_fences(s_.executor.stuck()); }
+void Service::decide_mdevs(const std::set<std::string>* parents) {
+    const Config& config = s_.host.config();
+    if (config.mdevs.empty())
+        return;
+    refresh_fences();
+    auto plan = plan_mdevs(read_mdev_host(s_.host.view(), nullptr), s_.host.snapshot().topology,
+                           {}, config);
+    std::set<std::pair<std::string, std::string>> pairs;  // this call's, in case one ran already
+    for (const MdevPlan& p : plan.value_or(std::vector<MdevPlan>{})) {
+        if (p.action == MdevAction::Foreign || (parents && !parents->count(p.parent)))
+            continue;
+        auto key = std::make_pair(p.parent, p.type);
+        if (!pairs.insert(key).second || !mdev_waiting_.insert(key).second)
+            continue;  // another index of a pair queued here, or a pair waiting already
+        auto op = std::make_shared<MdevOp>(p.parent, p.type, mode());
+        queue_->enqueue(kMdevQueue, {[this, op, key] {
+                                         mdev_waiting_.erase(key);
+                                         return start(op, kMdevQueue);
+                                     },
+                                     {}});
+    }
+}
+
+void Service::refresh_fences() {
+    s_.host.refresh_fences(s_.executor.stuck());
+    std::set<std::string> names = s_.mdev_writer.stuck_names();
+    for (const auto& [q, n] : mdev_writing_)
+        names.insert(n.begin(), n.end());
+    s_.host.fence_mdevs(names);
+}
 
 void Service::decide(const std::set<unsigned>& groups, bool from_events) {
     // Each group is an operation of its own: decided now, its writes (if any) on a worker.
@@ -295,6 +341,7 @@ OpResult Service::apply_reload() {
                  config.devices.size(), config.protects.size(), to_string(mode()));
     decide(groups, false);
     decide_pfs(s_.host.governed_pfs());
+    decide_mdevs(nullptr);
     return {};
 }
 
@@ -369,15 +416,18 @@ GroupQueue::Started Service::start(const OperationPtr& op, unsigned g) {
         done = failed;
     if (done)
         return {done, {}, {}};
-    // From here until the outcome, the loop reads nothing of these functions.
+    // From here until the outcome, the loop reads nothing of these functions (or mdevs).
     s_.host.fence_group(g, op->fenced());
+    if (auto names = op->fenced_mdevs(); !names.empty())
+        mdev_writing_[g] = std::move(names);
     refresh_fences();
     return {std::nullopt, [this, op] { op->run(s_); }, [this, op, g] { return finish(*op, g); }};
 }
 
 OpResult Service::finish(Operation& op, unsigned g) {
     s_.host.unfence_group(g);
-    refresh_fences();  // a function whose write is stuck stays fenced
+    mdev_writing_.erase(g);
+    refresh_fences();  // a function (or mdev) whose write is stuck stays fenced
     return guarded(op.what(), [&] { return op.complete(s_); });
 }
 

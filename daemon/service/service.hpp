@@ -64,6 +64,9 @@ public:
     // Functions named by a burst of udev events: re-read the host and re-decide only the groups
     // those functions belong (or belonged) to.
     void handle_events(const std::set<PciAddress>& touched);
+    // Mdev parents that announced their types (change, MDEV_STATE=registered): each (parent,
+    // type) pair of theirs that an [[mdev]] entry names is planned again (DESIGN §12).
+    void handle_mdev_events(const std::set<std::string>& parents);
 
     // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
     OpResult reload();
@@ -117,6 +120,10 @@ private:
     void for_pfs(const std::set<PciAddress>& pfs,
                  const std::function<OperationPtr(const PciAddress&)>& make);
     void decide_pfs(const std::set<PciAddress>& pfs);
+    // An MdevOp per (parent, type) pair the [[mdev]] entries reach (of `parents` only, unless
+    // null), in config order, in the mdev queue; a pair already waiting there is not queued
+    // again.
+    void decide_mdevs(const std::set<std::string>* parents);
     // The SR-IOV side of a burst: the PFs it concerns (`before`: as the last read had them)
     // and the new VFs left to the host.
     void pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before);
@@ -146,6 +153,9 @@ private:
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
     std::set<unsigned> deciding_;  // groups the current entry has started to decide
+    // The mdev names each running operation fences (Operation::fenced_mdevs), by queue.
+    std::map<unsigned, std::set<std::string>> mdev_writing_;
+    std::set<std::pair<std::string, std::string>> mdev_waiting_;  // pairs queued, not started
 };
 
 }  // namespace vfiod

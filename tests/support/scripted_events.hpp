@@ -38,7 +38,7 @@ public:
     void send(const char* action, const char* bdf) {
         {
             std::lock_guard lock(m_);
-            queued_.push_back({action, *PciAddress::parse(bdf)});
+            queued_.push_back({action, PciAddress::parse(bdf), ""});
         }
         (void)!write(fds_[1], "e", 1);
     }

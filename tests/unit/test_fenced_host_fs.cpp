@@ -179,6 +179,34 @@ TEST_F(FencedHostFsTest, AFencedFunctionsFilesAreRefusedWithoutAskingTheHost) {
     EXPECT_EQ(host.calls.count("read " + kAttr), 2u);
 }
 
+// An mdev parent fenced by name (DESIGN §12: a write of its is in flight or stuck): its types'
+// files are refused without asking the host, through the class link or a PCI parent's own
+// directory; the PCI parent's other attributes, and other parents' types, are read. A fenced
+// mdev UUID's files are refused; the name elsewhere in a path is no fence.
+TEST_F(FencedHostFsTest, FencedMdevNamesRefuseTheirTypesAndTheirMdevsFiles) {
+    const std::string uuid = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+    const std::string avail = "sys/class/mdev_bus/mbochs/mdev_supported_types/mbochs-small/"
+                              "available_instances";
+    const std::string pci_avail = "sys/devices/pci0000:00/0000:3b:00.0/mdev_supported_types/"
+                                  "nvidia-222/available_instances";
+    const std::string pci_vendor = "sys/devices/pci0000:00/0000:3b:00.0/vendor";
+    const std::string other = "sys/class/mdev_bus/mtty/mdev_supported_types/mtty-1/name";
+    const std::string mdev_file = "sys/bus/mdev/devices/" + uuid + "/remove";
+    const std::string same_name = "sys/class/mbochs/mbochs/uevent";
+    view.fence_mdev_names({"mbochs", "0000:3b:00.0", uuid});
+    EXPECT_EQ(view.read(avail), std::nullopt);
+    EXPECT_EQ(view.read(pci_avail), std::nullopt);
+    EXPECT_EQ(view.read(mdev_file), std::nullopt);
+    EXPECT_EQ(view.read_whole(avail, 100).err, EBUSY);
+    EXPECT_EQ(view.read(pci_vendor), "recorded");
+    EXPECT_EQ(view.read(other), "recorded");
+    EXPECT_EQ(view.read(same_name), "recorded");
+    EXPECT_EQ(host.calls, (std::multiset<std::string>{"read " + pci_vendor, "read " + other,
+                                                      "read " + same_name}));
+    view.fence_mdev_names({});
+    EXPECT_EQ(view.read(avail), "recorded");
+}
+
 // read_whole() of a fenced function's file is refused without asking the host; unfenced, or
 // outside any function (a config file), it reaches the host.
 TEST_F(FencedHostFsTest, AFencedFunctionsFileIsNotReadWhole) {

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
+#include <set>
 #include <string>
 
 #include "config_test_helpers.hpp"
+#include "eventually.hpp"
 #include "io/mdev_reader.hpp"
 #include "mdev_test_host.hpp"
 #include "service/mdev_ops.hpp"
@@ -81,6 +84,42 @@ TEST_F(MdevOpTest, AHeldMdevIsRefusedAndNamed) {
     EXPECT_NE(r.message.find("qemu-kvm"), std::string::npos) << r.message;
     EXPECT_TRUE(last.empty());
     EXPECT_EQ(count(), 2u);
+}
+
+// prepare() reads the fenced view, never the host beneath it: with the parent fenced (a write of
+// its blocked) its available_instances is not read, so nothing is created on a guess.
+TEST_F(MdevOpTest, PrepareReadsThroughTheFence) {
+    parts.host.fence_mdevs({"mbochs"});
+    OpResult r = run(entry("mbochs-small", 1), "mbochs-small");
+    EXPECT_EQ(r.code, OpResult::Code::Refused);
+    EXPECT_EQ(r.message.find("mdev-unavailable: "), 0u) << r.message;
+    EXPECT_EQ(count(), 0u);
+    parts.host.fence_mdevs({});
+    EXPECT_TRUE(run(entry("mbochs-small", 1), "mbochs-small").ok());
+    EXPECT_EQ(count(), 1u);
+}
+
+// A remove blocked in the kernel (the VM holds the device; no fd walk of a tree shows it): the
+// operation fences the parent and the mdev while it runs, and the next one on that parent is
+// refused `stuck` before any read, until the remove ends.
+TEST_F(MdevOpTest, AStuckRemoveRefusesTheParentsNextOperation) {
+    using namespace std::chrono_literals;
+    ASSERT_TRUE(run(entry("mbochs-small", 1), "mbochs-small").ok());
+    parts.mdev_writer.set_timeout(200ms);
+    kernel->open_mdev_device(mdev_uuid("mbochs", "mbochs-small", 0));
+    parts.host.replace_config(test::Parsed(entry("mbochs-small", 0)));
+    MdevOp op("mbochs", "mbochs-small", Mode::Enforce);
+    ASSERT_FALSE(op.prepare(parts));
+    EXPECT_EQ(op.fenced_mdevs(), (std::set<std::string>{
+                                     "mbochs", mdev_uuid("mbochs", "mbochs-small", 0)}));
+    op.run(parts);
+    EXPECT_EQ(op.complete(parts).message.find("stuck: "), 0u);
+    OpResult r = run(entry("mbochs-small", 0), "mbochs-small");
+    EXPECT_EQ(r.code, OpResult::Code::Refused);
+    EXPECT_EQ(r.message.find("stuck: mbochs: "), 0u) << r.message;
+    kernel->close_mdev_device(mdev_uuid("mbochs", "mbochs-small", 0));
+    EXPECT_TRUE(test::eventually([&] { return parts.mdev_writer.stuck_names().empty(); }, 10s));
+    EXPECT_EQ(count(), 0u);
 }
 
 // A create the driver fails: the answer is Failed, naming the first mdev and why.

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,9 +135,11 @@ TEST(MdevWriter, ABlockedRemoveDoesNotHoldTheCaller) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
     EXPECT_EQ(summary(rs), std::vector<std::string>{U(0) + " remove stuck"});
     EXPECT_TRUE(w.stuck(U(0)));
+    EXPECT_EQ(w.stuck_names(), (std::set<std::string>{"mbochs", U(0)}));  // the loop's fence
     EXPECT_EQ(w.apply(plan).at(0).message, "an earlier remove of it is still blocked");
     h.kernel->close_mdev_device(U(0));
     EXPECT_TRUE(test::eventually([&] { return !w.stuck(U(0)); }, 10s));
+    EXPECT_TRUE(w.stuck_names().empty());
     EXPECT_TRUE(h.mdevs().mdevs.empty());
 }
 
