@@ -1,5 +1,7 @@
 #include "service/mdev_ops.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "io/mdev_reader.hpp"
@@ -16,10 +18,15 @@ std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
                                    ": an earlier mdev write on it is still blocked");
     const HostFs& fs = s.host.view();  // never s.fs: a parent's write may be blocked
     MdevHost host = read_mdev_host(fs, nullptr);
-    HostUse use;
-    if (!host.mdevs.empty())
+    auto all = plan_mdevs(host, s.host.snapshot().topology, {}, s.host.config());
+    // Who holds mdevs open matters only to the pair's removes: proc/*/fd is walked for those.
+    if (std::ranges::any_of(all.value_or(std::vector<MdevPlan>{}), [&](const MdevPlan& p) {
+            return p.parent == parent_ && p.type == type_ && p.action == MdevAction::Remove;
+        })) {
+        HostUse use;
         read_mdev_use(fs, host, scan_open_nodes(fs), &use);
-    auto all = plan_mdevs(host, s.host.snapshot().topology, use, s.host.config());
+        all = plan_mdevs(host, s.host.snapshot().topology, use, s.host.config());
+    }
     bool writes = false;
     for (auto& p : all.value_or(std::vector<MdevPlan>{}))
         if (p.parent == parent_ && p.type == type_ && p.action != MdevAction::Foreign) {

@@ -247,7 +247,10 @@ void Service::retry_pfs() {
         return st && st->state == PfState::Ready;
     });
     decide_pfs(waiting);
-    decide_mdevs(nullptr);  // the same triggers retry the mdev pairs (DESIGN §12)
+    // The same triggers retry the mdev pairs (DESIGN §12), only those refused or failed last:
+    // nothing is read here, so a release costs no more with more mdevs.
+    for (const MdevPair& key : std::set<MdevPair>(mdev_unsettled_))
+        queue_mdev(key);
 }
 
 void Service::decide_mdevs(const std::set<std::string>* parents) {
@@ -255,22 +258,50 @@ void Service::decide_mdevs(const std::set<std::string>* parents) {
     if (config.mdevs.empty())
         return;
     refresh_fences();
-    auto plan = plan_mdevs(read_mdev_host(s_.host.view(), nullptr), s_.host.snapshot().topology,
-                           {}, config);
-    std::set<std::pair<std::string, std::string>> pairs;  // this call's, in case one ran already
-    for (const MdevPlan& p : plan.value_or(std::vector<MdevPlan>{})) {
-        if (p.action == MdevAction::Foreign || (parents && !parents->count(p.parent)))
-            continue;
-        auto key = std::make_pair(p.parent, p.type);
-        if (!pairs.insert(key).second || !mdev_waiting_.insert(key).second)
-            continue;  // another index of a pair queued here, or a pair waiting already
-        auto op = std::make_shared<MdevOp>(p.parent, p.type, mode());
-        queue_->enqueue(kMdevQueue, {[this, op, key] {
-                                         mdev_waiting_.erase(key);
-                                         return start(op, kMdevQueue);
-                                     },
-                                     {}});
+    MdevHost host;  // a registration reads its parents alone, never the mdev bus
+    if (parents) {
+        for (const std::string& name : *parents)
+            if (auto p = read_mdev_parent(s_.host.view(), name, nullptr))
+                host.parents.emplace(name, std::move(*p));
+    } else {
+        host = read_mdev_host(s_.host.view(), nullptr);
     }
+    auto plan = plan_mdevs(host, s_.host.snapshot().topology, {}, config);
+    std::set<MdevPair> pairs;  // this call's: a pair queued here may have run already
+    for (const MdevPlan& p : plan.value_or(std::vector<MdevPlan>{}))
+        if (p.action != MdevAction::Foreign && (!parents || parents->count(p.parent)) &&
+            pairs.insert({p.parent, p.type}).second)
+            queue_mdev({p.parent, p.type});
+}
+
+void Service::queue_mdev(const MdevPair& key) {
+    if (!mdev_waiting_.insert(key).second)
+        return;  // waiting already (another index of the pair, or an earlier trigger)
+    auto op = std::make_shared<MdevOp>(key.first, key.second, mode());
+    queue_->enqueue(kMdevQueue, {[this, op, key] {
+                                     mdev_waiting_.erase(key);
+                                     return noting_mdev(key, start(op, kMdevQueue));
+                                 },
+                                 {}});
+}
+
+GroupQueue::Started Service::noting_mdev(const MdevPair& key, GroupQueue::Started st) {
+    auto note = [this, key](const OpResult& r) {
+        if (r.ok())
+            mdev_unsettled_.erase(key);
+        else
+            mdev_unsettled_.insert(key);
+    };
+    if (st.done) {
+        note(*st.done);
+        return st;
+    }
+    st.complete = [note, complete = std::move(st.complete)] {
+        OpResult r = complete();
+        note(r);
+        return r;
+    };
+    return st;
 }
 
 void Service::refresh_fences() {

@@ -120,10 +120,15 @@ private:
     void for_pfs(const std::set<PciAddress>& pfs,
                  const std::function<OperationPtr(const PciAddress&)>& make);
     void decide_pfs(const std::set<PciAddress>& pfs);
-    // An MdevOp per (parent, type) pair the [[mdev]] entries reach (of `parents` only, unless
-    // null), in config order, in the mdev queue; a pair already waiting there is not queued
-    // again.
+    using MdevPair = std::pair<std::string, std::string>;  // (parent, type)
+    // An MdevOp per (parent, type) pair the [[mdev]] entries reach, in config order, in the
+    // mdev queue: every pair (null; reads the whole mdev side), or the pairs of `parents` only
+    // (reads those parents alone, so a registration costs the same however many mdevs exist).
     void decide_mdevs(const std::set<std::string>* parents);
+    // One pair's MdevOp, unless it waits in the queue already.
+    void queue_mdev(const MdevPair& key);
+    // st, whose outcome (now, or when its writes end) files the pair as settled or not.
+    GroupQueue::Started noting_mdev(const MdevPair& key, GroupQueue::Started st);
     // The SR-IOV side of a burst: the PFs it concerns (`before`: as the last read had them)
     // and the new VFs left to the host.
     void pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before);
@@ -155,7 +160,9 @@ private:
     std::set<unsigned> deciding_;  // groups the current entry has started to decide
     // The mdev names each running operation fences (Operation::fenced_mdevs), by queue.
     std::map<unsigned, std::set<std::string>> mdev_writing_;
-    std::set<std::pair<std::string, std::string>> mdev_waiting_;  // pairs queued, not started
+    std::set<MdevPair> mdev_waiting_;  // pairs queued, not started
+    // Pairs whose last operation was refused or failed: the §11 retries queue these alone.
+    std::set<MdevPair> mdev_unsettled_;
 };
 
 }  // namespace vfiod

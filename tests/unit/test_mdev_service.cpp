@@ -5,9 +5,14 @@
 // workers: each operation runs to its end on the caller's thread.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config_test_helpers.hpp"
 #include "io/mdev_reader.hpp"
@@ -24,8 +29,9 @@ std::string entry(const char* parent, const char* type, unsigned count) {
 const std::string kEnforce = "[daemon]\nmode = \"enforce\"\n";
 
 struct MdevService : ::testing::Test, FakeMdevHost {
-    MdevService() {
-        // What a udev monitor hears of a parent's registration: its name, the devpath's last part.
+    MdevService() { listen(); }
+    // What a udev monitor hears of a parent's registration: its name, the devpath's last part.
+    void listen() {
         kernel->on_device_uevent([this](const Uevent& ev) {
             if (ev.action == "change" && ev.get("MDEV_STATE") == "registered") {
                 std::lock_guard lock(mu);
@@ -110,6 +116,96 @@ TEST_F(MdevService, ReloadRemovesOnlyVfiodsOwnAboveCountAndLeavesAForeignOne) {
     Service again(*kernel, {});
     ASSERT_TRUE(again.start());
     EXPECT_EQ(uuids(), (std::set<std::string>{foreign, mdev_uuid("mbochs", "mbochs-small", 0)}));
+}
+
+// The fake kernel, counting the listings that grow with the number of mdevs: the mdev bus
+// (sys/bus/mdev/devices) and the processes whose fds a use check walks (proc).
+class CountingKernel final : public FakeKernel {
+public:
+    using FakeKernel::FakeKernel;
+    std::vector<std::string> list(std::string_view rel, int* err = nullptr) const override {
+        if (rel == mdev_paths::kDevices)
+            ++mdev_bus_;
+        if (rel == "proc")
+            ++proc_;
+        return FakeKernel::list(rel, err);
+    }
+    // The listings since the last call: (mdev bus, proc).
+    std::pair<unsigned, unsigned> take() { return {mdev_bus_.exchange(0), proc_.exchange(0)}; }
+
+private:
+    mutable std::atomic<unsigned> mdev_bus_{0};
+    mutable std::atomic<unsigned> proc_{0};
+};
+
+struct MdevTriggerCost : MdevService {
+    MdevTriggerCost() {
+        tree.add_driver("vfio-pci");
+        auto counting = std::make_unique<CountingKernel>(tree);
+        counter = counting.get();
+        kernel = std::move(counting);
+        listen();
+        kernel->register_mdev_parent(mbochs_parent());
+        // The NIC for an operator's Bind and Release; two mbochs pairs vfiod makes, and an mtty
+        // pair refused (no-parent) until mtty loads.
+        write_config(kEnforce + "[[device]]\naddress = \"0000:00:02.0\"\n\n" +
+                     entry("mbochs", "mbochs-small", 2) + entry("mbochs", "mbochs-large", 1) +
+                     entry("mtty", "mtty-2", 1));
+    }
+    CountingKernel* counter = nullptr;
+};
+
+TEST_F(MdevTriggerCost, ARetryQueuesOnlyTheRefusedPairsAndWalksNoProcesses) {
+    Service s(*kernel, {});
+    ASSERT_TRUE(s.start());
+    pump(s);
+    ASSERT_EQ(uuids().size(), 3u);
+    counter->take();
+    // A release retries the waiting PFs and mdev pairs (DESIGN §11): the mtty pair alone is
+    // planned again, one read of the mdev bus, and no use check (it removes nothing). The one
+    // walk of proc is the release's own, for its group's users.
+    ASSERT_TRUE(s.release("0000:00:02.0").ok());
+    pump(s);
+    EXPECT_EQ(counter->take(), std::make_pair(1u, 1u));
+    ASSERT_TRUE(s.bind("0000:00:02.0").ok());
+    pump(s);
+    EXPECT_EQ(counter->take(), std::make_pair(1u, 1u));
+}
+
+TEST_F(MdevTriggerCost, ARegistrationPlansItsParentsPairsAloneAndSettlesThem) {
+    Service s(*kernel, {});
+    ASSERT_TRUE(s.start());
+    pump(s);
+    counter->take();
+    kernel->register_mdev_parent(mtty_parent());
+    pump(s);  // its pair's own read of the mdev bus, none for the event, no mbochs pair's
+    EXPECT_EQ(counter->take(), std::make_pair(1u, 0u));
+    EXPECT_TRUE(uuids().count(mdev_uuid("mtty", "mtty-2", 0)));
+    counter->take();
+    // Every pair settled: a release plans none again (its one walk of proc is its group's).
+    ASSERT_TRUE(s.release("0000:00:02.0").ok());
+    pump(s);
+    EXPECT_EQ(counter->take(), std::make_pair(0u, 1u));
+}
+
+TEST_F(MdevTriggerCost, OnlyAPairWithARemoveWalksTheProcesses) {
+    Service s(*kernel, {});
+    ASSERT_TRUE(s.start());
+    pump(s);
+    counter->take();
+    // mbochs announcing itself again: its two pairs, one read of the mdev bus each, no walk.
+    s.handle_mdev_events({"mbochs"});
+    pump(s);
+    EXPECT_EQ(counter->take(), std::make_pair(2u, 0u));
+    // vfiod's own at index 2, left over above count 2: the small pair removes it, after a
+    // check of who holds it open as it plans and another just before the write.
+    const std::string extra = mdev_uuid("mbochs", "mbochs-small", 2);
+    ASSERT_EQ(kernel->write(mdev_paths::create_file("mbochs", "mbochs-small"), extra), 0);
+    counter->take();
+    s.handle_mdev_events({"mbochs"});
+    pump(s);
+    EXPECT_EQ(counter->take().second, 2u);
+    EXPECT_FALSE(uuids().count(extra));
 }
 
 }  // namespace
