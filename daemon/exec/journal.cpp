@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/mdev.hpp"
 #include "core/strings.hpp"
 
 namespace vfiod {
@@ -481,6 +482,18 @@ std::optional<unsigned> count_of(const std::string& s) {
     return static_cast<unsigned>(v);
 }
 
+// Why a line of a strict entry (PF, mdev) is bad before its value is looked at: a second value,
+// or a key given before; nullopt when neither.
+std::optional<std::string> single(std::set<std::string>& seen, const std::string& key,
+                                  std::istringstream& fields) {
+    std::string extra;
+    if (fields >> extra)
+        return "more than one value for '" + key + "'";
+    if (!seen.insert(key).second)
+        return "'" + key + "' given twice";
+    return std::nullopt;
+}
+
 // One line of a PF entry, applied to `e`; an error names why the line is bad.
 std::optional<std::string> parse_pf_line(const std::string& key, const std::string& value,
                                          PfJournalEntry& e) {
@@ -526,11 +539,8 @@ std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::str
     std::set<std::string> seen;
     auto line = [&](const std::string& key, const std::string& value,
                     std::istringstream& fields) -> std::optional<std::string> {
-        std::string extra;
-        if (fields >> extra)
-            return "more than one value for '" + key + "'";
-        if (!seen.insert(key).second)
-            return "'" + key + "' given twice";
+        if (auto why = single(seen, key, fields))
+            return why;
         return parse_pf_line(key, value, e);
     };
     if (!parse_lines(text, kPfMagic, "vfiod PF journal", line, err))
@@ -582,5 +592,100 @@ int Journal::store_pf(const PfJournalEntry& entry) {
 }
 
 int Journal::remove_pf(const PciAddress& pf) { return remove_name(pf_name(pf)); }
+
+}  // namespace vfiod
+
+// Mdev entries (DESIGN §12).
+
+namespace vfiod {
+
+namespace {
+
+constexpr const char* kMdevMagic = "vfiod-mdev-journal 1";
+constexpr const char* kMdevPrefix = "mdev-";
+
+// A parent's or a type's name as sysfs has it: one path component, never "." or "..".
+bool component(const std::string& s) {
+    return !s.empty() && s.size() <= 255 && s != "." && s != ".." &&
+           s.find_first_of(std::string("/\0", 2)) == std::string::npos;
+}
+
+std::optional<std::string> parse_mdev_line(const std::string& key, const std::string& value,
+                                           MdevJournalEntry& e) {
+    if (key == "uuid") {
+        if (!is_canonical_uuid(value))
+            return "bad UUID '" + value + "'";
+        e.uuid = value;
+    } else if (key == "parent" || key == "type") {
+        if (!component(value))
+            return "bad " + key + " '" + value + "'";
+        (key == "parent" ? e.parent : e.type) = value;
+    } else if (key == "action") {
+        if (value != "create" && value != "remove")
+            return "unknown action '" + value + "'";
+        e.create = value == "create";
+    } else if (auto ph = key == "phase" ? from_string(value, kPfPhases) : std::nullopt) {
+        e.phase = *ph;
+    } else {
+        return key == "phase" ? "unknown phase '" + value + "'" : "unknown key '" + key + "'";
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string serialize(const MdevJournalEntry& e) {
+    return std::string(kMdevMagic) + "\nuuid " + e.uuid + "\nparent " + e.parent + "\ntype " +
+           e.type + "\naction " + (e.create ? "create" : "remove") + "\nphase " +
+           to_string(e.phase) + "\n";
+}
+
+std::optional<MdevJournalEntry> parse_mdev_journal(const std::string& text, std::string* err) {
+    MdevJournalEntry e;
+    std::set<std::string> seen;
+    auto line = [&](const std::string& key, const std::string& value,
+                    std::istringstream& fields) -> std::optional<std::string> {
+        if (auto why = single(seen, key, fields))
+            return why;
+        return parse_mdev_line(key, value, e);
+    };
+    if (!parse_lines(text, kMdevMagic, "vfiod mdev journal", line, err))
+        return std::nullopt;
+    if (seen.size() != 5) {
+        fail(err, "incomplete entry (uuid, parent, type, action and phase are required)");
+        return std::nullopt;
+    }
+    return e;
+}
+
+std::string Journal::mdev_entry_path(const std::string& uuid) const {
+    return dir_ + "/" + kMdevPrefix + uuid;
+}
+
+std::vector<MdevJournalEntry> Journal::load_all_mdevs(std::vector<std::string>* errors) const {
+    std::vector<MdevJournalEntry> out;
+    each_name(errors, [&](int dirfd, const std::string& name, std::string* err) {
+        if (name.rfind(kMdevPrefix, 0) != 0 || !is_canonical_uuid(name.substr(5)))
+            return;
+        auto e = parse_at(dirfd, name, kMaxMdevEntryBytes, parse_mdev_journal, err);
+        if (e && kMdevPrefix + e->uuid != name)
+            fail(err, dir_ + "/" + name + ": names mdev " + e->uuid);
+        else if (e)
+            out.push_back(std::move(*e));
+    });
+    return out;
+}
+
+int Journal::store_mdev(const MdevJournalEntry& entry) {
+    if (!is_canonical_uuid(entry.uuid))
+        return EINVAL;
+    return store_text(kMdevPrefix + entry.uuid, serialize(entry));
+}
+
+int Journal::remove_mdev(const std::string& uuid) {
+    if (!is_canonical_uuid(uuid))
+        return EINVAL;
+    return remove_name(kMdevPrefix + uuid);
+}
 
 }  // namespace vfiod

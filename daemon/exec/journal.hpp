@@ -70,6 +70,22 @@ const char* to_string(PfJournalEntry::Phase phase);
 // A PF entry is a handful of short lines; anything bigger was not written by vfiod.
 inline constexpr size_t kMaxPfEntryBytes = 4096;
 
+// An mdev create or remove in flight (DESIGN §12): recorded before the write, removed when it
+// ends, left `stuck` when it blocked. Named for the mdev's UUID. Start only reads and removes
+// these (Service::settle_mdev_journal): the plan, from the host, decides every mdev write, so
+// an entry, left over or planted, never makes vfiod write to an mdev.
+struct MdevJournalEntry {
+    using Phase = PfJournalEntry::Phase;  // Started: the write may have begun; Stuck: it blocked
+
+    std::string uuid;    // canonical lower case
+    std::string parent;  // its parent's name under sys/class/mdev_bus
+    std::string type;    // a directory of the parent's mdev_supported_types
+    bool create = true;  // false: a remove
+    Phase phase = Phase::Started;
+};
+
+inline constexpr size_t kMaxMdevEntryBytes = 4096;
+
 class Journal {
 public:
     // Every access, reads, writes, renames, removals and fsyncs, goes through one directory fd
@@ -114,6 +130,13 @@ public:
     std::string pf_entry_path(const PciAddress& pf) const;
     std::string describe_pf_error(const PciAddress& pf, int err) const;
 
+    // Mdev entries: "mdev-<uuid>", the same store and checks; load_all_mdevs() takes only names
+    // of a canonical UUID whose entry names that UUID.
+    std::vector<MdevJournalEntry> load_all_mdevs(std::vector<std::string>* errors = nullptr) const;
+    int store_mdev(const MdevJournalEntry& entry);
+    int remove_mdev(const std::string& uuid);
+    std::string mdev_entry_path(const std::string& uuid) const;
+
 private:
     Fd open_dir(bool create, int* err) const;
     // The directory for loading: -1 when there is none yet (no entries, no error) or it cannot
@@ -157,5 +180,8 @@ std::optional<JournalEntry> parse_journal(const std::string& text, std::string* 
 // The same for a PF entry: "pf", "from", "to" and "phase" lines, each exactly once.
 std::string serialize(const PfJournalEntry& entry);
 std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err);
+// An mdev entry: "uuid", "parent", "type", "action" (create, remove) and "phase", each once.
+std::string serialize(const MdevJournalEntry& entry);
+std::optional<MdevJournalEntry> parse_mdev_journal(const std::string& text, std::string* err);
 
 }  // namespace vfiod

@@ -22,13 +22,27 @@ MdevResult result(const MdevPlan& p, Reason r, std::string message) {
 
 }  // namespace
 
-int MdevWriter::write(const MdevPlan& p, const std::string& rel, const std::string& value) {
+int MdevWriter::write(const MdevPlan& p, const std::string& rel, const std::string& value,
+                      std::string* why) {
+    MdevJournalEntry entry{p.uuid, p.parent, p.type, p.action == MdevAction::Create,
+                           MdevJournalEntry::Phase::Started};
+    if (journal_)
+        if (int err = journal_->store_mdev(entry)) {
+            *why = "not written: journal " + journal_->mdev_entry_path(p.uuid) + ": " +
+                   std::strerror(err);
+            return err;
+        }
     std::shared_ptr<PendingWrite> left;
     const int err = write_within(fs_, rel, value, timeout_.load(), &left);
     if (err == kWriteStuck) {
         std::lock_guard lock(m_);
         stuck_[p.uuid] = {p.parent, left};
     }
+    if (!journal_)
+        return err;
+    // An entry this cannot update or remove is settled at the next start, as a crash's is.
+    entry.phase = MdevJournalEntry::Phase::Stuck;
+    (void)(err == kWriteStuck ? journal_->store_mdev(entry) : journal_->remove_mdev(p.uuid));
     return err;
 }
 
@@ -78,14 +92,15 @@ void MdevWriter::create_all(const std::vector<const MdevPlan*>& creates,
             continue;
         }
         const MdevWrite w = p->writes().at(0);
-        const int err = write(*p, w.path, w.value);
-        if (err == 0 || err == EEXIST) {
+        std::string why;
+        const int err = write(*p, w.path, w.value, &why);
+        if (why.empty() && (err == 0 || err == EEXIST)) {
             out.push_back(result(*p, Reason::None, ""));
             continue;
         }
         stop = true;
         out.push_back(result(*p, err == kWriteStuck ? Reason::Stuck : Reason::WriteFailed,
-                             failed(w.path, w.value, err)));
+                             why.empty() ? failed(w.path, w.value, err) : why));
     }
 }
 
@@ -95,11 +110,12 @@ MdevResult MdevWriter::remove(const MdevPlan& p, const HostUse& use) {
     if (stuck(p.uuid))
         return result(p, Reason::Stuck, "an earlier remove of it is still blocked");
     const MdevWrite w = p.writes().at(0);
-    const int err = write(p, w.path, w.value);
-    if (err == 0 || err == ENOENT)  // ENOENT: it is gone already
+    std::string why;
+    const int err = write(p, w.path, w.value, &why);
+    if (why.empty() && (err == 0 || err == ENOENT))  // ENOENT: it is gone already
         return result(p, Reason::None, "");
     return result(p, err == kWriteStuck ? Reason::Stuck : Reason::WriteFailed,
-                  failed(w.path, w.value, err));
+                  why.empty() ? failed(w.path, w.value, err) : why);
 }
 
 std::vector<MdevResult> MdevWriter::apply(const std::vector<MdevPlan>& pair) {

@@ -13,6 +13,7 @@
 
 #include "core/plan.hpp"
 #include "exec/hang_safe_write.hpp"
+#include "exec/journal.hpp"
 #include "io/host_fs.hpp"
 
 namespace vfiod {
@@ -29,8 +30,11 @@ struct MdevResult {
 
 class MdevWriter {
 public:
-    // fs must outlive every write still blocked when the writer goes away.
-    MdevWriter(HostFs& fs, std::chrono::milliseconds timeout) : fs_(fs), timeout_(timeout) {}
+    // fs must outlive every write still blocked when the writer goes away. With a journal,
+    // each write is recorded there before it starts and the record removed when it ends (kept,
+    // `stuck`, when it blocks).
+    MdevWriter(HostFs& fs, std::chrono::milliseconds timeout, Journal* journal = nullptr)
+        : fs_(fs), timeout_(timeout), journal_(journal) {}
 
     // The Create and Remove mdevs of `pair` (plan_mdevs' records of one parent and type, in
     // its order), one result each; the others are not looked at. Creates first, all or
@@ -53,8 +57,10 @@ public:
 private:
     void create_all(const std::vector<const MdevPlan*>& creates, std::vector<MdevResult>& out);
     MdevResult remove(const MdevPlan& p, const HostUse& use);
-    // 0, an errno, or kWriteStuck (then remembered under p's UUID, with its parent).
-    int write(const MdevPlan& p, const std::string& rel, const std::string& value);
+    // 0, an errno, or kWriteStuck (then remembered under p's UUID, with its parent). Not
+    // written when its journal entry cannot be stored (that errno, and *why says so).
+    int write(const MdevPlan& p, const std::string& rel, const std::string& value,
+              std::string* why);
     struct Stuck {
         std::string parent;
         std::shared_ptr<PendingWrite> write;
@@ -62,6 +68,7 @@ private:
 
     HostFs& fs_;
     std::atomic<std::chrono::milliseconds> timeout_;
+    Journal* journal_;
     std::mutex m_;
     std::map<std::string, Stuck> stuck_;  // by mdev UUID
 };

@@ -1,7 +1,10 @@
 #include "service/service.hpp"
 
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
+#include "core/mdev.hpp"
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
 #include "infra/workers.hpp"
@@ -28,7 +31,7 @@ ServiceParts::ServiceParts(HostFs& fs_, const std::function<Mode()>& mode, Follo
       store(host, journal, mode),
       decider(host, store, executor, journal, mode),
       pf_decider(host, store, mode),
-      mdev_writer(fs, std::chrono::seconds(10)),
+      mdev_writer(fs, std::chrono::seconds(10), &journal),
       then(then_) {}
 
 OpResult run_now(Operation& op, ServiceParts& s) {
@@ -115,6 +118,7 @@ bool Service::start() {
             spdlog::error("unreadable journal entry left alone: {}", err);
         for_pfs({unfinished.begin(), unfinished.end()},
                 [](const PciAddress& pf) { return std::make_shared<PfSettleOp>(pf); });
+        settle_mdev_journal();
     }
     decide_pfs(s_.host.governed_pfs());
     decide_mdevs(nullptr);
@@ -272,6 +276,27 @@ void Service::decide_mdevs(const std::set<std::string>* parents) {
         if (p.action != MdevAction::Foreign && (!parents || parents->count(p.parent)) &&
             pairs.insert({p.parent, p.type}).second)
             queue_mdev({p.parent, p.type});
+}
+
+void Service::settle_mdev_journal() {
+    std::vector<std::string> errors;
+    auto entries = s_.journal.load_all_mdevs(&errors);
+    for (const auto& err : errors)
+        spdlog::error("unreadable journal entry left alone: {}", err);
+    OwnMdevUuids own;
+    for (const MdevJournalEntry& e : entries) {
+        const char* what = e.create ? "create" : "remove";
+        if (own.index_of(e.parent, e.type, e.uuid))
+            spdlog::warn("mdev {} ({} on {}): its {} was interrupted ({}); the plan settles it",
+                         e.uuid, e.type, e.parent, what, to_string(e.phase));
+        else
+            spdlog::warn("journal {}: a {} of mdev {}, which is not vfiod's own {} on {}: "
+                         "nothing written", s_.journal.mdev_entry_path(e.uuid), what, e.uuid,
+                         e.type, e.parent);
+        if (int err = s_.journal.remove_mdev(e.uuid))
+            spdlog::error("journal {}: {}", s_.journal.mdev_entry_path(e.uuid),
+                          std::strerror(err));
+    }
 }
 
 void Service::queue_mdev(const MdevPair& key) {

@@ -125,6 +125,10 @@ private:
     // mdev queue: every pair (null; reads the whole mdev side), or the pairs of `parents` only
     // (reads those parents alone, so a registration costs the same however many mdevs exist).
     void decide_mdevs(const std::set<std::string>* parents);
+    // The mdev entries a crash (or anyone) left in the journal, logged and removed (enforce
+    // mode, at start): the plan that follows decides every mdev write from the host, so an
+    // entry never makes vfiod write to an mdev, its own or not (DESIGN §12).
+    void settle_mdev_journal();
     // One pair's MdevOp, unless it waits in the queue already.
     void queue_mdev(const MdevPair& key);
     // st, whose outcome (now, or when its writes end) files the pair as settled or not.

@@ -398,3 +398,46 @@ TEST(JournalText, RefusesMoreFunctionsThanAGroupCanHold) {
     EXPECT_EQ(err, "line 262: names more than 256 functions, more than an IOMMU group holds: not "
                    "an entry vfiod wrote");
 }
+
+// Mdev entries (DESIGN §12): strict, one path component for parent and type, the UUID
+// canonical, and loaded only under the name of the UUID they hold.
+TEST(MdevJournal, RoundTripsAndRejectsWhatItDidNotWrite) {
+    const std::string uuid = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+    MdevJournalEntry e{uuid, "mbochs", "mbochs-small", false, MdevJournalEntry::Phase::Stuck};
+    std::string err;
+    auto back = parse_mdev_journal(serialize(e), &err);
+    ASSERT_TRUE(back) << err;
+    EXPECT_EQ(serialize(*back), serialize(e));
+    const std::string head = "vfiod-mdev-journal 1\nuuid " + uuid + "\n";
+    const std::string tail = "action create\nphase started\n";
+    EXPECT_FALSE(parse_mdev_journal(head + "parent ..\ntype t\n" + tail, &err));
+    EXPECT_EQ(err, "line 3: bad parent '..'");
+    EXPECT_FALSE(parse_mdev_journal(head + "parent p\ntype t\ntype u\n" + tail, &err));
+    EXPECT_EQ(err, "line 5: 'type' given twice");
+    EXPECT_FALSE(parse_mdev_journal(head + "parent p\n" + tail, &err));
+    EXPECT_FALSE(parse_mdev_journal("vfiod-mdev-journal 1\nuuid 6D966230-F3A1-5551-97F3-"
+                                    "4AEC0DA0213A\n",
+                                    &err));
+    EXPECT_EQ(err, "line 2: bad UUID '6D966230-F3A1-5551-97F3-4AEC0DA0213A'");
+}
+
+TEST(MdevJournal, LoadsOnlyEntriesNamedForTheirUuid) {
+    FakeTree tree;
+    KernelHostFs fs(tree.root());
+    Journal j(fs);
+    const std::string a = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+    const std::string b = "28d550f8-3199-5203-b180-2f24319b7451";
+    ASSERT_EQ(j.store_mdev({a, "mbochs", "mbochs-small", true, {}}), 0);
+    MdevJournalEntry elsewhere{b, "mbochs", "mbochs-small", true, {}};
+    tree.write_file("run/vfiod/mdev-" + a.substr(0, 35) + "b", serialize(elsewhere));
+    tree.write_file("run/vfiod/mdev-junk", serialize(elsewhere));
+    std::vector<std::string> errors;
+    auto all = j.load_all_mdevs(&errors);
+    ASSERT_EQ(all.size(), 1u);
+    EXPECT_EQ(all[0].uuid, a);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("names mdev " + b), std::string::npos) << errors[0];
+    EXPECT_EQ(j.remove_mdev(a), 0);
+    EXPECT_EQ(j.remove_mdev("../group-1"), EINVAL);
+    EXPECT_TRUE(fs.exists("run/vfiod/mdev-" + a.substr(0, 35) + "b"));  // left alone
+}

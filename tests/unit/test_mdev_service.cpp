@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config_test_helpers.hpp"
+#include "exec/journal.hpp"
 #include "io/mdev_reader.hpp"
 #include "mdev_test_host.hpp"
 #include "service/service.hpp"
@@ -116,6 +117,37 @@ TEST_F(MdevService, ReloadRemovesOnlyVfiodsOwnAboveCountAndLeavesAForeignOne) {
     Service again(*kernel, {});
     ASSERT_TRUE(again.start());
     EXPECT_EQ(uuids(), (std::set<std::string>{foreign, mdev_uuid("mbochs", "mbochs-small", 0)}));
+}
+
+// A journal entry left over or planted (DESIGN §12) is settled at start, logged and removed,
+// and writes nothing: not to a foreign mdev it names, nor to one of vfiod's own beyond what the
+// plan wants. An entry under another UUID's name is left alone.
+TEST_F(MdevService, AJournalEntryIsSettledAtStartAndNeverWritesToAForeignMdev) {
+    kernel->register_mdev_parent(mbochs_parent());
+    const std::string foreign = "0a1b2c3d-0000-4000-8000-000000000001";
+    ASSERT_EQ(kernel->write(mdev_paths::create_file("mbochs", "mbochs-small"), foreign), 0);
+    const std::string own = mdev_uuid("mbochs", "mbochs-small", 0);
+    tree.write_file("run/vfiod/mdev-" + foreign,
+                    serialize(MdevJournalEntry{foreign, "mbochs", "mbochs-small", false,
+                                               MdevJournalEntry::Phase::Stuck}));
+    tree.write_file("run/vfiod/mdev-" + own,
+                    serialize(MdevJournalEntry{own, "mbochs", "mbochs-small", false, {}}));
+    const std::string misnamed = "run/vfiod/mdev-0a1b2c3d-0000-4000-8000-000000000002";
+    tree.write_file(misnamed, serialize(MdevJournalEntry{foreign, "mbochs", "mbochs-small",
+                                                         false, {}}));
+    write_config(kEnforce + entry("mbochs", "mbochs-small", 1));
+    const size_t before = kernel->writes().size();
+    Service s(*kernel, {});
+    ASSERT_TRUE(s.start());
+    pump(s);
+    EXPECT_EQ(uuids(), (std::set<std::string>{foreign, own}));
+    const auto writes = kernel->writes();
+    ASSERT_EQ(writes.size(), before + 1);  // own's create; no remove of either
+    EXPECT_EQ(writes.back().path, mdev_paths::create_file("mbochs", "mbochs-small"));
+    EXPECT_EQ(writes.back().value, own);
+    EXPECT_FALSE(kernel->exists("run/vfiod/mdev-" + foreign));
+    EXPECT_FALSE(kernel->exists("run/vfiod/mdev-" + own));
+    EXPECT_TRUE(kernel->exists(misnamed));
 }
 
 // The fake kernel, counting the listings that grow with the number of mdevs: the mdev bus

@@ -143,5 +143,31 @@ TEST(MdevWriter, ABlockedRemoveDoesNotHoldTheCaller) {
     EXPECT_TRUE(h.mdevs().mdevs.empty());
 }
 
+// Each write is in the journal while it runs (stored before, removed after); one that blocks
+// stays there, `stuck`, for the next start to settle.
+TEST(MdevWriter, EachWriteIsJournaledWhileItRuns) {
+    Host h;
+    Journal j(*h.kernel);
+    MdevWriter w(*h.kernel, 200ms, &j);
+    std::vector<std::string> seen;  // the journal as each write starts
+    h.kernel->before_step([&](unsigned, const std::string&) {
+        for (const auto& e : j.load_all_mdevs())
+            seen.push_back(e.uuid + (e.create ? " create " : " remove ") + to_string(e.phase));
+    });
+    w.apply(h.plan(entry("mbochs-small", 1)));
+    EXPECT_EQ(seen, std::vector<std::string>{U(0) + " create started"});
+    EXPECT_TRUE(j.load_all_mdevs().empty());
+    h.kernel->open_mdev_device(U(0));
+    seen.clear();
+    EXPECT_EQ(summary(w.apply(h.plan(entry("mbochs-small", 0)))),
+              std::vector<std::string>{U(0) + " remove stuck"});
+    EXPECT_EQ(seen, std::vector<std::string>{U(0) + " remove started"});
+    auto left = j.load_all_mdevs();
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_EQ(left[0].phase, MdevJournalEntry::Phase::Stuck);
+    h.kernel->close_mdev_device(U(0));
+    EXPECT_TRUE(test::eventually([&] { return !w.stuck(U(0)); }, 10s));
+}
+
 }  // namespace
 }  // namespace vfiod
