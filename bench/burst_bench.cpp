@@ -142,7 +142,8 @@ void bench_size(unsigned size, bool smoke) {
             [&] { s.publish(); });
         check(s.inventory().devices.at(vf).driver == (unbound ? "" : "iavf"),
               "the VF's driver change was not published");
-        InventoryChange all{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
+        InventoryChange all{
+            .manager = true, .groups = {}, .devices = {}, .pfs = {}, .mdevs = {}};
         for (const auto& [g, gi] : s.inventory().groups)
             all.groups.insert(g);
         for (const auto& [a, d] : s.inventory().devices)

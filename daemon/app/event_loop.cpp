@@ -33,38 +33,50 @@ void reload(Service& service) {
     });
 }
 
-// What the udev events since the last burst named: PCI functions, and mdev parents that
-// registered (DESIGN §12). The first event arms the kCoalesce timer; the burst goes to the
-// service when it is due.
+// What the udev events since the last burst named: PCI functions, mdev parents that registered
+// or unregistered, and mdevs (DESIGN §12). The first event arms the kCoalesce timer; the burst
+// goes to the service when it is due.
 struct UdevBursts {
     std::set<PciAddress> touched;
     std::set<std::string> parents;
+    std::set<std::string> mdevs;
     bool coalescing = false;
+
+    bool empty() const { return touched.empty() && parents.empty() && mdevs.empty(); }
+    void add(const PciEvent& e) {
+        if (!e.mdev_parent.empty()) {
+            spdlog::debug("udev: {} {} (MDEV_STATE)", e.action, e.mdev_parent);
+            parents.insert(e.mdev_parent);
+        }
+        if (!e.mdev.empty()) {
+            spdlog::debug("udev: {} mdev {}", e.action, e.mdev);
+            mdevs.insert(e.mdev);
+        }
+        if (e.address) {
+            spdlog::debug("udev: {} {}", e.action, e.address->str());
+            touched.insert(*e.address);
+        }
+    }
 };
 
 void watch_udev(Loop& loop, Service& service, PciEventSource& events, UdevBursts& b) {
     loop.watch(events.fd(), [&] {
-        for (const auto& e : events.receive()) {
-            if (!e.mdev_parent.empty()) {
-                spdlog::debug("udev: {} {} MDEV_STATE=registered", e.action, e.mdev_parent);
-                b.parents.insert(e.mdev_parent);
-            }
-            if (e.address) {
-                spdlog::debug("udev: {} {}", e.action, e.address->str());
-                b.touched.insert(*e.address);
-            }
-        }
-        if ((b.touched.empty() && b.parents.empty()) || b.coalescing)
+        for (const auto& e : events.receive())
+            b.add(e);
+        if (b.empty() || b.coalescing)
             return;
         b.coalescing = true;
         loop.after(kCoalesce, [&] {
             b.coalescing = false;
             std::set<PciAddress> batch = std::exchange(b.touched, {});
-            std::set<std::string> registered = std::exchange(b.parents, {});
+            std::set<std::string> parents = std::exchange(b.parents, {});
+            std::set<std::string> mdevs = std::exchange(b.mdevs, {});
             if (!batch.empty())
                 service.handle_events(batch);
-            if (!registered.empty())
-                service.handle_mdev_events(registered);
+            if (!parents.empty())
+                service.handle_mdev_events(parents);
+            if (!mdevs.empty())
+                service.handle_mdev_changes(mdevs);
         });
     });
 }

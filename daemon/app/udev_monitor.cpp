@@ -5,6 +5,8 @@
 
 #include <libudev.h>
 
+#include "core/mdev.hpp"
+
 namespace vfiod {
 
 std::unique_ptr<UdevMonitor> UdevMonitor::open(std::string* err) {
@@ -40,12 +42,15 @@ std::vector<PciEvent> UdevMonitor::receive() {
         const char* name = udev_device_get_sysname(d);
         const char* subsystem = udev_device_get_subsystem(d);
         const char* state = udev_device_get_property_value(d, "MDEV_STATE");
-        PciEvent e{action ? action : "", std::nullopt, ""};
+        PciEvent e{action ? action : "", std::nullopt, "", ""};
         if (name && subsystem && std::strcmp(subsystem, "pci") == 0)
             e.address = PciAddress::parse(name);
-        if (name && state && e.action == "change" && std::strcmp(state, "registered") == 0)
+        if (name && subsystem && std::strcmp(subsystem, "mdev") == 0 && is_canonical_uuid(name))
+            e.mdev = name;
+        if (name && state && e.action == "change" &&
+            (std::strcmp(state, "registered") == 0 || std::strcmp(state, "unregistered") == 0))
             e.mdev_parent = name;
-        if (action && (e.address || !e.mdev_parent.empty()))
+        if (action && (e.address || !e.mdev_parent.empty() || !e.mdev.empty()))
             events.push_back(std::move(e));
         udev_device_unref(d);
     }

@@ -1,5 +1,5 @@
-// A thin libudev wrapper: PCI uevents as (action, address) pairs, and mdev parents announcing
-// their types (DESIGN §12). No decisions are made here.
+// A thin libudev wrapper: PCI uevents as (action, address) pairs, mdev parents announcing or
+// withdrawing their types, and mdevs' own events (DESIGN §12). No decisions are made here.
 #pragma once
 
 #include <memory>
@@ -17,9 +17,11 @@ namespace vfiod {
 struct PciEvent {
     std::string action;  // add, remove, bind, unbind, change, …
     std::optional<PciAddress> address;  // a PCI function's event; nullopt for a virtual parent
-    // A change with MDEV_STATE=registered: the parent's name under sys/class/mdev_bus (a PCI
-    // parent's event has its address too).
+    // A change with MDEV_STATE=registered or unregistered: the parent's name under
+    // sys/class/mdev_bus (a PCI parent's event has its address too).
     std::string mdev_parent;
+    // An mdev's own event (subsystem mdev: add, bind, unbind, remove): its UUID.
+    std::string mdev;
 };
 
 // Where the event loop gets PCI uevents: the udev monitor, or a test's scripted source.
@@ -44,8 +46,8 @@ public:
 
     int fd() const override;
     // Every event queued on the socket (non-blocking): the pci subsystem's, for names that are a
-    // PCI function's address, and any device's change with MDEV_STATE=registered; the rest
-    // are dropped.
+    // PCI function's address, the mdev subsystem's, for canonical UUIDs, and any device's change
+    // with MDEV_STATE=registered or unregistered; the rest are dropped.
     std::vector<PciEvent> receive() override;
 
 private:

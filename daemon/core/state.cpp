@@ -34,6 +34,17 @@ PfState planned_state(PfAction a) {
     return PfState::Failed;  // not reached: every PfAction is listed above
 }
 
+MdevState planned_state(MdevAction a, Reason r) {
+    switch (a) {
+    case MdevAction::Ready: return MdevState::Ready;
+    case MdevAction::Create:
+    case MdevAction::Remove: return MdevState::Pending;
+    case MdevAction::Refuse: return r == Reason::NoParent ? MdevState::Failed : MdevState::Refused;
+    case MdevAction::Foreign: return MdevState::Foreign;
+    }
+    return MdevState::Failed;
+}
+
 const char* to_string(Action a) {
     switch (a) {
     case Action::Bind: return "bind";
@@ -61,6 +72,17 @@ const char* to_string(MdevAction a) {
     case MdevAction::Remove: return "remove";
     case MdevAction::Refuse: return "refuse";
     case MdevAction::Foreign: return "foreign";
+    }
+    return "?";
+}
+
+const char* to_string(MdevState s) {
+    switch (s) {
+    case MdevState::Ready: return "ready";
+    case MdevState::Pending: return "pending";
+    case MdevState::Refused: return "refused";
+    case MdevState::Failed: return "failed";
+    case MdevState::Foreign: return "foreign";
     }
     return "?";
 }
@@ -143,6 +165,14 @@ std::optional<GroupState> parse_group_state(std::string_view text) {
 
 std::optional<PfState> parse_pf_state(std::string_view text) {
     for (PfState s : {PfState::Ready, PfState::Pending, PfState::Refused, PfState::Failed})
+        if (text == to_string(s))
+            return s;
+    return std::nullopt;
+}
+
+std::optional<MdevState> parse_mdev_state(std::string_view text) {
+    for (MdevState s : {MdevState::Ready, MdevState::Pending, MdevState::Refused,
+                        MdevState::Failed, MdevState::Foreign})
         if (text == to_string(s))
             return s;
     return std::nullopt;

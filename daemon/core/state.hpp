@@ -82,6 +82,16 @@ enum class PfState {
     Failed,   // a write failed (write-failed, with ENOENT for a driverless PF) or blocked (stuck)
 };
 
+// The published State of an mdev (D-Bus org.vfiod1.MediatedDevice.State, `vfioctl status`,
+// DESIGN §12). Consumers serve only Ready.
+enum class MdevState {
+    Ready,    // it exists, bound to its vfio mdev driver, with its /dev/vfio/<N>
+    Pending,  // wanted and not there yet, being created, or about to be removed
+    Refused,  // the plan refused (mdev-unavailable, unknown-type, protected, in-use-mdev)
+    Failed,   // its parent is gone (no-parent), or a create or remove failed
+    Foreign,  // not vfiod's own: shown, never touched
+};
+
 // What executing a plan (or reconciling an interrupted one) came to.
 enum class Outcome {
     Bound,       // every non-bridge function is on its target
@@ -117,6 +127,10 @@ GroupState planned_state(Action a);
 GroupState published_state(Outcome o);
 // What is published for a PF's plan before (or instead of) executing it.
 PfState planned_state(PfAction a);
+// An mdev's state as planned (DESIGN §12): create and remove pending, a refusal refused (failed
+// for no-parent: its parent is gone). Ready stays ready only once the mdev is bound with its
+// /dev/vfio/<N>, which the plan does not know.
+MdevState planned_state(MdevAction a, Reason r);
 
 const char* to_string(Action a);      // "bind", "bound", "refuse", "release", "released"
 const char* to_string(PfAction a);    // "create", "ready", "refuse"
@@ -125,6 +139,7 @@ const char* to_string(Reason r);      // "no-iommu", …, "drift"; "" for None
 const char* to_string(Outcome o);     // "bound", …, "stuck", "rolled-back"
 const char* to_string(GroupState s);  // "bound", "pending", "refused", "failed", "released"
 const char* to_string(PfState s);     // "ready", "pending", "refused", "failed"
+const char* to_string(MdevState s);   // "ready", "pending", "refused", "failed", "foreign"
 
 // The inverse of to_string(Reason), for clients reading a published Reason; nullopt when the
 // text names no reason this build knows ("" is Reason::None).
@@ -134,5 +149,6 @@ std::optional<Reason> parse_reason(std::string_view text);
 std::optional<GroupState> parse_group_state(std::string_view text);
 // The same for a published PhysicalFunction State.
 std::optional<PfState> parse_pf_state(std::string_view text);
+std::optional<MdevState> parse_mdev_state(std::string_view text);
 
 }  // namespace vfiod

@@ -30,6 +30,7 @@ DbusObjects::DbusObjects(sdbus::IConnection& connection, Service& service, Autho
     groups_ = std::make_unique<ExportedSet<unsigned, GroupInfo>>(bus, group_objects());
     devices_ = std::make_unique<ExportedSet<PciAddress, DeviceInfo>>(bus, device_objects());
     pfs_ = std::make_unique<ExportedSet<PciAddress, PfInfo>>(bus, pf_objects());
+    mdevs_ = std::make_unique<ExportedSet<std::string, MdevInfo>>(bus, mdev_objects());
 }
 
 DbusObjects::~DbusObjects() = default;
@@ -67,6 +68,12 @@ void DbusObjects::publish(const Inventory& inv, const InventoryChange& change) {
             pfs_->put(a, p->second);
         else
             pfs_->erase(a);
+    // An mdev object names no other object either.
+    for (const auto& uuid : change.mdevs)
+        if (auto m = inv.mdevs.find(uuid); m != inv.mdevs.end())
+            mdevs_->put(uuid, publishable(m->second));
+        else
+            mdevs_->erase(uuid);
 }
 
 }  // namespace vfiod

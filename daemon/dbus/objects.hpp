@@ -1,9 +1,10 @@
-// The D-Bus face of the service (DESIGN §6, §11): the manager object with the object manager,
-// and one object per published group, function and SR-IOV PF, kept in step with the service's
-// Inventory. This is only their composition: it creates them on one connection and says which
-// publication goes to which. Each kind is its own file: manager.hpp (an sdbus-c++ object),
-// group.hpp, device.hpp and pf.hpp (served by one sd-bus vtable per interface from the records
-// published here, no per-object library state), each with its path spelled and parsed.
+// The D-Bus face of the service (DESIGN §6, §11, §12): the manager object with the object
+// manager, and one object per published group, function, SR-IOV PF and mdev, kept in step with
+// the service's Inventory. This is only their composition: it creates them on one connection and
+// says which publication goes to which. Each kind is its own file: manager.hpp (an sdbus-c++
+// object), group.hpp, device.hpp, pf.hpp and mdev.hpp (served by one sd-bus vtable per
+// interface from the records published here, no per-object library state), each with its path
+// spelled and parsed.
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include "core/pci_address.hpp"
 #include "dbus/device.hpp"  // device_object_path, for those who name an object
 #include "dbus/group.hpp"   // group_object_path
+#include "dbus/mdev.hpp"    // mdev_object_path
 #include "dbus/pf.hpp"      // pf_object_path
 #include "service/inventory.hpp"
 
@@ -56,6 +58,7 @@ private:
     std::unique_ptr<ExportedSet<unsigned, GroupInfo>> groups_;
     std::unique_ptr<ExportedSet<PciAddress, DeviceInfo>> devices_;
     std::unique_ptr<ExportedSet<PciAddress, PfInfo>> pfs_;
+    std::unique_ptr<ExportedSet<std::string, MdevInfo>> mdevs_;
     std::unique_ptr<HeldCalls> held_reads_;
 };
 

@@ -1,6 +1,7 @@
 #include "io/mdev_reader.hpp"
 
 #include <cstdlib>
+#include <map>
 
 #include "core/strings.hpp"
 
@@ -73,6 +74,21 @@ std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& 
     return p;
 }
 
+namespace {
+
+// The mdev whose directory is `rel` (sys/bus/mdev/devices/<uuid>, or its parent's child).
+Mdev read_mdev(const HostFs& fs, const std::string& rel, const std::string& parent) {
+    Mdev m;
+    m.parent = parent;
+    m.type = fs.link_name(rel + "/mdev_type").value_or("");
+    if (auto g = fs.link_name(rel + "/iommu_group"))
+        m.iommu_group = decimal(*g);
+    m.driver = fs.link_name(rel + "/driver").value_or("");
+    return m;
+}
+
+}  // namespace
+
 MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings) {
     MdevHost h;
     std::map<std::string, std::string> by_devpath;  // a parent's device dir -> its name
@@ -98,13 +114,25 @@ MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings) {
                                fs.path(mdev_paths::kParents) + "; left alone");
             continue;
         }
-        Mdev m;
-        m.parent = parent->second;
-        m.type = fs.link_name(rel + "/mdev_type").value_or("");
-        if (auto g = fs.link_name(rel + "/iommu_group"))
-            m.iommu_group = decimal(*g);
-        m.driver = fs.link_name(rel + "/driver").value_or("");
-        h.mdevs.emplace(uuid, std::move(m));
+        h.mdevs.emplace(uuid, read_mdev(fs, rel, parent->second));
+    }
+    return h;
+}
+
+MdevHost read_mdev_parents(const HostFs& fs, const std::set<std::string>& names,
+                           std::vector<std::string>* warnings) {
+    MdevHost h;
+    for (const auto& name : names) {
+        auto p = read_mdev_parent(fs, name, warnings);
+        if (!p)
+            continue;
+        // An mdev's device is a child of its parent's: the parent's directory lists its mdevs
+        // among its attributes, whatever other parents hold.
+        const std::string bus = std::string(mdev_paths::kDevices) + "/";
+        for (const auto& child : fs.list(p->devpath))
+            if (is_canonical_uuid(child) && fs.exists(bus + child))
+                h.mdevs.emplace(child, read_mdev(fs, p->devpath + "/" + child, name));
+        h.parents.emplace(name, std::move(*p));
     }
     return h;
 }

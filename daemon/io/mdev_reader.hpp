@@ -4,6 +4,7 @@
 // file in an attribute's place costs a warning, never a wait.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,11 @@ MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings);
 // when sys/class/mdev_bus/<name> leads nowhere.
 std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& name,
                                            std::vector<std::string>* warnings);
+
+// The named parents as read_mdev_parent reads them, with their mdevs (the children of each
+// parent's device that the mdev bus lists): what a trigger naming a few parents costs, however
+// many mdevs other parents hold. A name that leads nowhere is left out (its pairs: no-parent).
+MdevHost read_mdev_parents(const HostFs& fs, const std::set<std::string>& names,
+                           std::vector<std::string>* warnings);
 
 }  // namespace vfiod

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,12 +49,31 @@ struct PfInfo {
     bool operator==(const PfInfo&) const = default;
 };
 
+// An mdev (DESIGN §12): one an [[mdev]] entry wants (present or not), one of vfiod's own on
+// its way out, or a foreign one: /org/vfiod1/mdev/…, org.vfiod1.MediatedDevice.
+struct MdevInfo {
+    std::string uuid;           // canonical lower case
+    std::string parent;         // its name under /sys/class/mdev_bus
+    std::string type;           // the type's directory
+    std::string type_name;      // the type's name file, else the type
+    std::string resource_name;  // the governing entry's; "" for a foreign mdev
+    // Its IOMMU group while its /dev/vfio/<N> exists (IommuGroup 0 and VfioPath "" otherwise).
+    std::optional<unsigned> group;
+    int numa_node = -1;  // the parent's; -1 for a virtual parent
+    MdevState state = MdevState::Pending;
+    Reason reason = Reason::None;
+    std::vector<std::string> blockers;  // in-use-mdev: who holds it open
+
+    bool operator==(const MdevInfo&) const = default;
+};
+
 struct Inventory {
     std::string mode = "observe";
     bool iommu = false;
     std::map<unsigned, GroupInfo> groups;
     std::map<PciAddress, DeviceInfo> devices;
     std::map<PciAddress, PfInfo> pfs;  // empty without [[sriov]] entries
+    std::map<std::string, MdevInfo> mdevs;  // by UUID; empty without [[mdev]] entries
 
     bool operator==(const Inventory&) const = default;
 };
@@ -65,13 +85,17 @@ struct InventoryChange {
     std::set<unsigned> groups;     // groups added, changed or gone
     std::set<PciAddress> devices;  // functions added, changed or gone
     std::set<PciAddress> pfs;      // PFs added, changed or gone
+    std::set<std::string> mdevs;   // mdevs (by UUID) added, changed or gone
 
-    bool empty() const { return !manager && groups.empty() && devices.empty() && pfs.empty(); }
+    bool empty() const {
+        return !manager && groups.empty() && devices.empty() && pfs.empty() && mdevs.empty();
+    }
     void merge(InventoryChange&& other) {
         manager = manager || other.manager;
         groups.merge(other.groups);
         devices.merge(other.devices);
         pfs.merge(other.pfs);
+        mdevs.merge(other.mdevs);
     }
 };
 
@@ -84,5 +108,6 @@ using OnChange = std::function<void(const Inventory&, const InventoryChange&)>;
 // what passed through here.
 Inventory publishable(Inventory inv);
 DeviceInfo publishable(DeviceInfo d);
+MdevInfo publishable(MdevInfo m);
 
 }  // namespace vfiod

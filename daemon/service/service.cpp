@@ -121,7 +121,7 @@ bool Service::start() {
         settle_mdev_journal();
     }
     decide_pfs(s_.host.governed_pfs());
-    decide_mdevs(nullptr);
+    decide_mdevs(nullptr, true);
     if (!s_.host.snapshot().topology.iommu_enabled) {
         Plan plan = s_.host.whole_plan();
         if (!plan.groups.empty())
@@ -167,7 +167,29 @@ void Service::handle_events(const std::set<PciAddress>& touched) {
 
 void Service::handle_mdev_events(const std::set<std::string>& parents) {
     guarded("mdev events", [&] {
-        decide_mdevs(&parents);
+        decide_mdevs(&parents, true);
+        return OpResult{};
+    });
+}
+
+void Service::handle_mdev_changes(const std::set<std::string>& uuids) {
+    guarded("mdev events", [&] {
+        std::set<std::string> parents;
+        for (const std::string& uuid : uuids) {
+            // Its parent as published, or, for one not published yet, the directory its
+            // device lives in: an mdev's device is a child of its parent's, named alike.
+            auto m = s_.store.mdevs().find(uuid);
+            if (m != s_.store.mdevs().end()) {
+                parents.insert(m->second.parent);
+                continue;
+            }
+            auto dir = s_.host.view().resolve(std::string(mdev_paths::kDevices) + "/" + uuid);
+            if (!dir)
+                continue;  // gone before it was published: nothing to take back
+            const std::string parent = dir->substr(0, dir->rfind('/'));
+            parents.insert(parent.substr(parent.rfind('/') + 1));
+        }
+        decide_mdevs(&parents, false);
         return OpResult{};
     });
 }
@@ -257,25 +279,40 @@ void Service::retry_pfs() {
         queue_mdev(key);
 }
 
-void Service::decide_mdevs(const std::set<std::string>* parents) {
+void Service::decide_mdevs(const std::set<std::string>* parents, bool unsettled) {
     const Config& config = s_.host.config();
-    if (config.mdevs.empty())
+    if (config.mdevs.empty()) {  // a Reload may have dropped the last entry: no mdev published
+        s_.store.set_mdevs([](const MdevInfo&) { return true; }, {});
         return;
-    refresh_fences();
-    MdevHost host;  // a registration reads its parents alone, never the mdev bus
-    if (parents) {
-        for (const std::string& name : *parents)
-            if (auto p = read_mdev_parent(s_.host.view(), name, nullptr))
-                host.parents.emplace(name, std::move(*p));
-    } else {
-        host = read_mdev_host(s_.host.view(), nullptr);
     }
-    auto plan = plan_mdevs(host, s_.host.snapshot().topology, {}, config);
+    refresh_fences();
+    // An event reads the parents it names alone, never the mdev bus.
+    const HostFs& view = s_.host.view();
+    MdevHost host = parents ? read_mdev_parents(view, *parents, nullptr)
+                            : read_mdev_host(view, nullptr);
+    auto plan = plan_mdevs(host, s_.host.snapshot().topology, {}, config)
+                    .value_or(std::vector<MdevPlan>{});
+    if (parents)  // the plan of the others, absent from this read, is not this call's
+        std::erase_if(plan, [&](const MdevPlan& p) { return !parents->count(p.parent); });
+    // A parent being written reads as half there (its types fenced): its records wait for
+    // the operation that writes it.
+    const std::set<std::string> fenced = fenced_mdev_names();
+    std::vector<MdevPlan> shown;
+    for (const MdevPlan& p : plan)
+        if (!fenced.count(p.parent))
+            shown.push_back(p);
+    s_.store.set_mdevs(
+        [&](const MdevInfo& m) {
+            return !fenced.count(m.parent) && (!parents || parents->count(m.parent));
+        },
+        mdev_records(shown, host, s_.host.snapshot().topology, view));
     std::set<MdevPair> pairs;  // this call's: a pair queued here may have run already
-    for (const MdevPlan& p : plan.value_or(std::vector<MdevPlan>{}))
-        if (p.action != MdevAction::Foreign && (!parents || parents->count(p.parent)) &&
-            pairs.insert({p.parent, p.type}).second)
-            queue_mdev({p.parent, p.type});
+    for (const MdevPlan& p : plan) {
+        const MdevPair key{p.parent, p.type};
+        if (p.action != MdevAction::Foreign && (unsettled || !mdev_unsettled_.count(key)) &&
+            pairs.insert(key).second)
+            queue_mdev(key);
+    }
 }
 
 void Service::settle_mdev_journal() {
@@ -329,12 +366,16 @@ GroupQueue::Started Service::noting_mdev(const MdevPair& key, GroupQueue::Starte
     return st;
 }
 
-void Service::refresh_fences() {
-    s_.host.refresh_fences(s_.executor.stuck());
+std::set<std::string> Service::fenced_mdev_names() {
     std::set<std::string> names = s_.mdev_writer.stuck_names();
     for (const auto& [q, n] : mdev_writing_)
         names.insert(n.begin(), n.end());
-    s_.host.fence_mdevs(names);
+    return names;
+}
+
+void Service::refresh_fences() {
+    s_.host.refresh_fences(s_.executor.stuck());
+    s_.host.fence_mdevs(fenced_mdev_names());
 }
 
 void Service::decide(const std::set<unsigned>& groups, bool from_events) {
@@ -397,7 +438,7 @@ OpResult Service::apply_reload() {
                  config.devices.size(), config.protects.size(), to_string(mode()));
     decide(groups, false);
     decide_pfs(s_.host.governed_pfs());
-    decide_mdevs(nullptr);
+    decide_mdevs(nullptr, true);
     return {};
 }
 

@@ -64,9 +64,15 @@ public:
     // Functions named by a burst of udev events: re-read the host and re-decide only the groups
     // those functions belong (or belonged) to.
     void handle_events(const std::set<PciAddress>& touched);
-    // Mdev parents that announced their types (change, MDEV_STATE=registered): each (parent,
-    // type) pair of theirs that an [[mdev]] entry names is planned again (DESIGN §12).
+    // Mdev parents that announced or withdrew their types (change, MDEV_STATE=registered or
+    // unregistered): each (parent, type) pair of theirs that an [[mdev]] entry names is planned
+    // again, and their mdevs published as they are now (DESIGN §12).
     void handle_mdev_events(const std::set<std::string>& parents);
+    // Mdevs that came, were probed or went (their own add, bind, unbind, remove): their parents'
+    // records are read again and published, and those parents' pairs planned again, except
+    // pairs whose last operation failed (a create that fails in the probe sends add and remove:
+    // it must not trigger itself). So an mdev removed by hand is made again.
+    void handle_mdev_changes(const std::set<std::string>& uuids);
 
     // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
     OpResult reload();
@@ -123,8 +129,12 @@ private:
     using MdevPair = std::pair<std::string, std::string>;  // (parent, type)
     // An MdevOp per (parent, type) pair the [[mdev]] entries reach, in config order, in the
     // mdev queue: every pair (null; reads the whole mdev side), or the pairs of `parents` only
-    // (reads those parents alone, so a registration costs the same however many mdevs exist).
-    void decide_mdevs(const std::set<std::string>* parents);
+    // (reads those parents alone, so an event costs the same however many mdevs exist); the
+    // pairs whose last operation failed only when `unsettled`. The mdevs read are published
+    // as planned (parents being written excepted: their operation publishes them).
+    void decide_mdevs(const std::set<std::string>* parents, bool unsettled);
+    // The mdev names the loop must not read (FencedHostFs): being written, or stuck.
+    std::set<std::string> fenced_mdev_names();
     // The mdev entries a crash (or anyone) left in the journal, logged and removed (enforce
     // mode, at start): the plan that follows decides every mdev write from the host, so an
     // entry never makes vfiod write to an mdev, its own or not (DESIGN §12).

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/plan_text.hpp"
+#include "core/strings.hpp"
 #include "exec/journal.hpp"
 #include "service/host_model.hpp"
 
@@ -100,6 +101,47 @@ void StatusStore::update_pfs(InventoryChange* change) {
             change->pfs.insert(a);
     }
     inventory_.pfs = std::move(now);
+}
+
+namespace {
+
+void log_mdev(const MdevInfo& m) {
+    // One line per state change, at info: a refusal's or a failure's why is the pair's own
+    // warning line (service/mdev_ops.cpp), with the numbers.
+    std::string why = m.reason == Reason::None ? "" : std::string(" ") + to_string(m.reason);
+    if (!m.blockers.empty())
+        why += " (" + join(m.blockers, ", ") + ")";
+    spdlog::info("mdev {} ({} on {}): {}{}{}", m.uuid, m.type, m.parent, to_string(m.state), why,
+                 m.group ? ", /dev/vfio/" + std::to_string(*m.group) : "");
+}
+
+}  // namespace
+
+void StatusStore::set_mdevs(const std::function<bool(const MdevInfo&)>& replaced,
+                            std::vector<MdevInfo> now) {
+    std::map<std::string, MdevInfo> next;
+    for (auto& m : now)
+        next.insert_or_assign(m.uuid, std::move(m));
+    auto& published = inventory_.mdevs;
+    // Straight into the inventory, each change noted for the next publication: an mdev's
+    // record is what its operation read, and nothing else derives it.
+    std::erase_if(published, [&](const auto& kv) {
+        if (next.count(kv.first) || !replaced(kv.second))
+            return false;
+        spdlog::info("mdev {} ({} on {}): gone", kv.first, kv.second.type, kv.second.parent);
+        unsent_.mdevs.insert(kv.first);
+        return true;
+    });
+    for (auto& [uuid, m] : next) {
+        auto old = published.find(uuid);
+        if (old != published.end() && old->second == m)
+            continue;
+        if (old == published.end() || old->second.state != m.state ||
+            old->second.reason != m.reason || old->second.group != m.group)
+            log_mdev(m);
+        unsent_.mdevs.insert(uuid);
+        published.insert_or_assign(uuid, std::move(m));
+    }
 }
 
 void StatusStore::forget_group(unsigned group) {

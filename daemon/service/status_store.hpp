@@ -40,6 +40,12 @@ public:
     const PfStatus* pf_status(const PciAddress& pf) const;
     void set_pf_status(const PciAddress& pf, PfStatus s);
 
+    // Mediated devices (DESIGN §12): the records `replaced` selects give way to `now` (a pair's,
+    // a parent's, or every one), each state change logged; published with the next publish().
+    void set_mdevs(const std::function<bool(const MdevInfo&)>& replaced,
+                   std::vector<MdevInfo> now);
+    const std::map<std::string, MdevInfo>& mdevs() const { return inventory_.mdevs; }
+
     // Sends `reply` once what this dispatch changed is published (publish()).
     void answer(Reply reply, OpResult r);
     // Service::publish(): never throws.
@@ -69,7 +75,8 @@ private:
     } dirty_;
     // What on_change_ has not been told yet: everything at first, and what a publication that
     // threw did not get across.
-    InventoryChange unsent_{.manager = true, .groups = {}, .devices = {}, .pfs = {}};
+    InventoryChange unsent_{
+        .manager = true, .groups = {}, .devices = {}, .pfs = {}, .mdevs = {}};
     std::vector<std::pair<Reply, OpResult>> replies_;  // held until publish()
     Inventory inventory_;
     OnChange on_change_;

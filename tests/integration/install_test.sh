@@ -32,6 +32,7 @@ for f in "$prefix/sbin/vfiod" "$prefix/bin/vfioctl" "$unitdir/vfiod.service" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.Group.xml" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.Device.xml" \
          "$prefix/share/dbus-1/interfaces/org.vfiod1.PhysicalFunction.xml" \
+         "$prefix/share/dbus-1/interfaces/org.vfiod1.MediatedDevice.xml" \
          "$prefix/share/polkit-1/actions/org.vfiod1.policy" \
          "$prefix/share/doc/vfiod/examples/50-vfiod.rules" \
          "$sysconfdir/vfiod/vfiod.toml"; do

@@ -25,6 +25,7 @@ for f in /usr/sbin/vfiod /usr/bin/vfioctl "$unitdir/vfiod.service" "$udevdir/rul
          /usr/share/dbus-1/interfaces/org.vfiod1.Group.xml \
          /usr/share/dbus-1/interfaces/org.vfiod1.Device.xml \
          /usr/share/dbus-1/interfaces/org.vfiod1.PhysicalFunction.xml \
+         /usr/share/dbus-1/interfaces/org.vfiod1.MediatedDevice.xml \
          /etc/vfiod/vfiod.toml \
          /usr/share/man/man8/vfiod.8.gz /usr/share/man/man1/vfioctl.1.gz \
          /usr/share/man/man5/vfiod.toml.5.gz \

@@ -36,9 +36,13 @@ public:
     }
     // Any thread.
     void send(const char* action, const char* bdf) {
+        send_event({action, PciAddress::parse(bdf), "", ""});
+    }
+    // Any event, e.g. an mdev parent's MDEV_STATE change or an mdev's own. Any thread.
+    void send_event(PciEvent e) {
         {
             std::lock_guard lock(m_);
-            queued_.push_back({action, PciAddress::parse(bdf), ""});
+            queued_.push_back(std::move(e));
         }
         (void)!write(fds_[1], "e", 1);
     }
