@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "core/plan_json.hpp"
+#include "core/strings.hpp"
 #include "dbus_client.hpp"
 #include "host_plan.hpp"
 #include "text.hpp"
@@ -12,6 +13,26 @@ namespace vfiod::cli {
 namespace {
 
 using client::DaemonView;
+
+// One mdev's lines: what it is, its state, and what a consumer or an operator needs of it.
+void print_mdev(const client::DaemonMdev& m) {
+    const MdevPlan& p = m.plan;
+    std::printf("\nmdev %s on %s, type %s", p.uuid.c_str(), printable(p.parent).c_str(),
+                printable(p.type.empty() ? "?" : p.type).c_str());
+    if (!p.type_name.empty() && p.type_name != p.type)
+        std::printf(" (%s)", printable(p.type_name).c_str());
+    std::printf(": %s", m.state.c_str());
+    if (p.reason != Reason::None)
+        std::printf(" %s", to_string(p.reason));
+    for (const auto& d : p.details)  // a newer daemon's reason, as it came
+        std::printf(" %s", printable(d).c_str());
+    std::printf("\n");
+    if (!m.vfio_path.empty())
+        std::printf("  %s%s%s\n", m.vfio_path.c_str(), p.resource_name.empty() ? "" : ", ",
+                    printable(p.resource_name).c_str());
+    for (const auto& b : p.blockers)
+        std::printf("  held by %s\n", printable(b).c_str());
+}
 
 // scope: what the offline reading checked of the host's use (host_use_scope); null for the daemon's.
 int print(const DaemonView& view, bool json, const char* scope = nullptr) {
@@ -31,6 +52,12 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
                 write_pf_json(w, pf.plan, pf.state);
             w.end_array();
         }
+        if (view.mdevs) {  // DESIGN §12: likewise, only where [[mdev]] entries are
+            w.key("mdevs").begin_array();
+            for (const auto& m : *view.mdevs)
+                write_mdev_json(w, m.plan, m.state);
+            w.end_array();
+        }
         w.end_object();
         std::fputs(w.str().c_str(), stdout);
         return kExitOk;
@@ -48,6 +75,9 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
     if (view.pfs)  // the counts now and wanted, under the PF's state
         for (const auto& pf : *view.pfs)
             std::printf("\n%s", render_pf(pf.plan, false, pf.state).c_str());
+    if (view.mdevs)
+        for (const auto& m : *view.mdevs)
+            print_mdev(m);
     return kExitOk;
 }
 
@@ -66,6 +96,13 @@ int offline(const Args& args) {
         for (const auto& pf : *plan.pfs) {
             PfState s = planned_state(pf.action);
             view.pfs->push_back({pf, to_string(s), s});
+        }
+    }
+    if (plan.mdevs) {  // what vfiod would publish, in the plan's order
+        view.mdevs.emplace();
+        for (const auto& m : *plan.mdevs) {
+            MdevState s = planned_state(m.action, m.reason);
+            view.mdevs->push_back({m, to_string(s), "", -1, s});
         }
     }
     return print(view, args.json, host_use_scope(fs));

@@ -1,9 +1,11 @@
 #include "dbus_client.hpp"
 
 #include <map>
+#include <tuple>
 
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "core/mdev.hpp"
 #include "io/proc_parsers.hpp"
 
 namespace vfiod::client {
@@ -159,6 +161,29 @@ struct InventoryEditor {
         reason_and_blockers(p, &r->plan.reason, &r->plan.details, &r->plan.blockers);
     }
 
+    static void mdev(DaemonMdev* r, const Properties& p) {
+        take(p, "Uuid", &r->plan.uuid);
+        take(p, "Parent", &r->plan.parent);
+        take(p, "Type", &r->plan.type);
+        take(p, "TypeName", &r->plan.type_name);
+        take(p, "ResourceName", &r->plan.resource_name);
+        // IommuGroup is 0 while there is none: VfioPath tells (view() drops it then).
+        if (uint32_t group = 0; take(p, "IommuGroup", &group))
+            r->plan.group = group;
+        take(p, "VfioPath", &r->vfio_path);
+        if (p.count("NumaNode"))
+            r->numa_node = get<int32_t>(p, "NumaNode", -1);
+        if (take(p, "State", &r->state))
+            r->state_value = parse_mdev_state(r->state);
+        if (std::string text; take(p, "Reason", &text)) {
+            r->plan.reason = parse_reason(text).value_or(Reason::None);
+            r->plan.details.clear();
+            if (!parse_reason(text))
+                r->plan.details.push_back(text);
+        }
+        take(p, "Blockers", &r->plan.blockers);
+    }
+
     static void manager(Inventory* inv, const Properties& p) {
         take(p, "Version", &inv->version_);
         take(p, "Mode", &inv->mode_);
@@ -185,6 +210,12 @@ struct InventoryEditor {
             DaemonPf r;
             pf(&r, it->second);
             inv->pfs_[path] = std::move(r);
+            ++inv->decoded_;
+        }
+        if (auto it = ifaces.find("org.vfiod1.MediatedDevice"); it != ifaces.end()) {
+            DaemonMdev r;
+            mdev(&r, it->second);
+            inv->mdevs_[path] = std::move(r);
             ++inv->decoded_;
         }
     }
@@ -221,6 +252,11 @@ struct InventoryEditor {
             if (it == inv->pfs_.end())
                 return false;
             pf(&it->second, values);
+        } else if (iface == "org.vfiod1.MediatedDevice") {
+            auto it = inv->mdevs_.find(path);
+            if (it == inv->mdevs_.end())
+                return false;
+            mdev(&it->second, values);
         }
         ++inv->decoded_;
         return true;
@@ -236,6 +272,8 @@ struct InventoryEditor {
                 inv->decoded_ += inv->devices_.erase(path);
             else if (i == "org.vfiod1.PhysicalFunction")
                 inv->decoded_ += inv->pfs_.erase(path);
+            else if (i == "org.vfiod1.MediatedDevice")
+                inv->decoded_ += inv->mdevs_.erase(path);
     }
 };
 
@@ -268,6 +306,32 @@ bool Inventory::apply(sdbus::Message& m) {
     return false;
 }
 
+namespace {
+
+// DESIGN §12's order as far as the objects tell it: foreign last, then by parent, type (by name:
+// the config's order is not published), vfiod's index (its UUID's), then UUID.
+std::vector<DaemonMdev> mdev_order(const std::map<std::string, DaemonMdev>& mdevs) {
+    OwnMdevUuids own;
+    using Key = std::tuple<bool, std::string, std::string, unsigned, std::string>;
+    std::map<Key, const DaemonMdev*> sorted;
+    for (const auto& [path, r] : mdevs) {
+        const MdevPlan& p = r.plan;
+        const bool foreign = r.state_value == MdevState::Foreign;
+        auto index = foreign ? std::nullopt : own.index_of(p.parent, p.type, p.uuid);
+        sorted.emplace(Key{foreign, p.parent, p.type, index.value_or(0), p.uuid}, &r);
+    }
+    std::vector<DaemonMdev> out;
+    out.reserve(sorted.size());
+    for (const auto& [key, r] : sorted) {
+        out.push_back(*r);
+        if (r->vfio_path.empty())
+            out.back().plan.group.reset();
+    }
+    return out;
+}
+
+}  // namespace
+
 DaemonView Inventory::view() const {
     DaemonView view{version_, mode_, iommu_, {}};
     std::map<unsigned, const GroupRecord*> by_number;
@@ -298,6 +362,8 @@ DaemonView Inventory::view() const {
         for (const auto& [a, r] : by_address)
             view.pfs->push_back(*r);
     }
+    if (!mdevs_.empty())
+        view.mdevs = mdev_order(mdevs_);
     return view;
 }
 

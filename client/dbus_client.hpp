@@ -44,6 +44,17 @@ struct DaemonPf {
     std::optional<PfState> state_value = std::nullopt;
 };
 
+struct DaemonMdev {
+    // UUID, parent, type, names, group, reason and blockers as the daemon publishes them
+    // (DESIGN §12); the action and writes are a plan's, never published.
+    MdevPlan plan;
+    std::string state;      // the D-Bus State as published, for display (a newer daemon's too)
+    std::string vfio_path;  // VfioPath: "/dev/vfio/N", "" while absent
+    int numa_node = -1;
+    // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
+    std::optional<MdevState> state_value = std::nullopt;
+};
+
 struct DaemonView {
     std::string version;
     std::string mode;
@@ -52,6 +63,9 @@ struct DaemonView {
     // By address; nullopt when the daemon publishes no PhysicalFunction object (no [[sriov]]
     // entry names a PF), so that status reads as it did before SR-IOV there.
     std::optional<std::vector<DaemonPf>> pfs = std::nullopt;
+    // Foreign last, then by parent, type, vfiod's index (UUID for foreign ones); nullopt when
+    // the daemon publishes no MediatedDevice object (no [[mdev]] entry), as for pfs.
+    std::optional<std::vector<DaemonMdev>> mdevs = std::nullopt;
 };
 
 struct ClientResult {
@@ -98,6 +112,7 @@ private:
     // the order in which Role and Target arrive does not matter.
     std::map<std::string, DeviceRecord> devices_;
     std::map<std::string, DaemonPf> pfs_;  // by object path
+    std::map<std::string, DaemonMdev> mdevs_;  // by object path
     size_t decoded_ = 0;
 };
 

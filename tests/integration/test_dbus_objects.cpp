@@ -65,6 +65,8 @@ InventoryChange everything(const Inventory& inv) {
         c.devices.insert(a);
     for (const auto& [a, p] : inv.pfs)
         c.pfs.insert(a);
+    for (const auto& [u, m] : inv.mdevs)
+        c.mdevs.insert(u);
     return c;
 }
 
@@ -733,6 +735,88 @@ TEST_F(DbusObjectsTest, TheClientFollowsPfSignals) {
     EXPECT_EQ(pfs_when("10000:00:00.0 2/2 ready "), "10000:00:00.0 2/2 ready ");
     client_->leaveEventLoop();
     EXPECT_EQ(refused, 0);
+}
+
+// MediatedDevice objects (DESIGN §12): by their UUID's path (- as _) and no other spelling, every
+// property as org.vfiod1.MediatedDevice.xml declares it, host bytes made valid UTF-8, and read
+// back by the client in DESIGN §12's order (foreign last). Then gone, and no mdevs at all.
+TEST_F(DbusObjectsTest, MediatedDevicesByTheirUuidWithEveryPropertyAndReadBack) {
+    const std::string own = "6d966230-f3a1-5551-97f3-4aec0da0213a";  // mbochs/mbochs-small/0
+    const std::string other = "0a1b2c3d-0000-4000-8000-000000000001";
+    Inventory inv;
+    inv.mdevs[own] = {own, "mbochs", "mbochs-small", "mbochs-64mb", "vfiod.io/mbochs-small", 14u,
+                      -1, MdevState::Ready, Reason::None, {}};
+    inv.mdevs[other] = {other, "0000:3b:00.0", "nvidia-222", "GRID \xff T4", "", std::nullopt,
+                        1, MdevState::Foreign, Reason::InUseMdev, {"pid 7 (q\xfe)"}};
+    objects_->publish(inv, everything(inv));
+    serve();
+    auto get = [&](const std::string& path, const char* prop) {
+        sdbus::Variant v;
+        sdbus::createProxy(*client_, "org.vfiod1", path)
+            ->callMethod("Get")
+            .onInterface("org.freedesktop.DBus.Properties")
+            .withArguments("org.vfiod1.MediatedDevice", prop)
+            .storeResultsTo(v);
+        return v;
+    };
+    const std::string path = "/org/vfiod1/mdev/6d966230_f3a1_5551_97f3_4aec0da0213a";
+    EXPECT_EQ(mdev_object_path(own), path);
+    EXPECT_EQ(get(path, "Uuid").get<std::string>(), own);
+    EXPECT_EQ(get(path, "IommuGroup").get<uint32_t>(), 14u);
+    EXPECT_EQ(get(path, "VfioPath").get<std::string>(), "/dev/vfio/14");
+    EXPECT_EQ(get(path, "NumaNode").get<int32_t>(), -1);
+    EXPECT_EQ(get(path, "State").get<std::string>(), "ready");
+    const std::string foreign_path = mdev_object_path(other);
+    EXPECT_EQ(get(foreign_path, "IommuGroup").get<uint32_t>(), 0u);
+    EXPECT_EQ(get(foreign_path, "VfioPath").get<std::string>(), "");
+    EXPECT_EQ(get(foreign_path, "TypeName").get<std::string>(), "GRID \xef\xbf\xbd T4");
+    // Upper case, or a UUID cut short: not an object ('-' kept is no object path at all).
+    for (const char* spelling : {"/org/vfiod1/mdev/6D966230_F3A1_5551_97F3_4AEC0DA0213A",
+                                 "/org/vfiod1/mdev/6d966230_f3a1_5551_97f3_4aec0da0213"})
+        EXPECT_EQ(error_of_get(spelling, "org.vfiod1.MediatedDevice", "State"),
+                  "org.freedesktop.DBus.Error.UnknownObject") << spelling;
+
+    std::string live;
+    sdbus::createProxy(*client_, "org.vfiod1", path)
+        ->callMethod("Introspect")
+        .onInterface("org.freedesktop.DBus.Introspectable")
+        .storeResultsTo(live);
+    auto from = live.find(R"(<interface name="org.vfiod1.MediatedDevice">)");
+    ASSERT_NE(from, std::string::npos) << live;
+    live = live.substr(from, live.find("</interface>", from) - from);
+    std::ifstream file(VFIOD_DBUS_XML_DIR "/org.vfiod1.MediatedDevice.xml");
+    std::stringstream xml;
+    xml << file.rdbuf();
+    auto declared = declared_properties(xml.str());
+    EXPECT_EQ(declared.size(), 11u);
+    EXPECT_TRUE(declared.count("Uuid s read const"));
+    EXPECT_EQ(declared_properties(live), declared);
+
+    client::DaemonView view;
+    ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
+    ASSERT_TRUE(view.mdevs);
+    ASSERT_EQ(view.mdevs->size(), 2u);
+    const client::DaemonMdev& first = (*view.mdevs)[0];  // foreign last, whatever its parent
+    EXPECT_EQ(first.plan.uuid, own);
+    EXPECT_EQ(first.plan.group, 14u);
+    EXPECT_EQ(first.vfio_path, "/dev/vfio/14");
+    EXPECT_EQ(first.state_value, MdevState::Ready);
+    EXPECT_EQ(first.plan.resource_name, "vfiod.io/mbochs-small");
+    const client::DaemonMdev& second = (*view.mdevs)[1];
+    EXPECT_EQ(second.plan.uuid, other);
+    EXPECT_FALSE(second.plan.group);
+    EXPECT_EQ(second.numa_node, 1);
+    EXPECT_EQ(second.plan.reason, Reason::InUseMdev);
+    EXPECT_EQ(second.plan.blockers, std::vector<std::string>{"pid 7 (q\xef\xbf\xbd)"});
+
+    stop_serving();
+    Inventory none;
+    InventoryChange gone;
+    gone.mdevs = {own, other};
+    objects_->publish(none, gone);
+    serve();
+    ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
+    EXPECT_FALSE(view.mdevs);
 }
 
 }  // namespace
