@@ -189,7 +189,7 @@ bool fds_matter(const HostFs& fs, const Topology& topo, const std::vector<Device
         if (fn.driver.find("vfio") != std::string::npos)
             return true;
     for (const auto& [g, members] : topo.groups)
-        if (fs.exists(pci_paths::vfio_group(g)))
+        if (vfio_node_exists(fs, g))
             return true;
     return false;
 }

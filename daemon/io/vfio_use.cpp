@@ -94,4 +94,9 @@ void read_vfio_use(const HostFs& fs, const Topology& topo, HostUse* use) {
     read_vfio_use(fs, topo, scan_open_nodes(fs), use);
 }
 
+bool vfio_node_exists(const HostFs& fs, unsigned group) {
+    const std::string node = pci_paths::vfio_group(group);
+    return (fs.live() && fs.exists("proc/1/root/" + node)) || fs.exists(node);
+}
+
 }  // namespace vfiod

@@ -9,6 +9,12 @@
 
 namespace vfiod {
 
+// Whether group's /dev/vfio/<N> exists on the host. The live daemon runs with a private /dev
+// (PrivateDevices=yes) that has no vfio nodes: the host's are read through PID 1's root
+// (proc/1/root/dev/vfio/<N>); a test or captured tree, where magic links are refused, has them
+// at dev/vfio/<N>.
+bool vfio_node_exists(const HostFs& fs, unsigned group);
+
 // Fills use->vfio, one line per finding, for every function of a group whose /dev/vfio/<N> is
 // open, every function whose iommufd node dev/vfio/devices/vfio<M> is open, and every function
 // on a vfio driver whose `enable` count is above 0.

@@ -24,7 +24,7 @@ MdevInfo record_of(const MdevPlan& p, const MdevHost& host, const Topology& topo
             m.numa_node = fn->numa_node;
     auto mdev = host.mdevs.find(p.uuid);
     if (mdev != host.mdevs.end() && mdev->second.iommu_group &&
-        fs.exists("dev/vfio/" + std::to_string(*mdev->second.iommu_group)))
+        vfio_node_exists(fs, *mdev->second.iommu_group))
         m.group = mdev->second.iommu_group;
     // Ready once bound to its vfio mdev driver with its node: a probe not yet done, or no vfio
     // mdev driver at all, leaves it pending.
