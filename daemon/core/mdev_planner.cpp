@@ -51,12 +51,11 @@ MdevPlan removal(Pass& s, const std::string& uuid, const Mdev& m, MdevPlan p, st
     auto held = s.use.mdevs.find(uuid);
     if (held != s.use.mdevs.end() && !held->second.empty()) {
         p.blockers = held->second;
-        refuse(p, Reason::InUseMdev, uuid + ": " + why + ", but it is in use: " +
-                                         held->second.front());
+        refuse(p, Reason::InUseMdev, why + ", but it is in use: " + held->second.front());
         return p;
     }
     p.action = MdevAction::Remove;
-    p.details.push_back(uuid + ": " + why);
+    p.details.push_back(why);
     return p;
 }
 

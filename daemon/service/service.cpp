@@ -10,6 +10,8 @@
 #include "infra/workers.hpp"
 #include "io/config_loader.hpp"
 #include "io/mdev_reader.hpp"
+#include "io/proc_fds.hpp"
+#include "io/vfio_use.hpp"
 #include "service/group_ops.hpp"
 #include "service/mdev_ops.hpp"
 #include "service/pf_ops.hpp"
@@ -77,7 +79,18 @@ bool Service::busy(unsigned group) const { return queue_->busy(group); }
 void Service::when_idle(std::function<void()> cb) { queue_->when_idle(std::move(cb)); }
 void Service::publish() { s_.store.publish(); }
 
-std::string Service::plan_json() const { return plan_to_json(s_.host.whole_plan()); }
+std::string Service::plan_json() const {
+    Plan plan = s_.host.whole_plan();
+    if (!s_.host.config().mdevs.empty()) {  // the mdevs as MdevOp would plan them now
+        const HostFs& fs = s_.host.view();
+        MdevHost host = read_mdev_host(fs, nullptr);
+        HostUse use;
+        read_mdev_use(fs, host, scan_open_nodes(fs), &use);
+        plan.mdevs = plan_mdevs(host, s_.host.snapshot().topology, use, s_.host.config(),
+                                &plan.warnings);
+    }
+    return plan_to_json(plan);
+}
 
 bool Service::start() {
     ConfigResult r = load_config(s_.fs, options_.config_file);
