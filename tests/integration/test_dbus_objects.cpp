@@ -205,6 +205,8 @@ protected:
         if (stop_)
             std::exchange(stop_, nullptr)();
     }
+    std::pair<std::set<std::string>, std::set<std::string>> served_and_declared(
+        const std::string& path, const std::string& interface);
     std::string error_of_get(const std::string& path, const char* interface, const char* name) {
         try {
             sdbus::createProxy(*client_, "org.vfiod1", path)
@@ -634,26 +636,35 @@ std::set<std::string> declared_properties(const std::string& xml) {
     return out;
 }
 
+// The properties `interface` declares in its installed XML, and those the object at `path`
+// serves as its Introspect says ({} when it lacks the interface).
+std::pair<std::set<std::string>, std::set<std::string>> DbusObjectsTest::served_and_declared(
+    const std::string& path, const std::string& interface) {
+    std::string live;
+    sdbus::createProxy(*client_, "org.vfiod1", path)
+        ->callMethod("Introspect")
+        .onInterface("org.freedesktop.DBus.Introspectable")
+        .storeResultsTo(live);
+    std::ifstream file(VFIOD_DBUS_XML_DIR "/" + interface + ".xml");
+    std::stringstream xml;
+    xml << file.rdbuf();
+    auto from = live.find("<interface name=\"" + interface + "\">");
+    if (from == std::string::npos)
+        return {declared_properties(xml.str()), {}};
+    live = live.substr(from, live.find("</interface>", from) - from);
+    return {declared_properties(xml.str()), declared_properties(live)};
+}
+
 TEST_F(DbusObjectsTest, APhysicalFunctionIsServedAsItsXmlDeclares) {
     Inventory inv = pf_inventory();
     objects_->publish(inv, everything(inv));
     serve();
-    std::string live;
-    sdbus::createProxy(*client_, "org.vfiod1", "/org/vfiod1/pf/10000_00_00_0")
-        ->callMethod("Introspect")
-        .onInterface("org.freedesktop.DBus.Introspectable")
-        .storeResultsTo(live);
-    auto from = live.find(R"(<interface name="org.vfiod1.PhysicalFunction">)");
-    ASSERT_NE(from, std::string::npos) << live;
-    live = live.substr(from, live.find("</interface>", from) - from);
-    std::ifstream file(VFIOD_DBUS_XML_DIR "/org.vfiod1.PhysicalFunction.xml");
-    std::stringstream xml;
-    xml << file.rdbuf();
-    auto declared = declared_properties(xml.str());
+    auto [declared, live] = served_and_declared("/org/vfiod1/pf/10000_00_00_0",
+                                                "org.vfiod1.PhysicalFunction");
     EXPECT_EQ(declared.size(), 7u);
     EXPECT_TRUE(declared.count("Address s read const"));
     EXPECT_TRUE(declared.count("NumVfs u read"));
-    EXPECT_EQ(declared_properties(live), declared);
+    EXPECT_EQ(live, declared);
 }
 
 // The client decodes what dbus/pf.cpp encodes: every published field, in address order, and no
@@ -776,21 +787,10 @@ TEST_F(DbusObjectsTest, MediatedDevicesByTheirUuidWithEveryPropertyAndReadBack) 
         EXPECT_EQ(error_of_get(spelling, "org.vfiod1.MediatedDevice", "State"),
                   "org.freedesktop.DBus.Error.UnknownObject") << spelling;
 
-    std::string live;
-    sdbus::createProxy(*client_, "org.vfiod1", path)
-        ->callMethod("Introspect")
-        .onInterface("org.freedesktop.DBus.Introspectable")
-        .storeResultsTo(live);
-    auto from = live.find(R"(<interface name="org.vfiod1.MediatedDevice">)");
-    ASSERT_NE(from, std::string::npos) << live;
-    live = live.substr(from, live.find("</interface>", from) - from);
-    std::ifstream file(VFIOD_DBUS_XML_DIR "/org.vfiod1.MediatedDevice.xml");
-    std::stringstream xml;
-    xml << file.rdbuf();
-    auto declared = declared_properties(xml.str());
+    auto [declared, live] = served_and_declared(path, "org.vfiod1.MediatedDevice");
     EXPECT_EQ(declared.size(), 11u);
     EXPECT_TRUE(declared.count("Uuid s read const"));
-    EXPECT_EQ(declared_properties(live), declared);
+    EXPECT_EQ(live, declared);
 
     client::DaemonView view;
     ASSERT_TRUE(client::fetch_view(*client_, &view).ok());
