@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "core/mdev.hpp"
 #include "core/pci_paths.hpp"
 #include "core/strings.hpp"
 #include "io/proc_parsers.hpp"
@@ -234,7 +235,7 @@ std::vector<PciAddress> read_members(const HostFs& fs, const std::string& group,
         std::string err;
         if (auto addr = PciAddress::parse(member, &err))
             members.push_back(*addr);
-        else
+        else if (!is_canonical_uuid(member))  // an mdev's own group (DESIGN §12): not odd
             skipped.add("skipping member of IOMMU group " + group + ": " + err);
     }
     std::sort(members.begin(), members.end());

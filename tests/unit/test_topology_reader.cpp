@@ -152,6 +152,22 @@ TEST(TopologyReader, GarbageVendorSkipsThatFunctionWithAWarning) {
     EXPECT_THAT(topo.groups[2], ElementsAre(A("0000:01:00.0"), A("0000:01:00.1")));
 }
 
+// An mdev's own IOMMU group lists its UUID, not a PCI address (DESIGN §12): no warning for it
+// (a host with vGPUs would log one per mdev on every read), and a non-address that is no UUID
+// still gets one.
+TEST(TopologyReader, AnMdevsGroupMemberIsNoOddEntry) {
+    FakeTree t;
+    build_host(t);
+    t.symlink("sys/kernel/iommu_groups/9/devices/6d966230-f3a1-5551-97f3-4aec0da0213a",
+              "../../../../devices/virtual/mbochs/mbochs/6d966230-f3a1-5551-97f3-4aec0da0213a");
+    t.symlink("sys/kernel/iommu_groups/9/devices/not-a-device", "../../../../devices/x");
+    KernelHostFs fs(t.root());
+    std::vector<std::string> warnings;
+    read_topology(fs, &warnings);
+    ASSERT_EQ(warnings.size(), 1u) << testing::PrintToString(warnings);
+    EXPECT_THAT(warnings[0], HasSubstr("not-a-device"));
+}
+
 TEST(TopologyReader, GarbageGroupLinkAndNumaSkip) {
     FakeTree t;
     build_host(t);
