@@ -7,6 +7,7 @@
 #   plan/floor/driverctl/lspci   whole processes on the same tree, median of BENCH_RUNS (5)
 #   burst1/burst255              the service layer's cost per udev burst (vfiod-bench-burst)
 #   sriov                        VFs made and bound from config, 8/16/32 PFs (vfiod-bench-sriov)
+#   mdev                         256 mdevs made from config; one event, a Reload (vfiod-bench-mdev)
 #   ready/rss/gmo/reload         the real vfiod on a private bus (vfiod-bench-daemon), and its
 #                                GetManagedObjects' sd-bus floor (vfiod-bench-sdbus-floor)
 #   hung                         answers while one group's write hangs (vfiod-bench-hung)
@@ -58,6 +59,7 @@ row() { rows+=("$(printf '%-32s %7s %11s %-3s  %-36s %-12s %s' "$@")"); }
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 verdict() { if ((smoke)); then echo "(smoke)"; elif le "$1" "$2"; then echo met; else echo MISSED; fi; }
 
 # --- whole processes on one tree: vfioctl plan, the floor, driverctl, lspci -k ---
@@ -156,6 +158,29 @@ done <<<"$sriov_out"
 n_create=$(grep -c '^create ' <<<"$sriov_out" || true)
 ((n_create == ${#sriov_sizes[@]})) || die "vfiod-bench-sriov measured $n_create of ${#sriov_sizes[@]} sizes"
 
+# --- issue 40: 256 mdevs made from config, one parent's event and a quiet Reload at 8, 64 and
+# 256 mdevs (the service on the fake kernel; vfiod-bench-mdev checks the mdevs and the reads) ---
+mdev_args=()
+((smoke)) && mdev_args=(--smoke)
+mdev_out=$(TMPDIR=$shm "$build/bench/vfiod-bench-mdev" "${mdev_args[@]}") ||
+    die "vfiod-bench-mdev failed"
+while read -r name mdevs own wall cpu kernel vfiod reads listed _; do
+    case $name in
+    create) row "mdev: 8x32 made from config" "$mdevs" "$wall" ms \
+        "vfiod CPU $vfiod, kernel $kernel ms" "" "" ;;
+    rss) row "  RSS after (trimmed), process" "" "$(mib "$own")" MiB \
+        "$(mib "$kernel") trimmed, before $(mib "$mdevs")" "" ""
+        row "  RssAnon after (trimmed)" "" "$(mib "$cpu")" MiB \
+        "$(mib "$vfiod") trimmed, before $(mib "$wall")" "" "" ;;
+    event) row "mdev: 1 parent's event ($own own)" "$mdevs" "$vfiod" ms \
+        "vfiod CPU; $reads reads, $listed listed" "" "" ;;
+    reload) row "mdev: Reload, nothing to do" "$mdevs" "$vfiod" ms \
+        "vfiod CPU; $reads reads, $listed listed" "" "" ;;
+    esac
+done <<<"$mdev_out"
+n_event=$(grep -c '^event ' <<<"$mdev_out" || true)
+((n_event == 4)) || die "vfiod-bench-mdev measured $n_event events of 4"
+
 # --- the real vfiod on a private bus ---
 tree=$WORK/daemon-tree
 "$build/bench/vfiod-bench-tree" "$daemon_size" "$tree"
@@ -166,7 +191,6 @@ declare -A d
 while read -r k v _; do d[$k]=$v; done < <("$build/bench/vfiod-bench-daemon" "${daemon_args[@]}")
 [[ ${d[objects]:-0} -eq $objects ]] || die "GetManagedObjects returned ${d[objects]:-no} objects, expected $objects"
 row "vfiod start to READY=1" "$objects" "${d[ready_ms]}" ms "objects on the bus" "" ""
-mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 rss_mib=$(mib "${d[rss_kib]}")
 row "vfiod RSS when ready" "$objects" "$rss_mib" MiB \
     "peak $(mib "${d[hwm_kib]}") MiB, anon $(mib "${d[rss_anon_kib]}") MiB" \
