@@ -176,6 +176,7 @@ while read -r name mdevs own wall cpu kernel vfiod reads listed _; do
         "vfiod CPU; $reads reads, $listed listed" "" "" ;;
     reload) row "mdev: Reload, nothing to do" "$mdevs" "$vfiod" ms \
         "vfiod CPU; $reads reads, $listed listed" "" "" ;;
+    uuids) row "  one pair's own UUIDs, made" "$mdevs" "$vfiod" ms "CPU; once per planning pass" "" "" ;;
     esac
 done <<<"$mdev_out"
 n_event=$(grep -c '^event ' <<<"$mdev_out" || true)
