@@ -1,22 +1,23 @@
 // vfiod-bench-mdev [--smoke]: mediated devices at scale (issue 40), on the fake kernel
 // (tests/support/fake_mdev), the service in enforce mode driven as the event loop drives it (an
-// entry, then publish), with no workers: every write runs on this thread. The host has 8
-// virtual parents (class vgpu, types vgpu-1q and vgpu-2q at 1 and 2 of 64 units each):
-//   create   Service::start on a config of 8 [[mdev]] entries, 32 vgpu-1q each: until all 256
-//            exist (start makes every pair before it returns; nothing is left to a later burst)
-//   event    one parent's MDEV_STATE=registered change, as the loop hands it on
-//            (Service::handle_mdev_events with that parent), nothing to make
-//   reload   a Reload that changes nothing
-// event and reload are measured with 8, 64 and 256 mdevs on the host, the event's parent (vgpu0)
-// holding 1 of them throughout, so what grows is the mdevs of OTHER parents; and once more on
-// the create host (vgpu0 holding 32 of 256). Each is the median of runs: wall and CPU time ("cpu"
-// this thread's, "kernel" the fake kernel's writes, "vfiod" the rest), and what vfiod asked the
-// host through HostFs (calls, directory entries listed, listings of the mdev bus
-// sys/bus/mdev/devices), counted on the kernel's outermost calls (not the fake's own).
-// RSS (VmRSS, RssAnon of this process, fake kernel included) before and after the create, and
-// after malloc_trim.
-// Prints one table; exits 1 when a check fails (the mdevs and their UUIDs, and an event's host
-// reads not growing with the mdevs of other parents). --smoke: fewer runs, the same checks.
+// entry, then publish; the mdev uevents heard handed on burst by burst), with no workers. The
+// host has 8 virtual parents (class vgpu, types vgpu-1q and vgpu-2q at 1 and 2 of 64 units):
+//   create   Service::start on a config of 8 [[mdev]] entries, 32 vgpu-1q each, then the
+//            uevents of what it made, until all 256 exist and are published ready ("runs":
+//            the bursts)
+//   event    one parent's MDEV_STATE=registered change (Service::handle_mdev_events)
+//   change   one of its mdevs' own event, its bind say (Service::handle_mdev_changes)
+//   reload   a Reload
+// the last three with nothing to make, measured with 8, 64 and 256 mdevs on the host, the
+// event's parent (vgpu0) holding 1 of them throughout, so what grows is the mdevs of OTHER
+// parents; and once more on the create host (vgpu0 holding 32 of 256). Each is the median of
+// runs: wall and CPU time ("cpu" this thread's, "kernel" the fake kernel's writes, on threads of
+// their own, "vfiod" the loop's less any write run on it), and what vfiod asked the host through
+// HostFs (calls, directory entries listed, listings of the mdev bus sys/bus/mdev/devices),
+// counted on the kernel's outermost calls (not the fake's own). RSS (VmRSS, RssAnon of this
+// process, fake kernel included) before and after the create, and after malloc_trim.
+// Prints one table; exits 1 when a check fails (the mdevs, their UUIDs and states, and a
+// trigger's host reads not growing with the mdevs of other parents). --smoke: 3 runs, not 21.
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,6 +38,7 @@
 
 #include "core/config.hpp"
 #include "core/mdev.hpp"
+#include "core/state.hpp"
 #include "fake_kernel.hpp"
 #include "fake_tree.hpp"
 #include "io/mdev_reader.hpp"
@@ -186,37 +189,76 @@ std::vector<unsigned> spread(unsigned total, unsigned own) {
     return counts;
 }
 
-// The host: the fake kernel with its parents registered before vfiod starts.
+// The host: the fake kernel with its parents registered before vfiod starts, and what a udev
+// monitor would hear of the mdev side (as app/udev_monitor sorts it).
 struct Host {
     test::FakeTree tree;
     CountingKernel kernel;
+    std::mutex mu;
+    std::set<std::string> parents;  // MDEV_STATE changes
+    std::set<std::string> mdevs;    // mdevs' own add, bind, unbind, remove
 
     Host() : kernel(tree.enable_iommu()) {
         for (unsigned i = 0; i < kParents; ++i)
             kernel.register_mdev_parent(vgpu_parent(i), false);
+        kernel.on_device_uevent([this](const test::Uevent& ev) {
+            const std::string name = ev.devpath.substr(ev.devpath.rfind('/') + 1);
+            std::lock_guard lock(mu);
+            if (ev.action == "change" && !ev.get("MDEV_STATE").empty())
+                parents.insert(name);
+            if (ev.subsystem == "mdev" && is_canonical_uuid(name))
+                mdevs.insert(name);
+        });
     }
     void write_config(const std::vector<unsigned>& counts) {
         tree.write_file("etc/vfiod/vfiod.toml", config(counts));
     }
+    // The event loop's part: each burst heard handed to the service, then publish, until the
+    // kernel stays quiet. Returns the bursts.
+    unsigned pump(Service& s) {
+        for (unsigned round = 0; round < 16; ++round) {
+            std::set<std::string> p, m;
+            {
+                std::lock_guard lock(mu);
+                p.swap(parents);
+                m.swap(mdevs);
+            }
+            if (p.empty() && m.empty())
+                return round;
+            if (!p.empty())
+                s.handle_mdev_events(p);
+            if (!m.empty())
+                s.handle_mdev_changes(m);
+            s.publish();
+        }
+        check(false, "the service kept raising mdev events of its own");
+        return 16;
+    }
 };
 
 // Every mdev the config asks for is there, with its UUID, its type, its group and its driver,
-// and no other.
-void check_mdevs(const Host& h, const std::vector<unsigned>& counts) {
+// and published ready; no other is there.
+void check_mdevs(const Host& h, const Service& s, const std::vector<unsigned>& counts) {
     KernelHostFs fs(h.tree.root());
     const MdevHost host = read_mdev_host(fs, nullptr);
+    const auto& published = s.inventory().mdevs;
     unsigned want = 0;
     for (unsigned p = 0; p < counts.size(); ++p)
         for (unsigned i = 0; i < counts[p]; ++i, ++want) {
             const std::string parent = "vgpu" + std::to_string(p);
-            auto m = host.mdevs.find(mdev_uuid(parent, kType, i));
+            const std::string uuid = mdev_uuid(parent, kType, i);
+            auto m = host.mdevs.find(uuid);
+            auto info = published.find(uuid);
             check(m != host.mdevs.end() && m->second.parent == parent &&
                       m->second.type == kType && m->second.iommu_group &&
-                      m->second.driver == "vgpu",
+                      m->second.driver == "vgpu" && info != published.end() &&
+                      info->second.state == MdevState::Ready,
                   parent + "/" + kType + "/" + std::to_string(i) + ": missing or not ready");
         }
-    check(host.mdevs.size() == want, std::to_string(host.mdevs.size()) + " mdevs on the host, " +
-                                         std::to_string(want) + " wanted");
+    check(host.mdevs.size() == want && published.size() == want,
+          std::to_string(host.mdevs.size()) + " mdevs on the host, " +
+              std::to_string(published.size()) + " published, " + std::to_string(want) +
+              " wanted");
 }
 
 struct Cost {
@@ -258,48 +300,75 @@ void row(const char* name, unsigned mdevs, unsigned own, const Cost& c, unsigned
     std::fflush(stdout);
 }
 
-// One parent's registration and a Reload that changes nothing, on a running service.
-std::pair<Cost, Cost> event_and_reload(Host& h, Service& s, unsigned runs) {
+// What a running service pays, with nothing to make: one parent's registration, one of its
+// mdevs' own event (its bind, say), and a Reload.
+struct Triggers {
+    Cost event, change, reload;
+};
+
+Triggers triggers(Host& h, Service& s, unsigned runs) {
     const size_t writes = h.kernel.writes().size();
-    Cost event = median(h.kernel, runs, [&] {
+    Triggers t;
+    t.event = median(h.kernel, runs, [&] {
         s.handle_mdev_events({"vgpu0"});
         s.publish();
     });
-    Cost reload = median(h.kernel, runs, [&] {
+    t.change = median(h.kernel, runs, [&] {
+        s.handle_mdev_changes({mdev_uuid("vgpu0", kType, 0)});
+        s.publish();
+    });
+    t.reload = median(h.kernel, runs, [&] {
         check(s.reload().ok(), "a Reload that changes nothing failed");
         s.publish();
     });
-    check(h.kernel.writes().size() == writes, "an event or a Reload wrote to the host");
-    return {event, reload};
+    check(h.kernel.writes().size() == writes && h.pump(s) == 0,
+          "an event or a Reload wrote to the host");
+    return t;
 }
 
-// The create: 8 parents x 32 from start, then an event and a Reload on that host.
+void rows(const Triggers& t, unsigned mdevs, unsigned own, unsigned runs) {
+    row("event", mdevs, own, t.event, runs);
+    row("change", mdevs, own, t.change, runs);
+    row("reload", mdevs, own, t.reload, runs);
+}
+
+// The create: 8 parents x 32 from start, and the mdevs' events handled as the loop would,
+// until every mdev is ready; then the triggers on that host.
 void bench_create(unsigned runs) {
     Host h;
     const std::vector<unsigned> counts(kParents, kPerParent);
     h.write_config(counts);
     const long rss0 = self_kb("VmRSS"), anon0 = self_kb("RssAnon");
     Service s(h.kernel, {});
+    unsigned bursts = 0;
     Cost create = timed(h.kernel, [&] {
         check(s.start(), "service start");
         s.publish();
+        bursts = h.pump(s);
     });
     const long rss1 = self_kb("VmRSS"), anon1 = self_kb("RssAnon");
     ::malloc_trim(0);  // as vfiod's loop does after a Reload: what the passes freed goes back
     const long rss2 = self_kb("VmRSS"), anon2 = self_kb("RssAnon");
-    check_mdevs(h, counts);
-    row("create", kParents * kPerParent, kPerParent, create, 1);
+    check_mdevs(h, s, counts);
+    row("create", kParents * kPerParent, kPerParent, create, bursts);
     std::printf("rss %ld %ld %ld %ld %ld %ld\n", rss0, rss1, anon0, anon1, rss2, anon2);
-    auto [event, reload] = event_and_reload(h, s, runs);
-    row("event", kParents * kPerParent, kPerParent, event, runs);
-    row("reload", kParents * kPerParent, kPerParent, reload, runs);
+    rows(triggers(h, s, runs), kParents * kPerParent, kPerParent, runs);
 }
 
-// vgpu0 with one mdev, the others with the rest of 8, 64, 256: the event must read the same.
+// What one trigger read with 64 mdevs and with 256 must be the same.
+void check_flat(const char* what, const Cost& at64, const Cost& at256) {
+    check(at256.ops.calls <= at64.ops.calls && at256.ops.listed <= at64.ops.listed,
+          std::string(what) + " read the host " + std::to_string(at64.ops.calls) + " times (" +
+              std::to_string(at64.ops.listed) + " entries listed) with 64 mdevs, " +
+              std::to_string(at256.ops.calls) + " (" + std::to_string(at256.ops.listed) +
+              ") with 256: it grows with other parents' mdevs");
+}
+
+// vgpu0 with one mdev, the others with the rest of 8, 64, 256: its triggers must read the same.
 void bench_growth(unsigned runs) {
     Host h;
     Service s(h.kernel, {});
-    std::vector<Cost> events;
+    std::vector<Triggers> at;
     for (unsigned total : {8u, 64u, 256u}) {
         const auto counts = spread(total, 1);
         h.write_config(counts);
@@ -308,18 +377,13 @@ void bench_growth(unsigned runs) {
         else
             check(s.reload().ok(), "the Reload to " + std::to_string(total) + " mdevs failed");
         s.publish();
-        check_mdevs(h, counts);
-        auto [event, reload] = event_and_reload(h, s, runs);
-        row("event", total, 1, event, runs);
-        row("reload", total, 1, reload, runs);
-        events.push_back(event);
+        h.pump(s);
+        check_mdevs(h, s, counts);
+        at.push_back(triggers(h, s, runs));
+        rows(at.back(), total, 1, runs);
     }
-    const Ops& at64 = events[1].ops;
-    check(events[2].ops.calls <= at64.calls && events[2].ops.listed <= at64.listed,
-          "one parent's event read the host " + std::to_string(events[1].ops.calls) + " times (" +
-              std::to_string(events[1].ops.listed) + " entries listed) with 64 mdevs, " +
-              std::to_string(events[2].ops.calls) + " (" +
-              std::to_string(events[2].ops.listed) + ") with 256: it grows with other parents'");
+    check_flat("one parent's registration", at[1].event, at[2].event);
+    check_flat("one mdev's event", at[1].change, at[2].change);
 }
 
 // vfiod's own UUIDs of one pair, made as a planning pass makes them when it first meets one of
