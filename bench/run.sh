@@ -174,7 +174,7 @@ while read -r name mdevs own wall cpu kernel vfiod reads listed _; do
         "$(mib "$vfiod") trimmed, before $(mib "$wall")" "" "" ;;
     event) row "mdev: 1 parent's event ($own own)" "$mdevs" "$vfiod" ms \
         "vfiod CPU; $reads reads, $listed listed" "" "" ;;
-    change) row "mdev: 1 mdev's own event ($own own)" "$mdevs" "$vfiod" ms \
+    change) row "mdev: 1 mdev's event ($own own)" "$mdevs" "$vfiod" ms \
         "vfiod CPU; $reads reads, $listed listed" "" "" ;;
     reload) row "mdev: Reload, nothing to do" "$mdevs" "$vfiod" ms \
         "vfiod CPU; $reads reads, $listed listed" "" "" ;;
