@@ -1,5 +1,6 @@
-// vfioctl doctor: explain, per allowlisted function, whether it is usable for pass-through now,
-// what stands in the way, and what KubeVirt's device manager will count. Reads only; the
+// vfioctl doctor: explain, per allowlisted function, [[sriov]] PF and [[mdev]] pair, whether it is
+// usable for pass-through now, what stands in the way, and what KubeVirt's device manager will
+// count. Reads only; the
 // diagnosis is doctor.cpp's, the printing is here.
 #include <cstdio>
 #include <string>
@@ -40,6 +41,27 @@ void write_pfs_json(JsonWriter& w, const std::vector<PfFinding>& pfs) {
     w.end_array();
 }
 
+void write_mdevs_json(JsonWriter& w, const std::vector<MdevFinding>& mdevs) {
+    w.key("mdevs").begin_array();
+    for (const auto& m : mdevs) {
+        w.begin_object();
+        w.key("parent").value(m.parent);
+        w.key("type").value(m.type);
+        w.key("type_name").value(m.type_name);
+        w.key("resource_name");
+        optional_value(w, !m.resource_name.empty(), m.resource_name);
+        w.key("wanted").value(static_cast<int64_t>(m.wanted));
+        w.key("ready").value(static_cast<int64_t>(m.ready));
+        w.key("to_create").value(static_cast<int64_t>(m.to_create));
+        write_reason_key(w, m.reason);
+        w.key("fix");
+        optional_value(w, !m.fix.empty(), m.fix);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("mdev_note").value(kKubevirtMdevNote);
+}
+
 void print_json(const Diagnosis& dx) {
     JsonWriter w;
     w.begin_object();
@@ -66,6 +88,8 @@ void print_json(const Diagnosis& dx) {
     w.end_array();
     if (dx.pfs)  // only with [[sriov]] entries: other hosts' output is as it was
         write_pfs_json(w, *dx.pfs);
+    if (dx.mdevs)  // only with [[mdev]] entries, likewise
+        write_mdevs_json(w, *dx.mdevs);
     w.end_object();
     std::fputs(w.str().c_str(), stdout);
 }
@@ -147,6 +171,30 @@ void print_pf(const PfFinding& p) {
         std::printf("  fix: %s\n", p.fix.c_str());
 }
 
+// One (parent, type) pair: its counts, and what stands in the way of the rest.
+void print_mdev(const MdevFinding& m) {
+    std::printf("\nmdev parent %s  type %s", printable(m.parent).c_str(),
+                printable(m.type).c_str());
+    if (m.type_name != m.type)
+        std::printf(" (%s)", printable(m.type_name).c_str());
+    std::printf("  %s\n", m.resource_name.empty() ? "(no entry)" : m.resource_name.c_str());
+    std::printf("  mdevs: %u wanted, %u ready, %u to create\n", m.wanted, m.ready, m.to_create);
+    if (m.ready == m.wanted && m.reason == Reason::None)
+        std::printf("  ready: it has the mdevs its [[mdev]] entry wants\n");
+    else if (m.to_create > 0)
+        std::printf("  vfiod will create %u (vfioctl plan shows them)\n", m.to_create);
+    if (m.reason != Reason::None) {
+        std::printf("  %s: %s\n",
+                    m.reason == Reason::InUseMdev ? "vfiod cannot remove its own mdev"
+                                                  : "vfiod refuses the pair",
+                    to_string(m.reason));
+        for (const auto& why : m.details)
+            std::printf("    %s\n", printable(why, 4096).c_str());
+    }
+    if (!m.fix.empty())  // it names the parent's types, as sysfs spells them
+        std::printf("  fix: %s\n", printable(m.fix, 4096).c_str());
+}
+
 void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
     for (const auto& c : dx.checks)
         std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
@@ -157,6 +205,10 @@ void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
         print_finding(f);
     for (const auto& p : dx.pfs.value_or(std::vector<PfFinding>{}))
         print_pf(p);
+    for (const auto& m : dx.mdevs.value_or(std::vector<MdevFinding>{}))
+        print_mdev(m);
+    if (dx.mdevs)
+        std::printf("\nnote: %s\n", kKubevirtMdevNote);
     if (!dx.per_resource.empty()) {
         std::printf("\nWhat KubeVirt will count (node allocatable):\n");
         for (const auto& [res, c] : dx.per_resource)
@@ -175,7 +227,7 @@ int run_doctor(const Args& args) {
         return kExitUsage;
     KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
-    Diagnosis dx = diagnose(fs, hp.snapshot.topology, *config, hp.plan);
+    Diagnosis dx = diagnose(fs, hp.snapshot.topology, *config, hp.plan, hp.snapshot.mdevs);
     if (args.json)
         print_json(dx);
     else

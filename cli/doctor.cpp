@@ -18,15 +18,18 @@ Check allowlist_check(const Config& config) {
         have.push_back(count(config.devices.size(), "[[device]]"));
     if (!config.sriovs.empty())
         have.push_back(count(config.sriovs.size(), "[[sriov]]"));
+    if (!config.mdevs.empty())
+        have.push_back(count(config.mdevs.size(), "[[mdev]]"));
     if (!have.empty())
         return {"allowlist", true, join(have, ", ")};
     // The file actually read (--config, or the one under --root), never a guess.
     if (config.files.empty())
         return {"allowlist", false,
                 "the allowlist is empty: no configuration file was found; write one with "
-                "[[device]] or [[sriov]] entries"};
-    return {"allowlist", false, "the allowlist is empty: add [[device]] or [[sriov]] entries to " +
-                                    printable(config.files.front(), 4096)};
+                "[[device]], [[sriov]] or [[mdev]] entries"};
+    return {"allowlist", false,
+            "the allowlist is empty: add [[device]], [[sriov]] or [[mdev]] entries to " +
+                printable(config.files.front(), 4096)};
 }
 
 std::vector<Check> host_checks(const HostFs& fs, const Topology& t, const Config& config) {
@@ -61,11 +64,80 @@ std::optional<std::vector<PfFinding>> pf_findings(const Topology& t, const Plan&
     return out;
 }
 
+// One mdev of the plan counted into its pair's finding: a wanted one as ready, to create or
+// refused (the pair's reason, said once); one of vfiod's own to remove only when it cannot be.
+void count_mdev(MdevFinding& f, const MdevPlan& p) {
+    const bool removal = p.action == MdevAction::Remove ||
+                         (p.action == MdevAction::Refuse && p.reason == Reason::InUseMdev);
+    f.wanted += !removal;
+    f.ready += p.action == MdevAction::Ready;
+    f.to_create += p.action == MdevAction::Create;
+    if (p.action != MdevAction::Refuse)
+        return;
+    if (removal) {
+        if (f.reason == Reason::None)
+            f.reason = Reason::InUseMdev;
+        for (const auto& why : p.details)
+            f.details.push_back(p.uuid + ": " + why);
+    } else if (f.reason == Reason::None || f.reason == Reason::InUseMdev) {
+        f.reason = p.reason;  // every refused wanted mdev of a pair has the same why
+        f.details.insert(f.details.begin(), p.details.begin(), p.details.end());
+    }
+}
+
+// A selector entry that reaches no parent has no mdev in the plan: it still wants `count`.
+void add_unmatched(std::vector<MdevFinding>& out, const MdevHost& host, const Topology& t,
+                   const Config& config) {
+    for (const auto& e : config.mdevs) {
+        if (!e.selector || e.count == 0)
+            continue;
+        bool reached = false;
+        for (const auto& [name, p] : host.parents)
+            if (const PciFunction* fn = p.address ? t.find(*p.address) : nullptr)
+                reached = reached || e.selector->matches(fn->vendor, fn->device);
+        if (reached)
+            continue;
+        MdevFinding f{"selector " + e.selector->str(), e.type, e.type, e.resource_name,
+                      e.count, 0, 0, Reason::NoParent, {}, ""};
+        f.details.push_back("no parent under /sys/class/mdev_bus is a PCI function " +
+                            e.selector->str() + " (the [[mdev]] entry at " + e.origin.str() +
+                            ")");
+        out.push_back(std::move(f));
+    }
+}
+
+// The plan's (parent, type) pairs, in its order (a pair's mdevs are next to each other there);
+// foreign mdevs belong to none, and a pair no entry names that only loses mdevs is left out.
+std::optional<std::vector<MdevFinding>> mdev_findings(const MdevHost& host, const Topology& t,
+                                                      const Config& config, const Plan& plan) {
+    if (!plan.mdevs)
+        return std::nullopt;
+    std::vector<MdevFinding> out;
+    for (const auto& p : *plan.mdevs) {
+        if (p.action == MdevAction::Foreign)
+            continue;
+        if (out.empty() || out.back().parent != p.parent || out.back().type != p.type)
+            out.push_back({p.parent, p.type, p.type_name, p.resource_name, 0, 0, 0,
+                           Reason::None, {}, ""});
+        count_mdev(out.back(), p);
+    }
+    std::erase_if(out, [](const MdevFinding& f) {
+        return f.resource_name.empty() && f.reason == Reason::None;
+    });
+    add_unmatched(out, host, t, config);
+    for (auto& f : out) {
+        auto parent = host.parents.find(f.parent);
+        f.fix = mdev_advice(f, parent == host.parents.end() ? nullptr : &parent->second);
+    }
+    return out;
+}
+
 }  // namespace
 
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
 
-Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan) {
+Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
+                   const MdevHost& mdevs) {
     Diagnosis dx;
     dx.checks = host_checks(fs, t, config);
     for (const auto& g : plan.groups)
@@ -79,6 +151,7 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
             counts.second += g.action != Action::Refuse && d.target == "vfio-pci";
         }
     dx.pfs = pf_findings(t, plan);
+    dx.mdevs = mdev_findings(mdevs, t, config, plan);
     for (const auto& c : dx.checks)
         dx.healthy = dx.healthy && c.ok;
     // Until a PF has its VFs, the VFs to pass through are not there.
@@ -86,6 +159,9 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
         dx.healthy = dx.healthy && p.pf->action == PfAction::Ready;
     for (const auto& f : dx.findings)
         dx.healthy = dx.healthy && f.g->action == Action::Bound && f.fn && kubevirt_counts(*f.fn);
+    // As with groups and PFs: healthy once every wanted mdev is there, not when it is planned.
+    for (const auto& m : dx.mdevs.value_or(std::vector<MdevFinding>{}))
+        dx.healthy = dx.healthy && m.ready == m.wanted;
     return dx;
 }
 
@@ -134,7 +210,7 @@ std::string advice(Reason r, const PciAddress& a) {
         return "another function shares the IOMMU group: allowlist it too, or set companions = "
                "\"bind\"";
     case Reason::None:
-    case Reason::MdevUnavailable:  // an mdev's reasons: no group is refused with them
+    case Reason::MdevUnavailable:  // an mdev's reasons, mdev_advice()'s: no group has them
     case Reason::NoParent:
     case Reason::UnknownType:
     case Reason::InUseMdev:
@@ -177,6 +253,76 @@ std::string pf_advice(const PfPlan& pf, bool driverless) {
         return "load the PF's driver (its vendor's, e.g. modprobe nvme, mlx5_core, ice): the "
                "kernel makes VFs only through it; vfiod tries again when the driver binds";
     return "";
+}
+
+namespace {
+
+// Why a type yields too few: the numbers of the parent's budget, and where to make room.
+std::string unavailable_advice(const MdevFinding& f, const MdevType* type) {
+    const unsigned missing = f.wanted - f.ready;
+    const std::string want = std::to_string(missing) + " more wanted (count " +
+                             std::to_string(f.wanted) + ", " + std::to_string(f.ready) +
+                             " ready)";
+    const std::string share = "the types of one parent share its budget, so lower this "
+                              "entry's count";
+    const std::string rest = ", or an earlier [[mdev]] entry's count on " + f.parent +
+                             " (or remove mdevs made there by hand); then `systemctl reload "
+                             "vfiod`";
+    if (!type || !type->available)
+        return f.type + " on " + f.parent + " has no readable available_instances; " + want +
+               ": see the parent's driver for its budget" + rest;
+    const unsigned avail = *type->available;
+    if (avail == 0)
+        return f.type + " on " + f.parent + " has no instances left (available_instances 0), " +
+               want + ": other mdevs on " + f.parent + " take its budget; " + share + " to " +
+               std::to_string(f.ready) + rest;
+    return f.type + " on " + f.parent + " has " + std::to_string(avail) +
+           " available_instances, " + want + ": " + share + " to at most " +
+           std::to_string(f.ready + avail) + rest;
+}
+
+const MdevType* type_of(const MdevParent* parent, const std::string& type) {
+    if (!parent)
+        return nullptr;
+    auto t = parent->types.find(type);
+    return t == parent->types.end() ? nullptr : &t->second;
+}
+
+std::string type_list(const MdevParent& parent) {
+    std::vector<std::string> types;
+    for (const auto& [dir, t] : parent.types)
+        types.push_back(t.name.empty() || t.name == dir ? dir : dir + " (" + t.name + ")");
+    return join(types, ", ");
+}
+
+}  // namespace
+
+// A parent's registration is an event vfiod acts on (DESIGN §12): that fix needs no reload; a
+// config change or a closed mdev does.
+std::string mdev_advice(const MdevFinding& f, const MdevParent* parent) {
+    const std::string reload = "; then `systemctl reload vfiod`";
+    switch (f.reason) {
+    case Reason::NoParent:
+        return "load the parent's driver (for a vGPU its vendor's vGPU manager, e.g. the nvidia "
+               "driver; for the kernel's samples `modprobe mbochs`, mtty or mdpy): the parent "
+               "must appear under /sys/class/mdev_bus, and vfiod makes its mdevs when it does";
+    case Reason::UnknownType:
+        if (parent && !parent->types.empty())
+            return "name one of " + f.parent + "'s mdev_supported_types in the [[mdev]] entry: " +
+                   type_list(*parent) + reload;
+        return "name one of the types under /sys/class/mdev_bus/" + f.parent +
+               "/mdev_supported_types in the [[mdev]] entry" + reload;
+    case Reason::MdevUnavailable:
+        return unavailable_advice(f, type_of(parent, f.type));
+    case Reason::Protected:
+        return "a [[protect]] entry covers " + f.parent + ", so vfiod makes no mdevs on it: "
+               "remove that entry or the [[mdev]] entry" + reload;
+    case Reason::InUseMdev:
+        return "one of vfiod's own mdevs that is to go is open (who holds it is named above): "
+               "close the VM using it" + reload;
+    default:
+        return "";
+    }
 }
 
 }  // namespace vfiod::cli

@@ -1,5 +1,6 @@
 // vfioctl doctor's diagnosis, apart from its printing so it can be tested: the host checks,
-// one finding per allowlisted function, what KubeVirt will count, and advice per reason.
+// one finding per allowlisted function, per [[sriov]] PF and per [[mdev]] (parent, type) pair,
+// what KubeVirt will count, and advice per reason.
 #pragma once
 
 #include <map>
@@ -34,11 +35,36 @@ struct PfFinding {
     std::string fix;        // "" when nothing stands in the way
 };
 
+// One (parent, type) pair of the mdev plan (DESIGN §12): how many mdevs its [[mdev]] entry wants,
+// how many are ready and about to be made, and what stands in the way of the rest.
+struct MdevFinding {
+    std::string parent;         // its name under sys/class/mdev_bus
+    std::string type;           // the type's directory
+    std::string type_name;      // the type's name file, else the type
+    std::string resource_name;  // "" for a pair no entry wants any more (its mdevs are to go)
+    unsigned wanted = 0;        // the entry's count
+    unsigned ready = 0;
+    unsigned to_create = 0;
+    // Why the pair yields fewer than wanted (no-parent, unknown-type, protected,
+    // mdev-unavailable), else in-use-mdev when one of vfiod's own cannot be removed, else None.
+    Reason reason = Reason::None;
+    std::vector<std::string> details;  // the plan's why, the holders of an in-use-mdev
+    std::string fix;                   // "" when nothing stands in the way
+};
+
+// The one-line note doctor adds when the config has [[mdev]] entries.
+inline constexpr const char* kKubevirtMdevNote =
+    "KubeVirt's own mediated-device handling removes every mdev whose type its CR does not know: "
+    "list each type in its mediatedDevices with externalResourceProvider: true (the CR is not "
+    "checked here)";
+
 struct Diagnosis {
     std::vector<Check> checks;
     std::vector<Finding> findings;  // the allowlisted functions, in plan order
     // The plan's PFs, by address; nullopt as the plan's without [[sriov]] entries.
     std::optional<std::vector<PfFinding>> pfs;
+    // The plan's wanted (parent, type) pairs, in its order; nullopt without [[mdev]] entries.
+    std::optional<std::vector<MdevFinding>> mdevs;
     // Per resource name: functions KubeVirt counts now, and once vfiod has bound what it can.
     std::map<std::string, std::pair<int, int>> per_resource;
     bool healthy = true;
@@ -48,8 +74,10 @@ struct Diagnosis {
 // vfio-pci (variant drivers are skipped) and it has an iommu_group link.
 bool kubevirt_counts(const PciFunction& fn);
 
-// Everything doctor reports, from the host (fs: proc/cmdline), its topology and the plan.
-Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan);
+// Everything doctor reports, from the host (fs: proc/cmdline), its topology, the plan, and the
+// mdev parents (for the types a parent has and their available_instances).
+Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
+                   const MdevHost& mdevs = {});
 
 // What the operator can do about a planning reason, "" when there is nothing to say (and for
 // the reasons make_plan() never gives).
@@ -59,5 +87,10 @@ std::string advice(Reason r, const PciAddress& a);
 // use (the plan's details say who holds them), the count to stay under, the [[protect]] entry,
 // or the driver to load; "" for a PF that is ready or about to change.
 std::string pf_advice(const PfPlan& pf, bool driverless);
+
+// What the operator can do about a pair's reason, from its finding and its parent as read (null
+// when absent): the driver to load, the types the parent has, the count the budget holds, the
+// [[protect]] entry, the VM to close; "" for a pair with nothing in the way.
+std::string mdev_advice(const MdevFinding& f, const MdevParent* parent);
 
 }  // namespace vfiod::cli

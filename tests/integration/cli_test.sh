@@ -87,7 +87,26 @@ check_contains "doctor counts the [[sriov]] entry as the allowlist" "[ok]   allo
 printf '[daemon]\nmode = "enforce"\n' >"$WORK/empty.toml"
 run "doctor with an empty allowlist" 1 doctor --root "$WORK/sriov-only" --config "$WORK/empty.toml"
 check_contains "doctor names the --config file" \
-    "add [[device]] or [[sriov]] entries to $WORK/empty.toml" "$out"
+    "add [[device]], [[sriov]] or [[mdev]] entries to $WORK/empty.toml" "$out"
+
+# [[mdev]] entries whose parents this host lacks: each (parent, type) pair is a finding with its
+# fix, and only then does the JSON have "mdevs".
+printf '[[mdev]]\nparent = "mbochs"\ntype = "mbochs-small"\ncount = 2\n' >"$WORK/mdev.toml"
+run "doctor with an absent mdev parent" 1 doctor --root "$WORK/sriov-only" \
+    --config "$WORK/mdev.toml"
+check_contains "doctor counts the pair's mdevs" "mdevs: 2 wanted, 0 ready, 0 to create" "$out"
+check_contains "doctor says how to make the parent appear" "modprobe mbochs" "$out"
+check_contains "doctor notes KubeVirt's own mdev handling" \
+    "note: KubeVirt's own mediated-device handling removes" "$out"
+run "doctor --json with an absent mdev parent" 1 doctor --root "$WORK/sriov-only" \
+    --config "$WORK/mdev.toml" --json
+check "doctor --json mdevs" "mbochs mbochs-small 2 0 0 no-parent True" \
+    "$(json 'm = d["mdevs"][0]; k = ("parent", "type", "wanted", "ready", "to_create", "reason")
+print(*[m[x] for x in k], "mdev_note" in d)')"
+run "doctor --json without [[mdev]] entries" 0 doctor --root "$WORK/sriov-only" \
+    --config "$WORK/sriov-only.toml" --json
+check "doctor --json has no mdevs key then" "False False" \
+    "$(json 'print("mdevs" in d, "mdev_note" in d)')"
 
 printf '[[device]]\nselector = "10de:2331"\nresource_nmae = "x.com/y"\n' >"$WORK/typo.toml"
 run "plan with a bad config" 2 plan --root "$ROOT" --config "$WORK/typo.toml"

@@ -1,6 +1,6 @@
 // vfioctl doctor's diagnosis (cli/doctor): the host checks, what KubeVirt will count per
-// resource, health, advice for every reason a plan can give, and the fix for each SR-IOV PF
-// vfiod will not or cannot give its VFs.
+// resource, health, advice for every reason a plan can give, the fix for each SR-IOV PF vfiod
+// will not or cannot give its VFs, and for each [[mdev]] pair that yields fewer than wanted.
 #include <gtest/gtest.h>
 
 #include "doctor.hpp"
@@ -8,6 +8,7 @@
 #include "fake_tree.hpp"
 #include "io/config_loader.hpp"
 #include "io/snapshot.hpp"
+#include "mdev_test_host.hpp"
 #include "scenarios.hpp"
 
 namespace vfiod::cli {
@@ -181,7 +182,11 @@ TEST_F(DoctorSriov, AReadyPfOrOneAboutToChangeHasNothingToFix) {
     EXPECT_EQ(ready.fix, "");
 }
 
-TEST_F(DoctorHost, NoSriovEntriesNoPfs) { EXPECT_FALSE(diagnose_tree().pfs.has_value()); }
+TEST_F(DoctorHost, NoSriovOrMdevEntriesNoPfsNorMdevs) {
+    Diagnosis dx = diagnose_tree();
+    EXPECT_FALSE(dx.pfs.has_value());
+    EXPECT_FALSE(dx.mdevs.has_value());
+}
 
 // Issue 37, finding 8: [[sriov]] entries are an allowlist too; a host with no other entry and
 // its VFs made is healthy. An empty one names the file it read.
@@ -199,9 +204,160 @@ TEST_F(DoctorSriov, AnSriovOnlyConfigIsNotAnEmptyAllowlist) {
     dx = diagnose(*kernel, snapshot.topology, *cr.config, plan);
     EXPECT_FALSE(dx.checks[2].ok);
     EXPECT_EQ(dx.checks[2].detail,
-              "the allowlist is empty: add [[device]] or [[sriov]] entries to "
+              "the allowlist is empty: add [[device]], [[sriov]] or [[mdev]] entries to "
               "/srv/host-a/vfiod.toml");
     EXPECT_FALSE(dx.healthy);
+}
+
+// [[mdev]] pairs (DESIGN §12) on the fake kernel, with the kernel's sample parents: one finding
+// per (parent, type) pair, its counts, and the fix for why it yields fewer than wanted.
+struct DoctorMdev : ::testing::Test, vfiod::test::FakeMdevHost {
+    // With vfio-pci loaded every host check passes, so that only the mdevs decide health.
+    DoctorMdev() { tree.add_driver("vfio-pci"); }
+    static std::string entry(const char* parent, const char* type, unsigned count) {
+        return "[[mdev]]\nparent = \"" + std::string(parent) + "\"\ntype = \"" + type +
+               "\"\ncount = " + std::to_string(count) + "\n";
+    }
+    Diagnosis diagnose_with(const std::string& toml) {
+        ConfigResult cr = parse_config(toml, "t.toml");
+        EXPECT_TRUE(cr.config) << (cr.errors.empty() ? "" : cr.errors[0]);
+        config = cr.config.value_or(Config{});
+        snapshot = read_snapshot(*kernel);
+        plan = make_plan(snapshot.topology, snapshot.use, config);
+        plan.mdevs = plan_mdevs(snapshot.mdevs, snapshot.topology, snapshot.use, config);
+        return diagnose(*kernel, snapshot.topology, config, plan, snapshot.mdevs);
+    }
+    // The one mdev finding of a diagnosis that must have exactly one.
+    static MdevFinding only_mdev(const Diagnosis& dx) {
+        EXPECT_TRUE(dx.mdevs && dx.mdevs->size() == 1);
+        return dx.mdevs && dx.mdevs->size() == 1 ? dx.mdevs->front() : MdevFinding{};
+    }
+    void create(const char* type, const std::string& uuid) {
+        ASSERT_EQ(kernel->write(mdev_paths::create_file("mbochs", type), uuid), 0);
+    }
+
+    Config config;
+    Snapshot snapshot;
+    Plan plan;
+};
+
+TEST_F(DoctorMdev, AnAbsentParentIsToldToLoadItsDriver) {
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-small", 2));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.parent, "mbochs");
+    EXPECT_EQ(f.resource_name, "vfiod.io/mbochs-small");
+    EXPECT_EQ(f.wanted, 2u);
+    EXPECT_EQ(f.ready + f.to_create, 0u);
+    EXPECT_EQ(f.reason, Reason::NoParent);
+    EXPECT_NE(f.fix.find("modprobe mbochs"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("/sys/class/mdev_bus"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+    // The [[mdev]] entry is an allowlist of its own.
+    EXPECT_EQ(dx.checks[2].detail, "1 [[mdev]] entry");
+}
+
+// A selector that reaches no parent puts nothing in the plan; doctor still reports the entry.
+TEST_F(DoctorMdev, ASelectorReachingNoParentIsNoParent) {
+    MdevFinding f = only_mdev(
+        diagnose_with("[[mdev]]\nselector = \"10de:2236\"\ntype = \"nvidia-1\"\ncount = 3\n"));
+    EXPECT_EQ(f.parent, "selector 10de:2236");
+    EXPECT_EQ(f.wanted, 3u);
+    EXPECT_EQ(f.reason, Reason::NoParent);
+}
+
+TEST_F(DoctorMdev, AnUnknownTypeListsTheParentsTypes) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-huge", 1));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.reason, Reason::UnknownType);
+    for (const char* t : {"mbochs-small", "mbochs-medium", "mbochs-large"})
+        EXPECT_NE(f.fix.find(t), std::string::npos) << t << ": " << f.fix;
+    EXPECT_NE(f.fix.find("systemctl reload vfiod"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+}
+
+// mbochs has 256 MB and a large one takes 64: four fit, five are wanted, none is made.
+TEST_F(DoctorMdev, TooFewInstancesGiveTheNumbersAndTheCountThatFits) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-large", 5));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.reason, Reason::MdevUnavailable);
+    EXPECT_EQ(f.wanted, 5u);
+    EXPECT_EQ(f.to_create, 0u);
+    ASSERT_FALSE(f.details.empty());
+    EXPECT_NE(f.fix.find("has 4 available_instances, 5 more wanted"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("at most 4"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("share its budget"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("systemctl reload vfiod"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+}
+
+// Mdevs made by hand take the whole budget: the type has none left, and the fix says so.
+TEST_F(DoctorMdev, NoInstancesLeftSaysOtherMdevsTakeTheBudget) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    for (int i = 0; i < 4; ++i)
+        create("mbochs-large", "83b8f4f2-509f-482f-bc1e-e6bfe0fa100" + std::to_string(i));
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-small", 1));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.reason, Reason::MdevUnavailable);
+    EXPECT_NE(f.fix.find("available_instances 0"), std::string::npos) << f.fix;
+    EXPECT_NE(f.fix.find("to 0"), std::string::npos) << f.fix;
+    EXPECT_FALSE(dx.healthy);
+}
+
+// Health waits for the mdevs themselves: planned is not enough, made is.
+TEST_F(DoctorMdev, APairIsHealthyOnceAllItsMdevsAreReady) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    create("mbochs-small", mdev_uuid("mbochs", "mbochs-small", 0));
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-small", 2));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.ready, 1u);
+    EXPECT_EQ(f.to_create, 1u);
+    EXPECT_EQ(f.reason, Reason::None);
+    EXPECT_EQ(f.fix, "");
+    EXPECT_FALSE(dx.healthy);
+
+    create("mbochs-small", mdev_uuid("mbochs", "mbochs-small", 1));
+    dx = diagnose_with(entry("mbochs", "mbochs-small", 2));
+    f = only_mdev(dx);
+    EXPECT_EQ(f.type_name, "mbochs-small");
+    EXPECT_EQ(f.ready, 2u);
+    EXPECT_EQ(f.to_create, 0u);
+    for (const auto& c : dx.checks)
+        EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
+    EXPECT_TRUE(dx.healthy);
+}
+
+// One of vfiod's own above the count, held by a VM: the pair still has what it wants, and the
+// fix names the holder's way out.
+TEST_F(DoctorMdev, AnOwnMdevInUseAboveTheCountNamesItsHolder) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    create("mbochs-small", mdev_uuid("mbochs", "mbochs-small", 0));
+    const std::string extra = mdev_uuid("mbochs", "mbochs-small", 1);
+    create("mbochs-small", extra);
+    auto group = kernel->resolve("sys/bus/mdev/devices/" + extra + "/iommu_group");
+    ASSERT_TRUE(group);
+    tree.write_file("proc/4242/comm", "qemu-system-x86\n");
+    tree.symlink("proc/4242/fd/30", "/dev/vfio/" + group->substr(group->rfind('/') + 1));
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-small", 1));
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.wanted, 1u);
+    EXPECT_EQ(f.ready, 1u);
+    EXPECT_EQ(f.reason, Reason::InUseMdev);
+    ASSERT_EQ(f.details.size(), 1u);
+    EXPECT_EQ(f.details[0].rfind(extra + ": ", 0), 0u) << f.details[0];
+    EXPECT_NE(f.details[0].find("qemu-system-x86"), std::string::npos) << f.details[0];
+    EXPECT_NE(f.fix.find("close the VM"), std::string::npos) << f.fix;
+    EXPECT_TRUE(dx.healthy);  // what it wants is there; the extra one waits
+}
+
+// Every type a parent has, named as its name file says when that differs from the directory.
+TEST_F(DoctorMdev, AnUnknownTypeOnMttyShowsTheTypesNames) {
+    kernel->register_mdev_parent(vfiod::test::mtty_parent());
+    MdevFinding f = only_mdev(diagnose_with(entry("mtty", "mtty-4", 1)));
+    EXPECT_NE(f.fix.find("mtty-1 (Single port serial), mtty-2 (Dual port serial)"),
+              std::string::npos)
+        << f.fix;
 }
 
 }  // namespace
