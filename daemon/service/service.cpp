@@ -134,7 +134,7 @@ bool Service::start() {
         settle_mdev_journal();
     }
     decide_pfs(s_.host.governed_pfs());
-    decide_mdevs(nullptr, true);
+    decide_mdevs(nullptr);
     if (!s_.host.snapshot().topology.iommu_enabled) {
         Plan plan = s_.host.whole_plan();
         if (!plan.groups.empty())
@@ -180,7 +180,7 @@ void Service::handle_events(const std::set<PciAddress>& touched) {
 
 void Service::handle_mdev_events(const std::set<std::string>& parents) {
     guarded("mdev events", [&] {
-        decide_mdevs(&parents, true);
+        decide_mdevs(&parents);
         return OpResult{};
     });
 }
@@ -202,7 +202,7 @@ void Service::handle_mdev_changes(const std::set<std::string>& uuids) {
             const std::string parent = dir->substr(0, dir->rfind('/'));
             parents.insert(parent.substr(parent.rfind('/') + 1));
         }
-        decide_mdevs(&parents, false);
+        read_mdevs(&parents, true);
         return OpResult{};
     });
 }
@@ -292,11 +292,12 @@ void Service::retry_pfs() {
         queue_mdev(key);
 }
 
-void Service::decide_mdevs(const std::set<std::string>* parents, bool unsettled) {
+std::vector<MdevPlan> Service::read_mdevs(const std::set<std::string>* parents,
+                                          bool keep_unsettled) {
     const Config& config = s_.host.config();
     if (config.mdevs.empty()) {  // a Reload may have dropped the last entry: no mdev published
         s_.store.set_mdevs([](const MdevInfo&) { return true; }, {});
-        return;
+        return {};
     }
     refresh_fences();
     // An event reads the parents it names alone, never the mdev bus.
@@ -308,24 +309,31 @@ void Service::decide_mdevs(const std::set<std::string>* parents, bool unsettled)
     if (parents)  // the plan of the others, absent from this read, is not this call's
         std::erase_if(plan, [&](const MdevPlan& p) { return !parents->count(p.parent); });
     // A parent being written reads as half there (its types fenced): its records wait for
-    // the operation that writes it.
+    // the operation that writes it. keep_unsettled: a pair whose last operation failed keeps
+    // the records it left (failed, refused) until a trigger plans it again.
     const std::set<std::string> fenced = fenced_mdev_names();
+    auto kept = [&](const std::string& parent, const std::string& type, bool foreign) {
+        return fenced.count(parent) ||
+               (keep_unsettled && !foreign && mdev_unsettled_.count({parent, type}));
+    };
     std::vector<MdevPlan> shown;
     for (const MdevPlan& p : plan)
-        if (!fenced.count(p.parent))
+        if (!kept(p.parent, p.type, p.action == MdevAction::Foreign))
             shown.push_back(p);
     s_.store.set_mdevs(
         [&](const MdevInfo& m) {
-            return !fenced.count(m.parent) && (!parents || parents->count(m.parent));
+            return !kept(m.parent, m.type, m.state == MdevState::Foreign) &&
+                   (!parents || parents->count(m.parent));
         },
         mdev_records(shown, host, s_.host.snapshot().topology, view));
+    return plan;
+}
+
+void Service::decide_mdevs(const std::set<std::string>* parents) {
     std::set<MdevPair> pairs;  // this call's: a pair queued here may have run already
-    for (const MdevPlan& p : plan) {
-        const MdevPair key{p.parent, p.type};
-        if (p.action != MdevAction::Foreign && (unsettled || !mdev_unsettled_.count(key)) &&
-            pairs.insert(key).second)
-            queue_mdev(key);
-    }
+    for (const MdevPlan& p : read_mdevs(parents, false))
+        if (p.action != MdevAction::Foreign && pairs.insert({p.parent, p.type}).second)
+            queue_mdev({p.parent, p.type});
 }
 
 void Service::settle_mdev_journal() {
@@ -451,7 +459,7 @@ OpResult Service::apply_reload() {
                  config.devices.size(), config.protects.size(), to_string(mode()));
     decide(groups, false);
     decide_pfs(s_.host.governed_pfs());
-    decide_mdevs(nullptr, true);
+    decide_mdevs(nullptr);
     return {};
 }
 

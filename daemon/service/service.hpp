@@ -69,9 +69,9 @@ public:
     // again, and their mdevs published as they are now (DESIGN §12).
     void handle_mdev_events(const std::set<std::string>& parents);
     // Mdevs that came, were probed or went (their own add, bind, unbind, remove): their parents'
-    // records are read again and published, and those parents' pairs planned again, except
-    // pairs whose last operation failed (a create that fails in the probe sends add and remove:
-    // it must not trigger itself). So an mdev removed by hand is made again.
+    // records are read again and published, and nothing is planned or written (these are not
+    // DESIGN §12's triggers: one of vfiod's removed by hand shows pending until the next one,
+    // and a create failing in the probe, which sends add and remove, cannot trigger itself).
     void handle_mdev_changes(const std::set<std::string>& uuids);
 
     // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
@@ -127,12 +127,14 @@ private:
                  const std::function<OperationPtr(const PciAddress&)>& make);
     void decide_pfs(const std::set<PciAddress>& pfs);
     using MdevPair = std::pair<std::string, std::string>;  // (parent, type)
-    // An MdevOp per (parent, type) pair the [[mdev]] entries reach, in config order, in the
-    // mdev queue: every pair (null; reads the whole mdev side), or the pairs of `parents` only
-    // (reads those parents alone, so an event costs the same however many mdevs exist); the
-    // pairs whose last operation failed only when `unsettled`. The mdevs read are published
-    // as planned (parents being written excepted: their operation publishes them).
-    void decide_mdevs(const std::set<std::string>* parents, bool unsettled);
+    // The mdev side read (null: all of it) or `parents` alone (so an event costs the same
+    // however many mdevs exist), planned, and published as planned (parents being written
+    // excepted: their operation publishes them; and with keep_unsettled, pairs whose last
+    // operation was refused or failed: their records stand until a trigger); the plan read.
+    std::vector<MdevPlan> read_mdevs(const std::set<std::string>* parents, bool keep_unsettled);
+    // read_mdevs, then an MdevOp per (parent, type) pair of what it read, in config order, in
+    // the mdev queue.
+    void decide_mdevs(const std::set<std::string>* parents);
     // The mdev names the loop must not read (FencedHostFs): being written, or stuck.
     std::set<std::string> fenced_mdev_names();
     // The mdev entries a crash (or anyone) left in the journal, logged and removed (enforce
