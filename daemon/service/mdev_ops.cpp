@@ -77,7 +77,8 @@ std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
                                    ": an earlier mdev write on it is still blocked");
     plan_ = read_and_plan(s, false);
     // Who holds mdevs open matters only to the pair's removes: proc/*/fd is walked for those.
-    if (std::ranges::any_of(plan_, [](const MdevPlan& p) { return p.action == MdevAction::Remove; }))
+    auto removes = [](const MdevPlan& p) { return p.action == MdevAction::Remove; };
+    if (std::ranges::any_of(plan_, removes))
         plan_ = read_and_plan(s, true);
     publish(s);
     const bool writes = std::ranges::any_of(plan_, [](const MdevPlan& p) {
