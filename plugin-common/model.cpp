@@ -91,6 +91,11 @@ Snapshot make_snapshot(const client::DaemonView& view,
     return s;
 }
 
+bool mdev_served(const client::DaemonMdev& m,
+                 const std::function<bool(unsigned)>& vfio_exists) {
+    return m.state_value == MdevState::Ready && m.plan.group && vfio_exists(*m.plan.group);
+}
+
 namespace {
 
 // The iommufd character devices of the groups' functions that exist on this host. Linux 6.1

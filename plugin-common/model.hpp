@@ -61,6 +61,12 @@ void count_examined(size_t n);
 Snapshot make_snapshot(const client::DaemonView& view,
                        const std::function<bool(unsigned group)>& vfio_exists);
 
+// The rule both plugins serve a mediated device by (DESIGN §12): its State is ready, it has an
+// IOMMU group, and that group's /dev/vfio/<N> exists (asked of vfio_exists). Any other mdev
+// (pending, refused in-use-mdev, failed, foreign, or its node gone) is withdrawn, never listed.
+bool mdev_served(const client::DaemonMdev& m,
+                 const std::function<bool(unsigned group)>& vfio_exists);
+
 struct DeviceNode {
     std::string path;  // host path = container path
     bool operator==(const DeviceNode&) const = default;

@@ -270,5 +270,23 @@ TEST(PluginModel, PreferenceNeverReturnsUnknownIds) {
         texts(preferred_allocation(s, "gpu", parsed({"0000:03:00.0"}), parsed({}), -5)).empty());
 }
 
+// Both plugins serve an mdev only while it is ready with its /dev/vfio/<N> (DESIGN §12).
+TEST(PluginModel, MdevServedOnlyReadyWithItsNode) {
+    auto mdev = [](const char* state, std::optional<unsigned> group) {
+        client::DaemonMdev m;
+        m.plan.uuid = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+        m.plan.group = group;
+        m.state = state;
+        m.state_value = parse_mdev_state(state);
+        return m;
+    };
+    auto node = [](unsigned g) { return g == 30; };
+    EXPECT_TRUE(mdev_served(mdev("ready", 30), node));
+    EXPECT_FALSE(mdev_served(mdev("ready", 31), node));  // its node is gone
+    EXPECT_FALSE(mdev_served(mdev("ready", std::nullopt), node));
+    for (const char* state : {"pending", "refused", "failed", "foreign", "a-newer-state"})
+        EXPECT_FALSE(mdev_served(mdev(state, 30), node)) << state;
+}
+
 }  // namespace
 }  // namespace vfiod::plugin
