@@ -16,6 +16,7 @@ packages=(
   # build
   g++ meson ninja-build pkg-config libsystemd-dev libsdbus-c++-dev libsdbus-c++-bin libudev-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  uuid-dev  # libuuid: the name-based UUIDs of vfiod's mediated devices (DESIGN §12)
   # man pages (man/*.scd) and the vfioctl completion (bash-completion.pc, its test)
   scdoc bash-completion
   # vfiod-device-plugin (meson option device_plugin): gRPC and protobuf, code generated at build
