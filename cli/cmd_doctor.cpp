@@ -1,6 +1,6 @@
 // vfioctl doctor: explain, per allowlisted function, [[sriov]] PF and [[mdev]] pair, whether it is
 // usable for pass-through now, what stands in the way, and what KubeVirt's device manager will
-// count. Reads only; the
+// count; with --kubevirt-cr, whether the KubeVirt CR lets vfiod's mdevs be. Reads only; the
 // diagnosis is doctor.cpp's, the printing is here.
 #include <cstdio>
 #include <string>
@@ -225,9 +225,22 @@ int run_doctor(const Args& args) {
     std::optional<Config> config = checked_config(args, "fix it first (vfioctl check-config)");
     if (!config)
         return kExitUsage;
+    // The CR first: bad input is an error before the host is read.
+    std::optional<KubevirtMdevConfig> cr;
+    if (args.kubevirt_cr) {
+        std::string error;
+        if (!(cr = read_kubevirt_cr(*args.kubevirt_cr, &error))) {
+            std::fprintf(stderr, "vfioctl: %s\n", printable(error, 4096).c_str());
+            return kExitUsage;
+        }
+    }
     KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
     Diagnosis dx = diagnose(fs, hp.snapshot.topology, *config, hp.plan, hp.snapshot.mdevs);
+    if (cr) {
+        dx.checks.push_back(kubevirt_cr_check(*cr, dx.mdevs));
+        dx.healthy = dx.healthy && dx.checks.back().ok;
+    }
     if (args.json)
         print_json(dx);
     else

@@ -29,6 +29,7 @@ struct Args {
     bool yaml = false;                    // --yaml (kubevirt; its default)
     bool external = false;                // --external (kubevirt)
     bool json_patch = false;              // --json-patch (kubevirt)
+    std::optional<std::string> kubevirt_cr;  // --kubevirt-cr FILE (doctor)
     std::string operand;                  // ADDR for bind/release, FILE for check-config
 };
 

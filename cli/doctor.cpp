@@ -1,5 +1,7 @@
 #include "doctor.hpp"
 
+#include <set>
+
 #include "core/strings.hpp"
 
 namespace vfiod::cli {
@@ -106,6 +108,8 @@ void add_unmatched(std::vector<MdevFinding>& out, const MdevHost& host, const To
     }
 }
 
+}  // namespace
+
 // The plan's (parent, type) pairs, in its order (a pair's mdevs are next to each other there);
 // foreign mdevs belong to none, and a pair no entry names that only loses mdevs is left out.
 std::optional<std::vector<MdevFinding>> mdev_findings(const MdevHost& host, const Topology& t,
@@ -131,8 +135,6 @@ std::optional<std::vector<MdevFinding>> mdev_findings(const MdevHost& host, cons
     }
     return out;
 }
-
-}  // namespace
 
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
 
@@ -323,6 +325,55 @@ std::string mdev_advice(const MdevFinding& f, const MdevParent* parent) {
     default:
         return "";
     }
+}
+
+// virt-handler keeps an mdev whose type's name (spaces as '_'), or else type directory, is in
+// the CR's configured types or external mediatedDevices entries, and removes every other one at
+// start and on each change of the CR, unless its mdev handling is off.
+Check kubevirt_cr_check(const KubevirtMdevConfig& cr,
+                        const std::optional<std::vector<MdevFinding>>& mdevs) {
+    const char* name = "kubevirt";
+    if (!mdevs)
+        return {name, true, "no [[mdev]] entries: virt-handler has none of vfiod's mdevs to remove"};
+    std::vector<std::string> removed, created;
+    std::set<std::string> seen;
+    for (const auto& f : *mdevs) {
+        if (f.resource_name.empty() || !seen.insert(f.type).second)
+            continue;
+        const std::string by_name = kubevirt_type_key(f.type_name), by_dir = kubevirt_type_key(f.type);
+        auto in = [&](const std::set<std::string>& s) { return s.count(by_name) || s.count(by_dir); };
+        std::string shown = printable(f.type) +
+                            (f.type_name == f.type ? "" : " (\"" + printable(f.type_name) + "\")");
+        if (in(cr.configured))
+            created.push_back(shown);
+        else if (!in(cr.external))
+            removed.push_back(shown);
+    }
+    std::string gate = kDisableMdevGate;
+    std::string detail;
+    if (cr.handling_off())
+        detail = "KubeVirt's mdev handling is off (" +
+                 (cr.enabled ? "mediatedDevicesConfiguration.enabled: false" : gate + " gate") +
+                 "): virt-handler neither creates nor removes mdevs";
+    else if (!removed.empty())
+        detail = "virt-handler would remove vfiod's mdevs of type " + join(removed) +
+                 ": the CR keeps them neither in mediatedDevicesConfiguration nor by a "
+                 "mediatedDevices entry with externalResourceProvider: true; add the entries "
+                 "vfioctl kubevirt prints, with the " + gate + " feature gate";
+    else
+        detail = "virt-handler keeps every type of vfiod's mdevs; note: its mdev handling is on: "
+                 "add the " + gate + " feature gate (KubeVirt v1.0 to v1.9; from v1.8 "
+                 "mediatedDevicesConfiguration.enabled: false does the same)";
+    if (!cr.handling_off() && !created.empty())
+        detail += "; note: mediatedDevicesConfiguration lists " + join(created) +
+                  ", so virt-handler also creates mdevs of it on each parent that has none, "
+                  "taking the instances vfiod's entries want";
+    if (cr.gate && cr.enabled)
+        detail += "; note: the " + gate + " gate is ignored, mediatedDevicesConfiguration.enabled "
+                  "is set and wins";
+    if (cr.node_types)
+        detail += " (every nodeMediatedDeviceTypes entry counted, whatever its nodeSelector)";
+    return {name, cr.handling_off() || removed.empty(), detail};
 }
 
 }  // namespace vfiod::cli

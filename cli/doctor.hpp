@@ -12,6 +12,7 @@
 #include "core/config.hpp"
 #include "core/plan.hpp"
 #include "io/host_fs.hpp"
+#include "kubevirt_cr.hpp"
 
 namespace vfiod::cli {
 
@@ -55,8 +56,8 @@ struct MdevFinding {
 // The one-line note doctor adds when the config has [[mdev]] entries.
 inline constexpr const char* kKubevirtMdevNote =
     "KubeVirt's own mediated-device handling removes every mdev whose type its CR does not know: "
-    "list each type in its mediatedDevices with externalResourceProvider: true (the CR is not "
-    "checked here)";
+    "list each type in its mediatedDevices with externalResourceProvider: true (vfioctl doctor "
+    "--kubevirt-cr FILE checks a CR)";
 
 struct Diagnosis {
     std::vector<Check> checks;
@@ -78,6 +79,20 @@ bool kubevirt_counts(const PciFunction& fn);
 // mdev parents (for the types a parent has and their available_instances).
 Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
                    const MdevHost& mdevs = {});
+
+// The plan's (parent, type) pairs (DESIGN §12) in its order, each with its counts, reason and fix,
+// and a pair per selector entry that reaches no parent (no-parent, its type as its name);
+// nullopt when the plan has no mdevs (no [[mdev]] entries). Also what vfioctl kubevirt lists.
+std::optional<std::vector<MdevFinding>> mdev_findings(const MdevHost& host, const Topology& t,
+                                                      const Config& config, const Plan& plan);
+
+// The "kubevirt" check of a KubeVirt CR against the wanted pairs (nullopt: no [[mdev]]
+// entries): failed when KubeVirt's mdev handling is on and a pair's type is kept neither by
+// mediatedDevicesConfiguration nor by an external mediatedDevices entry (virt-handler would
+// remove its mdevs); the detail says which, and notes what else the CR gets wrong for vfiod
+// (the gate missing, a type virt-handler would create mdevs of itself).
+Check kubevirt_cr_check(const KubevirtMdevConfig& cr,
+                        const std::optional<std::vector<MdevFinding>>& mdevs);
 
 // What the operator can do about a planning reason, "" when there is nothing to say (and for
 // the reasons make_plan() never gives).

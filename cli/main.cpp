@@ -24,6 +24,7 @@ enum Opt : unsigned {
     kYaml = 16,
     kExternal = 32,
     kJsonPatch = 64,
+    kKubevirtCr = 128,
 };
 
 // Where an option sits in a verb's usage line: values first, then what changes the verb's
@@ -50,6 +51,10 @@ constexpr Option kOptions[] = {
      [](Args& a, std::string_view v) { a.config = std::string(v); },
      "Read FILE (and FILE's sibling conf.d/*.toml) instead of\n"
      "DIR/etc/vfiod/vfiod.toml and DIR/etc/vfiod/conf.d/*.toml."},
+    {"--kubevirt-cr", kKubevirtCr, Kind::Value, "FILE", "a file",
+     [](Args& a, std::string_view v) { a.kubevirt_cr = std::string(v); },
+     "doctor: check the KubeVirt CR in FILE (YAML or JSON, as kubectl\n"
+     "get kubevirt prints it): would virt-handler remove vfiod's mdevs?"},
     {"--json", kJson, Kind::Format, nullptr, nullptr,
      [](Args& a, std::string_view) { a.json = true; },
      "Machine-readable output for scripts (plan, apply, status, doctor,\ncheck-config)."},
@@ -84,7 +89,7 @@ const Verb kVerbs[] = {
      "the daemon's inventory over D-Bus (--offline: read the host instead)"},
     {"bind", run_bind, 0, "ADDR", "ask the daemon to bind ADDR's whole IOMMU group"},
     {"release", run_release, 0, "ADDR", "ask the daemon to give ADDR's group back to the host"},
-    {"doctor", run_doctor, kRoot | kConfig | kJson, nullptr,
+    {"doctor", run_doctor, kRoot | kConfig | kKubevirtCr | kJson, nullptr,
      "explain, per allowlisted device, whether it is ready and what KubeVirt will count"},
     {"kubevirt", run_kubevirt, kRoot | kConfig | kJson | kYaml | kExternal | kJsonPatch, nullptr,
      "print the KubeVirt CR fragment (permitted pciHostDevices, HostDevices gate) for the "
@@ -108,6 +113,8 @@ Commands:
                        refused at the last moment, for an exclusive claim, exits 1).
   doctor               Explain, per allowlisted device, whether it is ready for pass-through,
                        what blocks it and how to fix that, and what KubeVirt will count.
+                       --kubevirt-cr FILE also checks that the KubeVirt CR lets vfiod's
+                       mdevs be (virt-handler removes mdevs of types it does not know).
                        Exit 0 when everything is ready, 1 when something is not.
   check-config FILE    Validate FILE (and the conf.d/ directory beside it): every error as
                        FILE:LINE:COLUMN: message, and warnings such as overlapping entries.

@@ -14,47 +14,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::uintmax_t kMaxFileBytes = 1 << 20;
+constexpr size_t kMaxFileBytes = 1 << 20;
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 // What conf.d holds for us: "*.toml", not hidden ("x.toml", not ".x.toml" or "x.toml~").
 bool is_confd_name(const std::string& n) {
     return n.size() > 5 && n.front() != '.' && n.ends_with(".toml");
-}
-
-// --config FILE: the plain path, as it has always been read.
-ReadStatus read_plain(const fs::path& p, std::string* text, std::string* why) {
-    std::error_code ec;
-    auto st = fs::status(p, ec);
-    if (st.type() == fs::file_type::not_found)
-        return ReadStatus::Missing;
-    if (ec) {
-        *why = "cannot read: " + ec.message();
-        return ReadStatus::Failed;
-    }
-    if (!fs::is_regular_file(st)) {
-        *why = "cannot read: not a regular file";
-        return ReadStatus::Failed;
-    }
-    std::ifstream in(p, std::ios::binary);
-    if (!in) {
-        *why = "cannot read: " + error_text(errno);
-        return ReadStatus::Failed;
-    }
-    // Read one byte past the cap instead of trusting file_size: the file may grow meanwhile.
-    text->resize(kMaxFileBytes + 1);
-    in.read(text->data(), static_cast<std::streamsize>(text->size()));
-    if (in.bad()) {
-        *why = "cannot read: I/O error";
-        return ReadStatus::Failed;
-    }
-    text->resize(static_cast<size_t>(in.gcount()));
-    if (text->size() > kMaxFileBytes) {
-        *why = "larger than 1 MiB; refusing to read it";
-        return ReadStatus::Failed;
-    }
-    return ReadStatus::Ok;
 }
 
 // The conf.d beside a --config FILE.
@@ -81,13 +47,48 @@ std::vector<std::string> list_plain(const fs::path& dir, std::vector<std::string
 
 }  // namespace
 
+ReadStatus read_plain_file(const std::string& path, size_t limit, std::string* text,
+                           std::string* why) {
+    std::error_code ec;
+    const fs::path p(path);
+    auto st = fs::status(p, ec);
+    if (st.type() == fs::file_type::not_found)
+        return ReadStatus::Missing;
+    if (ec) {
+        *why = "cannot read: " + ec.message();
+        return ReadStatus::Failed;
+    }
+    if (!fs::is_regular_file(st)) {
+        *why = "cannot read: not a regular file";
+        return ReadStatus::Failed;
+    }
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        *why = "cannot read: " + error_text(errno);
+        return ReadStatus::Failed;
+    }
+    // Read one byte past the cap instead of trusting file_size: the file may grow meanwhile.
+    text->resize(limit + 1);
+    in.read(text->data(), static_cast<std::streamsize>(text->size()));
+    if (in.bad()) {
+        *why = "cannot read: I/O error";
+        return ReadStatus::Failed;
+    }
+    text->resize(static_cast<size_t>(in.gcount()));
+    if (text->size() > limit) {
+        *why = "larger than " + std::to_string(limit >> 20) + " MiB; refusing to read it";
+        return ReadStatus::Failed;
+    }
+    return ReadStatus::Ok;
+}
+
 std::string ConfigSource::shown(const std::string& p) const {
     return host_ ? host_->path(p) : p;
 }
 
 ReadStatus ConfigSource::read(const std::string& p, std::string* text, std::string* why) const {
     if (!host_)
-        return read_plain(p, text, why);
+        return read_plain_file(p, kMaxFileBytes, text, why);  // --config FILE, as given
     using S = HostFs::WholeFile::Status;
     auto f = host_->read_whole(p, kMaxFileBytes);
     switch (f.status) {

@@ -14,6 +14,12 @@ class HostFs;
 
 enum class ReadStatus { Ok, Missing, Failed };
 
+// A plain path's exact bytes, as the host follows it (a --config FILE, or the KubeVirt CR of
+// vfioctl doctor --kubevirt-cr): regular files only, at most `limit` bytes (a whole number of
+// MiB); when Failed, *why says why ("cannot read: ...", "larger than 4 MiB; refusing to read it").
+ReadStatus read_plain_file(const std::string& path, size_t limit, std::string* text,
+                           std::string* why);
+
 // Where one load's files come from. Holds the HostFs by pointer (it must outlive this) and
 // nothing else: no file is cached, every call reads again.
 class ConfigSource {

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "core/mdev.hpp"
+#include "fake_kernel.hpp"
+
 namespace vfiod::test {
 
 namespace {
@@ -94,6 +97,22 @@ void build_k8s_host(FakeTree& t) {
     t.add_function(nic);
 }
 
+void build_mdev_host(FakeTree& t) {
+    build_gpu_host(t);
+    t.add_function(fn(kMdevPciParent, "10de", "1eb8", "030200", "nvidia", 18));
+    FakeKernel kernel(t);
+    MdevParentSpec vgpu;
+    vgpu.name = kMdevPciParent;
+    vgpu.mdev_driver = "nvidia-vgpu-vfio";
+    vgpu.budget = 16;  // GB of frame buffer
+    vgpu.types = {{"222", "GRID T4-1Q", 1, "num_heads=4, frl_config=60"},
+                  {"223", "GRID T4-2Q", 2, "num_heads=4, frl_config=60"}};
+    kernel.register_mdev_parent(vgpu, false);
+    kernel.register_mdev_parent(mtty_parent(), false);
+    for (unsigned i = 0; i < 2; ++i)
+        kernel.write(mdev_paths::create_file("mtty", "mtty-1"), mdev_uuid("mtty", "mtty-1", i));
+}
+
 // 256 free NICs (8086:1533), one IOMMU group each, on NUMA nodes 0 and 1: the device plugin's
 // size benchmark.
 void build_many_nics(FakeTree& t) {
@@ -162,7 +181,7 @@ void build_sriov_routed_vf(FakeTree& t) {
 }
 
 std::vector<std::string> scenario_names() {
-    return {"gpu-host", "k8s-host", "many-nics", "sriov-host", "sriov-routed-vf"};
+    return {"gpu-host", "k8s-host", "many-nics", "mdev-host", "sriov-host", "sriov-routed-vf"};
 }
 
 bool build_scenario(const std::string& name, FakeTree& t) {
@@ -172,6 +191,10 @@ bool build_scenario(const std::string& name, FakeTree& t) {
     }
     if (name == "k8s-host") {
         build_k8s_host(t);
+        return true;
+    }
+    if (name == "mdev-host") {
+        build_mdev_host(t);
         return true;
     }
     if (name == "many-nics") {

@@ -27,6 +27,13 @@ inline constexpr char kSriovPf[] = "0000:02:00.0";
 // vfiod.toml.
 void build_sriov_routed_vf(FakeTree& t);
 
+// The demo host (and its vfiod.toml) with two mdev parents (DESIGN §12): a T4 at kMdevPciParent
+// (10de:1eb8 on nvidia, group 18) with types nvidia-222 "GRID T4-1Q" and nvidia-223 "GRID T4-2Q"
+// (16 units, costs 1 and 2), and the kernel's mtty sample, which already holds vfiod's mdevs 0
+// and 1 of mtty-1 ("Single port serial"), bound and ready.
+void build_mdev_host(FakeTree& t);
+inline constexpr char kMdevPciParent[] = "0000:06:00.0";
+
 // The vfiod.toml both kubelet plugins' scenarios (test_device_plugin, test_dra_scenarios) run
 // vfiod with on "k8s-host" (the demo host plus a free NIC on NUMA node 1, group 17): enforce
 // mode, companions by default. Bound are the GPU and its audio function (group 13, NUMA 0), the
