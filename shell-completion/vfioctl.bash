@@ -49,7 +49,7 @@ _vfioctl() {
 
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
-            --root | --config) ((i++)) ;;
+            --root | --config | --kubevirt-cr) ((i++)) ;;
             -*) ;;
             *) verb=${words[i]}; break ;;
         esac
@@ -57,7 +57,7 @@ _vfioctl() {
 
     case $prev in
         --root) _filedir -d; return ;;
-        --config) _filedir; return ;;
+        --config | --kubevirt-cr) _filedir; return ;;
     esac
     $split && return
 

@@ -60,9 +60,10 @@ check "release options" "--help" "$(complete_words release -)"
 check "options after the verb's options" "--json" "$(complete_words plan --root /tmp --j)"
 check "kubevirt options" "--config --external --help --json --json-patch --root --yaml" \
     "$(complete_words kubevirt --)"
+check "doctor options" "--config --help --json --kubevirt-cr --root" "$(complete_words doctor --)"
 check "options before a verb" \
-    "--config --external --help --json --json-patch --offline --root --version --yaml" \
-    "$(complete_words --)"
+    "--config --external --help --json --json-patch --kubevirt-cr --offline --root --version \
+--yaml" "$(complete_words --)"
 
 # --- paths ---
 mkdir -p "$WORK/tree/sub.d" "$WORK/tree/subdir"
@@ -74,6 +75,11 @@ check "--root=DIR offers directories only" "$WORK/tree/sub.d $WORK/tree/subdir" 
 check "--config offers files" \
     "$WORK/tree/file.toml $WORK/tree/notes.txt $WORK/tree/sub.d $WORK/tree/subdir" \
     "$(complete_words plan --config "$WORK/tree/")"
+check "--kubevirt-cr offers files" \
+    "$WORK/tree/file.toml $WORK/tree/notes.txt $WORK/tree/sub.d $WORK/tree/subdir" \
+    "$(complete_words doctor --kubevirt-cr "$WORK/tree/")"
+check "a verb after --kubevirt-cr FILE" "--config --help --json --kubevirt-cr --root" \
+    "$(complete_words --kubevirt-cr "$WORK/tree/notes.txt" doctor --)"
 check "check-config offers .toml files and directories" \
     "$WORK/tree/file.toml $WORK/tree/sub.d $WORK/tree/subdir" \
     "$(complete_words check-config "$WORK/tree/")"
