@@ -122,7 +122,6 @@ kv --config "$WORK/bad.toml" >/dev/null 2>&1; check "bad config exits 2" 2 $?
 kv --json --yaml >/dev/null 2>&1; check "--json with --yaml exits 2" 2 $?
 "$VFIOCTL" kubevirt --offline >/dev/null 2>&1; check "--offline does not apply" 2 $?
 
-
 # --- [[mdev]] entries: mediatedDevices, named from the host ---
 "$MKFIXTURE" mdev-host "$WORK/mroot" || { fail "mdev fixture"; exit 1; }
 cat > "$WORK/mdev.toml" <<'TOML'
