@@ -12,10 +12,11 @@ struct, its fields' JSON names and types. A document fails when its (apiVersion,
 schema, a field is not in its struct's table, a value has the wrong type (string, integer,
 boolean, list, object; null is refused too), a required field is missing, or a one-of group is
 not set exactly once. On top of the types: CEL expressions must have balanced quotes and
-brackets, DeviceClass selectors must name the driver vfio.vfiod.io, and references between the
-documents must resolve (RBAC binding -> ServiceAccount and ClusterRole, pod template ->
-ServiceAccount and volumes, claim template -> DeviceClass, VM -> its claims, their templates and
-requests, policy binding -> policy, policy -> the service account it matches).
+brackets, DeviceClass selectors must test device.driver == "vfio.vfiod.io", and references
+between the documents must resolve (RBAC binding -> ServiceAccount and ClusterRole, pod template
+-> ServiceAccount and volumes, claim template -> DeviceClass, VM -> its claims, their templates
+and requests, a VM's deviceName -> a resource the KubeVirt CR permits, policy binding ->
+policy, policy -> the service account it matches).
 
 Exit status: 0 clean; 1 problems found (one line each: file, document number counted from 1,
 kind/name, field path, message); 2 usage or environment errors (no python3-yaml, no files).
@@ -298,8 +299,10 @@ KUBEVIRT_V1 = {
     'DiskTarget': {'bus': 'string', 'readonly': 'bool', 'pciAddress': 'string'},
     'HostDevice': {'name!': 'string', 'deviceName': 'string', 'tag': 'string',
                    '..': ['ClaimRequest']},
-    'GPU': {'name!': 'string', 'deviceName': 'string', 'virtualGPUOptions': 'object',
+    'GPU': {'name!': 'string', 'deviceName': 'string', 'virtualGPUOptions': 'VGPUOptions',
             'tag': 'string', '..': ['ClaimRequest']},
+    'VGPUOptions': {'display': 'VGPUDisplayOptions'},
+    'VGPUDisplayOptions': {'enabled': 'bool', 'ramFB': 'object'},
     'ClaimRequest': {'claimName': 'string', 'requestName': 'string'},
     'kv.Volume': {'name!': 'string', '..': ['kv.VolumeSource']},
     'kv.VolumeSource': {'hostDisk': 'object', 'persistentVolumeClaim': 'object',
@@ -334,7 +337,7 @@ KUBEVIRT_V1 = {
         'evictionStrategy': 'string', 'additionalGuestMemoryOverheadRatio': 'string',
         'supportContainerResources': '[object]', 'supportedGuestAgentVersions': '[string]',
         'memBalloonStatsPeriod': 'int', 'permittedHostDevices': 'PermittedHostDevices',
-        'mediatedDevicesConfiguration': 'object', 'minCPUModel': 'string',
+        'mediatedDevicesConfiguration': 'MediatedDevicesConfiguration', 'minCPUModel': 'string',
         'obsoleteCPUModels': '{bool}', 'virtualMachineInstancesPerNode': 'int',
         'apiConfiguration': 'object', 'webhookConfiguration': 'object',
         'controllerConfiguration': 'object', 'handlerConfiguration': 'object',
@@ -354,10 +357,20 @@ KUBEVIRT_V1 = {
                                'cpuAllocationRatio': 'int', 'minimumClusterTSCFrequency': 'int',
                                'diskVerification': 'object', 'logVerbosity': 'object',
                                'clusterProfiler': 'bool'},
-    'PermittedHostDevices': {'pciHostDevices': '[PciHostDevice]', 'mediatedDevices': '[object]',
-                             'usb': '[object]'},
+    'PermittedHostDevices': {'pciHostDevices': '[PciHostDevice]',
+                             'mediatedDevices': '[MediatedHostDevice]', 'usb': '[object]'},
     'PciHostDevice': {'pciVendorSelector!': 'string', 'resourceName!': 'string',
                       'externalResourceProvider': 'bool'},
+    'MediatedHostDevice': {'mdevNameSelector!': 'string', 'resourceName!': 'string',
+                           'externalResourceProvider': 'bool'},
+    # enabled: from v1.8.0 (it replaces the DisableMDEVConfiguration feature gate).
+    'MediatedDevicesConfiguration': {'mediatedDevicesTypes': '[string]',
+                                     'mediatedDeviceTypes': '[string]',
+                                     'nodeMediatedDeviceTypes': '[NodeMediatedDeviceTypesConfig]',
+                                     'enabled': 'bool'},
+    'NodeMediatedDeviceTypesConfig': {'nodeSelector!': '{string}',
+                                      'mediatedDevicesTypes': '[string]',
+                                      'mediatedDeviceTypes': '[string]'},
 }
 
 
@@ -695,19 +708,21 @@ def cel_scan(expr):
     return literals, None
 
 
+DRIVER_TEST = re.compile(r'device\s*\.\s*driver\s*==\s*(["\'])%s\1' % re.escape(DRIVER))
 ATTR_DOMAIN = re.compile(r'device\s*\.\s*(attributes|capacity)\s*\[\s*(["\'])(.*?)\2\s*\]')
 
 
 def check_cel(cels, probs):
     for doc, path, expr in cels:
-        literals, err = cel_scan(expr)
+        _, err = cel_scan(expr)
         if err:
             probs.add(doc, path, "CEL: " + err)
             continue
-        if doc.kind == 'DeviceClass':
-            if DRIVER not in literals:
-                probs.add(doc, path, 'CEL: a DeviceClass selector must name the driver "%s"'
-                          % DRIVER)
+        # The driver by device.driver, not merely as the attributes' domain: a class that
+        # tests only an attribute would match another driver's devices that share its name.
+        if doc.kind == 'DeviceClass' and not DRIVER_TEST.search(expr):
+            probs.add(doc, path, 'CEL: a DeviceClass selector must name the driver "%s"'
+                      % DRIVER)
         # device.attributes is keyed by domain: the qualified "domain/name" form is a mistake
         # that never matches (the map lookup gives an empty map).
         for m in ATTR_DOMAIN.finditer(expr):
@@ -750,6 +765,15 @@ def check_references(docs, scoped, probs):
                       % (d.kind, d.name, o.file, o.index))
         index.setdefault(key, d)
     namespaces = {d.name for d in docs if d.kind == 'Namespace'}
+    # The resources a KubeVirt CR here permits (pciHostDevices and mediatedDevices); None
+    # without one, when a VM's deviceName cannot be checked.
+    permitted = None
+    for d in docs:
+        if d.kind == 'KubeVirt':
+            permitted = permitted or set()
+            for lst in ('pciHostDevices', 'mediatedDevices'):
+                permitted |= {get(e, 'resourceName') for _, e in
+                              items(d.body, 'spec', 'configuration', 'permittedHostDevices', lst)}
 
     def has(kind, name, ns=None):
         return (kind, ns, name) in index
@@ -837,6 +861,13 @@ def check_references(docs, scoped, probs):
                 for i, hd in items(spec, 'domain', 'devices', devs):
                     p = '%s.domain.devices.%s[%d]' % (base, devs, i)
                     cn, rn = get(hd, 'claimName'), get(hd, 'requestName')
+                    dn = get(hd, 'deviceName')
+                    if dn is not None and (cn is not None or rn is not None):
+                        probs.add(d, p, "deviceName (a device plugin's) and claimName/"
+                                  "requestName (a claim's) exclude each other")
+                    if dn is not None and permitted is not None and dn not in permitted:
+                        probs.add(d, p + '.deviceName', "%s is no resourceName of the KubeVirt "
+                                  "CR's permittedHostDevices here" % dn)
                     if cn is None and rn is None:
                         continue
                     if cn is None or rn is None:
@@ -953,6 +984,33 @@ MUTATIONS = [
      'spec.configuration.permittedHostDevices.pciHostDevices[0].resourceName', None,
      'spec.configuration.permittedHostDevices.pciHostDevices[0].resourceName',
      'missing required field'),
+    ("missing required field (KubeVirt CR, mdev)", 'KubeVirt', 'kubevirt', 'del',
+     'spec.configuration.permittedHostDevices.mediatedDevices[0].mdevNameSelector', None,
+     'spec.configuration.permittedHostDevices.mediatedDevices[0].mdevNameSelector',
+     'missing required field'),
+    ("unknown field (KubeVirt CR, mdev selector spelling)", 'KubeVirt', 'kubevirt', 'rename',
+     'spec.configuration.permittedHostDevices.mediatedDevices[0].mdevNameSelector',
+     'mdevSelector', 'spec.configuration.permittedHostDevices.mediatedDevices[0].mdevSelector',
+     'unknown field'),
+    ("wrong type (mdev handling's enabled)", 'KubeVirt', 'kubevirt', 'set',
+     'spec.configuration.mediatedDevicesConfiguration', {'enabled': 'false'},
+     'spec.configuration.mediatedDevicesConfiguration.enabled', 'expected a boolean'),
+    ("wrong type (vGPU display)", 'VirtualMachine', 'vm-vgpu', 'set',
+     'spec.template.spec.domain.devices.gpus[0].virtualGPUOptions.display', 'off',
+     'spec.template.spec.domain.devices.gpus[0].virtualGPUOptions.display',
+     'expected an object'),
+    ("dangling: VM gpu -> permitted resource", 'VirtualMachine', 'vm-vgpu', 'set',
+     'spec.template.spec.domain.devices.gpus[0].deviceName', 'nvidia.com/GRID_T4-8Q',
+     'spec.template.spec.domain.devices.gpus[0].deviceName', 'no resourceName'),
+    ("deviceName with a claim", 'VirtualMachine', 'vm-dra-vgpu', 'set',
+     'spec.template.spec.domain.devices.gpus[0].deviceName', 'nvidia.com/GRID_T4-1Q',
+     'spec.template.spec.domain.devices.gpus[0]', 'exclude each other'),
+    ("dangling: VM gpu -> claim", 'VirtualMachine', 'vm-dra-vgpu', 'set',
+     'spec.template.spec.domain.devices.gpus[0].claimName', 'other',
+     'spec.template.spec.domain.devices.gpus[0].claimName', 'no resourceClaims entry'),
+    ("dangling: vGPU claim template -> DeviceClass", 'ResourceClaimTemplate', 'vfiod-vgpu',
+     'set', 'spec.spec.devices.requests[0].exactly.deviceClassName', 'vfiod-vgpu-t4-8q',
+     'spec.spec.devices.requests[0].exactly.deviceClassName', 'no DeviceClass'),
     ("one-of: exactly and firstAvailable", 'ResourceClaimTemplate', 'vfiod-gpu', 'set',
      'spec.spec.devices.requests[0].firstAvailable',
      [{'name': 'a', 'deviceClassName': 'vfiod-gpu'}],
@@ -1001,6 +1059,10 @@ MUTATIONS = [
      'spec.validations[0].expression', "unclosed '('"),
     ("CEL: DeviceClass without the driver", 'DeviceClass', 'vfiod-gpu', 'set',
      'spec.selectors[0].cel.expression', 'device.driver == "gpu.example.com"',
+     'spec.selectors[0].cel.expression', 'must name the driver'),
+    ("CEL: vGPU class without the driver", 'DeviceClass', 'vfiod-vgpu-t4-1q', 'set',
+     'spec.selectors[0].cel.expression',
+     'device.attributes["vfio.vfiod.io"].type == "nvidia-222"',
      'spec.selectors[0].cel.expression', 'must name the driver'),
     ("CEL: qualified attribute name", 'DeviceClass', 'vfiod-gpu', 'set',
      'spec.selectors[0].cel.expression',

@@ -231,6 +231,16 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print([c for c in d["checks"] if c["name"] == "kubevirt"], d["healthy"])' "$WORK/d0.json")"
 
+# The shipped example CR keeps the T4's GRID T4-1Q (nvidia-222), named as the host names it.
+example=$(dirname "$0")/../../deploy/kubernetes/kubevirt-cr-example.yaml
+printf '[[mdev]]\nselector = "10de:1eb8"\ntype = "nvidia-222"\ncount = 1\n' > "$WORK/t4.toml"
+"$VFIOCTL" doctor --root "$WORK/mroot" --config "$WORK/t4.toml" --kubevirt-cr "$example" --json \
+    > "$WORK/ex.json" 2>"$WORK/err"
+check "doctor reads kubevirt-cr-example.yaml (a CR and a VMI) and it keeps the vGPU" "True" \
+    "$(python3 -c 'import json, sys
+print(*[c["ok"] for c in json.load(open(sys.argv[1]))["checks"] if c["name"] == "kubevirt"])' \
+    "$WORK/ex.json")"
+
 # --- doctor --kubevirt-cr: bad input exits 2 with the file (and line) named, before any report ---
 bad() {  # bad NAME FILE EXPECTED-PART
     local out rc
