@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 packages=(g++ meson ninja-build pkg-config libsystemd-dev libsdbus-c++-dev libsdbus-c++-bin
-          libudev-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev uuid-dev)
+          libudev-dev libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev uuid-dev
+          libyaml-cpp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

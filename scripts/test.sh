@@ -17,13 +17,15 @@ packages=(
   g++ meson ninja-build pkg-config libsystemd-dev libsdbus-c++-dev libsdbus-c++-bin libudev-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   uuid-dev  # libuuid: the name-based UUIDs of vfiod's mediated devices (DESIGN §12)
+  libyaml-cpp-dev  # vfioctl doctor --kubevirt-cr reads the KubeVirt CR (YAML or JSON)
   # man pages (man/*.scd) and the vfioctl completion (bash-completion.pc, its test)
   scdoc bash-completion
   # vfiod-device-plugin (meson option device_plugin): gRPC and protobuf, code generated at build
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # vfiod-dra-plugin (meson option dra_plugin): the API server over HTTPS (libcurl with OpenSSL),
-  # its JSON, --kubeconfig's YAML; the fake API server's test CA is made with openssl
-  libcurl4-openssl-dev nlohmann-json3-dev libyaml-cpp-dev openssl
+  # its JSON, --kubeconfig's YAML (libyaml-cpp-dev, above); the fake API server's test CA is
+  # made with openssl
+  libcurl4-openssl-dev nlohmann-json3-dev openssl
   # integration tests: a private dbus-daemon, busctl, setpriv, udevadm; a polkitd stand-in
   dbus systemd udev util-linux kmod python3-dbusmock libxml2-utils
   python3-yaml  # the deploy-manifests test: tests/deploy/check_manifests.py parses the YAML

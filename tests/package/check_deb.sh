@@ -141,7 +141,8 @@ if grep -q '^Package: vfiod-dra-plugin$' "$SRC/debian/control"; then
               "$unitdir/vfiod-dra-plugin.service" "$unitdir/vfiod-dra-plugin.path"
               /usr/share/doc/vfiod-dra-plugin/copyright)
         # Every DRA manifest of deploy/kubernetes, uncompressed (dh_compress spares examples/).
-        for m in $(cd "$SRC/deploy/kubernetes" && ls vfiod-dra-plugin*.yaml kubevirt-vm-dra.yaml); do
+        for m in $(cd "$SRC/deploy/kubernetes" &&
+                   ls vfiod-dra-plugin*.yaml kubevirt-vm-dra.yaml kubevirt-vm-vgpu-dra.yaml); do
             want+=("/usr/share/doc/vfiod-dra-plugin/examples/$m")
         done
         for f in "${want[@]}"; do
