@@ -54,6 +54,24 @@ wait_for() {
     done
 }
 
+# udev_monitor LOG OPTION...: `udevadm monitor OPTION... --property` into LOG in the background
+# ($monitor: its pid), back once it is listening: udevadm says nothing when it is, so a change
+# on /dev/null's device is sent until the monitor reports it (its udev line with --udev, else its
+# kernel line), ten times at most.
+udev_monitor() {
+    _log=$1; shift
+    case " $* " in *" --udev "*) _src=UDEV ;; *) _src=KERNEL ;; esac
+    stdbuf -oL udevadm monitor "$@" --property >"$_log" 2>&1 &
+    monitor=$!
+    _i=0
+    while [ $_i -lt 10 ]; do
+        echo change >/sys/devices/virtual/mem/null/uevent
+        wait_for 6 grep -q "^$_src.*change.*/devices/virtual/mem/null" "$_log" && return 0
+        _i=$((_i + 1))
+    done
+    note "the udev monitor did not report a change on /dev/null"
+}
+
 # host_request WORDS...: asks the host runner (e.g. "qmp device_add {...}") and prints its answer;
 # fails when the answer does not start with "ok".
 host_request() {

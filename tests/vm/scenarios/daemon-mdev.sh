@@ -1,6 +1,6 @@
 # The daemon's mediated devices on the real 6.1 kernel (issue 40, DESIGN §12), with the kernel's
 # sample parents mbochs and mtty (tests/vm/mdev-samples.sh). With mbochs loaded before vfiod
-# restarts, vfiod makes both mbochs-small mdevs of its [[mdev]] entry, under the UUIDs §12 gives
+# reloads, vfiod makes both mbochs-small mdevs of its [[mdev]] entry, under the UUIDs §12 gives
 # (computed here with python's uuid5, apart from vfiod's libuuid); mtty loaded while vfiod runs
 # gets its mdev from the MDEV_STATE=registered uevent, with no Reload (timed from the event to
 # vfiod's "created" line: the goal is judged elsewhere, the check here (5 s) only catches a create
@@ -69,6 +69,13 @@ own_created() {
     done
 }
 reload() { manager Reload >/dev/null; }
+# wait_logged CHECK ERE: CHECK passes once vfiod has logged a line matching ERE since the mark
+# (30 s at most); the line is noted, and kept in $line.
+wait_logged() {
+    if wait_for 30 logged "$2"; then ok "$1"; else not_ok "$1" "$(vfiod_log | tail -n 3)"; fi
+    line=$(log_line "$2")
+    note "$line"
+}
 
 # The configuration as this part found it (the earlier parts' entries, or the installed one),
 # with the [[mdev]] entries after it: mdev_config SMALL_COUNT [LARGE_COUNT].
@@ -103,11 +110,12 @@ status_of() { mdev_status | awk -v u="$1" '$1 == u'; }
 mark_journal /run/dmdev-all.cursor
 modprobe -a vfio vfio_iommu_type1 mdev mbochs
 
-# (1) vfiod (re)started with mbochs there: both of its mdevs, each in a group of its own with its
-# /dev/vfio/<N>; mtty is not loaded yet (that pair is refused no-parent, a warning).
+# (1) vfiod given the entries by a Reload with mbochs there: both of its mdevs, each in a group of
+# its own with its /dev/vfio/<N>; mtty is not loaded yet (that pair is refused no-parent, a
+# warning). (A start makes them too: (4) restarts vfiod; one restart costs seconds of guest time.)
 mdev_config 2
 mark_journal /run/dmdev.cursor
-systemctl restart vfiod.service
+reload
 if wait_for 60 own_created "$S0" "$S1" && exist "$S0" "$S1"; then ok start-made
 else not_ok start-made "mdevs: $(ls $D | xargs); $(vfiod_log | tail -n 3)"; fi
 type_of() { basename "$(readlink "$D/$1/mdev_type")"; }
@@ -119,15 +127,7 @@ note "groups: $S0 $(mdev_group "$S0"), $S1 $(mdev_group "$S1")"
 # (2) mtty loaded while vfiod runs: the registration uevent makes its mdev, no Reload. The
 # monitor (listening once it reports a change on /dev/null's device) stamps the event, the
 # journal vfiod's "created" line, both on CLOCK_MONOTONIC.
-stdbuf -oL udevadm monitor --kernel --property >/run/dmdev-events.log 2>&1 &
-monitor=$!
-i=0
-while [ $i -lt 10 ]; do
-    echo change >/sys/devices/virtual/mem/null/uevent
-    wait_for 3 grep -q '^KERNEL.*change.*/devices/virtual/mem/null' /run/dmdev-events.log && break
-    i=$((i + 1))
-done
-[ $i -lt 10 ] || note "the udev monitor did not report a change on /dev/null"
+udev_monitor /run/dmdev-events.log --kernel
 pid_before=$(systemctl show -P MainPID vfiod.service)
 mark_journal /run/dmdev.cursor
 u_load=$(uptime_s)
@@ -212,11 +212,7 @@ check holder-open test "$(readlink "/proc/$holder/fd/3")" = "/dev/vfio/$g1"
 mdev_config 1
 mark_journal /run/dmdev.cursor
 reload
-refusal='mdevs mbochs-small on mbochs: refused: in-use-mdev'
-if wait_for 30 logged "$refusal"; then ok shrink-refused
-else not_ok shrink-refused "$(vfiod_log | tail -n 3)"; fi
-line=$(log_line "$refusal")
-note "$line"
+wait_logged shrink-refused 'mdevs mbochs-small on mbochs: refused: in-use-mdev'
 case $line in
     *"$S1"*"/dev/vfio/$g1 is open by pid $holder (sleep)"*) ok shrink-names-holder ;;
     *) not_ok shrink-names-holder "$line" ;;
@@ -239,8 +235,7 @@ esac
 mark_journal /run/dmdev.cursor
 kill "$holder"; wait "$holder" 2>/dev/null
 reload
-if wait_for 30 logged "mdev $S1 \\(mbochs-small on mbochs\\): removed"; then ok shrink-removed
-else not_ok shrink-removed "$(vfiod_log | tail -n 3)"; fi
+wait_logged shrink-removed "mdev $S1 \\(mbochs-small on mbochs\\): removed"
 expect_eq shrink-kept "$(sorted "$S0" "$FOREIGN")|$T0|gone" \
     "$(type_devices $SMALL)|$(type_devices $MTTY2)|$(gone "$S1" && echo gone)"
 
@@ -249,11 +244,7 @@ avail_large=$(cat $LARGE/available_instances)
 mdev_config 1 8
 mark_journal /run/dmdev.cursor
 reload
-unavailable='mdevs mbochs-large on mbochs: refused: mdev-unavailable'
-if wait_for 30 logged "$unavailable"; then ok unavailable-refused
-else not_ok unavailable-refused "$(vfiod_log | tail -n 3)"; fi
-line=$(log_line "$unavailable")
-note "$line"
+wait_logged unavailable-refused 'mdevs mbochs-large on mbochs: refused: mdev-unavailable'
 case $line in
     *"mbochs type mbochs-large: 8 to create, $avail_large available_instances"*)
         ok unavailable-numbers ;;

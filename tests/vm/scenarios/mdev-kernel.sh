@@ -116,15 +116,7 @@ mark_journal /run/mdev-journal.cursor
 
 # The monitor first, proven to listen (to the kernel's and udev's events) by a change on
 # /dev/null's device, before anything loads.
-stdbuf -oL udevadm monitor --kernel --udev --property >/run/mdev-events.log 2>&1 &
-monitor=$!
-i=0
-while [ $i -lt 10 ]; do
-    echo change >/sys/devices/virtual/mem/null/uevent
-    wait_for 6 grep -q '^UDEV.*change.*/devices/virtual/mem/null' /run/mdev-events.log && break
-    i=$((i + 1))
-done
-[ $i -lt 10 ] || note "the udev monitor did not report a change on /dev/null"
+udev_monitor /run/mdev-events.log --kernel --udev
 
 modprobe -a vfio vfio_iommu_type1 mdev
 check parents-load modprobe -a mbochs mtty mdpy
