@@ -2,6 +2,8 @@
 
 #include <uuid/uuid.h>
 
+#include <algorithm>
+
 #include "config.hpp"
 
 namespace vfiod {
@@ -20,17 +22,35 @@ std::string remove_file(std::string_view uuid) {
 
 }  // namespace mdev_paths
 
-std::string mdev_uuid(std::string_view parent, std::string_view type, unsigned index) {
-    uuid_t ns;
-    const std::string ns_text(kMdevUuidNamespace);
-    uuid_parse(ns_text.c_str(), ns);
+namespace {
+
+using UuidBytes = std::array<unsigned char, 16>;
+
+// kMdevUuidNamespace, parsed once: every UUID of every pair is made in it.
+const unsigned char* uuid_namespace() {
+    static const UuidBytes ns = [] {
+        UuidBytes out{};
+        uuid_parse(std::string(kMdevUuidNamespace).c_str(), out.data());
+        return out;
+    }();
+    return ns.data();
+}
+
+UuidBytes own_uuid(std::string_view parent, std::string_view type, unsigned index) {
     std::string text;
     text.reserve(parent.size() + type.size() + 12);
     text.append(parent).append("/").append(type).append("/").append(std::to_string(index));
-    uuid_t out;
-    uuid_generate_sha1(out, ns, text.data(), text.size());
+    UuidBytes out;
+    uuid_generate_sha1(out.data(), uuid_namespace(), text.data(), text.size());
+    return out;
+}
+
+}  // namespace
+
+std::string mdev_uuid(std::string_view parent, std::string_view type, unsigned index) {
+    const UuidBytes u = own_uuid(parent, type, index);
     char buf[37];
-    uuid_unparse_lower(out, buf);
+    uuid_unparse_lower(u.data(), buf);
     return buf;
 }
 
@@ -49,18 +69,51 @@ bool is_canonical_uuid(std::string_view s) {
     return true;
 }
 
+OwnMdevUuids& OwnMdevUuids::shared() {
+    static OwnMdevUuids table;
+    return table;
+}
+
 std::optional<unsigned> OwnMdevUuids::index_of(const std::string& parent, const std::string& type,
                                                const std::string& uuid) {
+    UuidBytes key;
+    if (!is_canonical_uuid(uuid) || uuid_parse(uuid.c_str(), key.data()) != 0)
+        return std::nullopt;  // the kernel names no mdev so, and vfiod never did
+    std::lock_guard lock(mu_);
     auto [it, fresh] = pairs_.try_emplace({parent, type});
     if (fresh) {
-        it->second.reserve(kMaxMdevCount);
+        if (pairs_.size() > kMaxPairs) {
+            auto oldest = pairs_.end();
+            for (auto p = pairs_.begin(); p != pairs_.end(); ++p)
+                if (p != it && (oldest == pairs_.end() || p->second.asked < oldest->second.asked))
+                    oldest = p;
+            pairs_.erase(oldest);
+        }
+        std::vector<Own>& own = it->second.own;
+        own.reserve(kMaxMdevCount);
         for (unsigned i = 0; i < kMaxMdevCount; ++i)
-            it->second.emplace(mdev_uuid(parent, type, i), i);
+            own.push_back({own_uuid(parent, type, i), static_cast<uint16_t>(i)});
+        std::sort(own.begin(), own.end(),
+                  [](const Own& a, const Own& b) { return a.uuid < b.uuid; });
+        ++made_;
     }
-    auto found = it->second.find(uuid);
-    if (found == it->second.end())
+    it->second.asked = ++clock_;
+    const std::vector<Own>& own = it->second.own;
+    auto found = std::lower_bound(own.begin(), own.end(), key,
+                                  [](const Own& o, const UuidBytes& k) { return o.uuid < k; });
+    if (found == own.end() || found->uuid != key)
         return std::nullopt;
-    return found->second;
+    return found->index;
+}
+
+size_t OwnMdevUuids::pairs_made() const {
+    std::lock_guard lock(mu_);
+    return made_;
+}
+
+size_t OwnMdevUuids::pairs_kept() const {
+    std::lock_guard lock(mu_);
+    return pairs_.size();
 }
 
 }  // namespace vfiod

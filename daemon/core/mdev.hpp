@@ -2,12 +2,15 @@
 // (filled by io/mdev_reader, built by hand in unit tests), and vfiod's own stable UUIDs.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "pci_address.hpp"
 
@@ -70,16 +73,38 @@ std::string mdev_uuid(std::string_view parent, std::string_view type, unsigned i
 bool is_canonical_uuid(std::string_view s);
 
 // Which index below kMaxMdevCount (config.hpp) a UUID is vfiod's own for, per (parent, type):
-// the 4096 UUIDs of a pair are made once, on its first question, so telling an mdev vfiod's or
-// foreign costs a lookup after that.
+// the 4096 UUIDs of a pair are made once, on its first question, and kept (16 bytes and an
+// index each, 72 KiB a pair) for at most kMaxPairs pairs, the least recently asked going first,
+// so telling an mdev vfiod's or foreign costs a lookup after that. Any thread.
 class OwnMdevUuids {
 public:
+    // The process's table: the planner's passes and the journal's settling share it, so a pass
+    // makes no UUID of a pair an earlier one met (they depend on the pair alone).
+    static OwnMdevUuids& shared();
+
+    // A pair is a parent's type; a host has few of both, and a parent's types are asked about
+    // all at once only while one of its mdevs is being probed (DESIGN §12).
+    static constexpr size_t kMaxPairs = 64;
+
     std::optional<unsigned> index_of(const std::string& parent, const std::string& type,
                                      const std::string& uuid);
+    // The pairs whose UUIDs were made so far, and those kept now: for tests.
+    size_t pairs_made() const;
+    size_t pairs_kept() const;
 
 private:
-    std::map<std::pair<std::string, std::string>, std::unordered_map<std::string, unsigned>>
-        pairs_;
+    struct Own {
+        std::array<unsigned char, 16> uuid;
+        uint16_t index;
+    };
+    struct Pair {
+        std::vector<Own> own;  // by uuid
+        uint64_t asked = 0;    // when last asked, for eviction
+    };
+    mutable std::mutex mu_;
+    std::map<std::pair<std::string, std::string>, Pair> pairs_;
+    uint64_t clock_ = 0;
+    size_t made_ = 0;
 };
 
 }  // namespace vfiod

@@ -18,13 +18,13 @@ struct Placed {
 };
 
 // The state one planning pass keeps: the host's mdevs by parent, the ones already placed, and
-// the UUID sets of vfiod's own.
+// the process's table of vfiod's own UUIDs (kept between passes: a pair's never change).
 struct Pass {
     const MdevHost& host;
     const HostUse& use;
     std::map<std::string, std::vector<const std::string*>> by_parent;  // UUIDs, sorted
     std::set<std::string> placed;
-    OwnMdevUuids own;
+    OwnMdevUuids& own;
     std::vector<Placed> out;
 };
 
@@ -206,7 +206,7 @@ std::optional<std::vector<MdevPlan>> plan_mdevs(const MdevHost& host, const Topo
                                                 std::vector<std::string>* warnings) {
     if (config.mdevs.empty())
         return std::nullopt;
-    Pass s{host, use, {}, {}, {}, {}};
+    Pass s{host, use, {}, {}, OwnMdevUuids::shared(), {}};
     for (const auto& [uuid, m] : host.mdevs)
         s.by_parent[m.parent].push_back(&uuid);
     std::map<std::pair<std::string, std::string>, const MdevEntry*> pairs;

@@ -341,7 +341,7 @@ void Service::settle_mdev_journal() {
     auto entries = s_.journal.load_all_mdevs(&errors);
     for (const auto& err : errors)
         spdlog::error("unreadable journal entry left alone: {}", err);
-    OwnMdevUuids own;
+    OwnMdevUuids& own = OwnMdevUuids::shared();
     for (const MdevJournalEntry& e : entries) {
         const char* what = e.create ? "create" : "remove";
         if (own.index_of(e.parent, e.type, e.uuid))

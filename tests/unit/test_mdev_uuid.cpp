@@ -59,5 +59,32 @@ TEST(MdevUuid, OwnIndicesAreTheFirst4096OfTheirPair) {
     EXPECT_FALSE(own.index_of("mbochs", "mbochs-small", "83b8f4f2-509f-382f-3c1e-e6bfe0fa1001"));
 }
 
+// A pair's UUIDs are made on its first question only; past kMaxPairs the least recently asked
+// pair goes, and is made again (and answers the same) when asked again.
+TEST(MdevUuid, OwnTableMakesEachPairOnceAndKeepsABoundedNumber) {
+    OwnMdevUuids own;
+    const std::string first = mdev_uuid("p0", "t", 7);
+    EXPECT_EQ(own.index_of("p0", "t", first), 7u);
+    EXPECT_EQ(own.index_of("p0", "t", mdev_uuid("p0", "t", 8)), 8u);
+    EXPECT_FALSE(own.index_of("p0", "t", "not-a-uuid"));
+    EXPECT_EQ(own.pairs_made(), 1u);
+    // Fill the table; p0 is asked again halfway, so p1 is the oldest when it overflows.
+    for (size_t i = 1; i < OwnMdevUuids::kMaxPairs; ++i) {
+        EXPECT_FALSE(own.index_of("p" + std::to_string(i), "t", first));
+        if (i == OwnMdevUuids::kMaxPairs / 2) {
+            EXPECT_EQ(own.index_of("p0", "t", first), 7u);
+        }
+    }
+    EXPECT_EQ(own.pairs_kept(), OwnMdevUuids::kMaxPairs);
+    EXPECT_EQ(own.index_of("extra", "t", mdev_uuid("extra", "t", 1)), 1u);
+    EXPECT_EQ(own.pairs_kept(), OwnMdevUuids::kMaxPairs);
+    const size_t made = own.pairs_made();
+    EXPECT_EQ(own.index_of("p0", "t", first), 7u);  // kept: asked recently
+    EXPECT_EQ(own.pairs_made(), made);
+    EXPECT_EQ(own.index_of("p1", "t", mdev_uuid("p1", "t", 4095)), 4095u);  // made again
+    EXPECT_EQ(own.pairs_made(), made + 1);
+    EXPECT_EQ(own.pairs_kept(), OwnMdevUuids::kMaxPairs);
+}
+
 }  // namespace
 }  // namespace vfiod
