@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <functional>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -494,6 +495,35 @@ std::optional<std::string> single(std::set<std::string>& seen, const std::string
     return std::nullopt;
 }
 
+// A strict entry (PF, mdev): the magic line, then `keys` lines, each key once with one value,
+// each applied to the entry by `apply`; `keys` names them for an entry that lacks one.
+template <typename Entry>
+std::optional<Entry> parse_strict(
+    const std::string& text, const char* magic, const char* kind,
+    std::initializer_list<const char*> keys,
+    std::optional<std::string> (*apply)(const std::string&, const std::string&, Entry&),
+    std::string* err) {
+    Entry e;
+    std::set<std::string> seen;
+    auto line = [&](const std::string& key, const std::string& value,
+                    std::istringstream& fields) -> std::optional<std::string> {
+        if (auto why = single(seen, key, fields))
+            return why;
+        return apply(key, value, e);
+    };
+    if (!parse_lines(text, magic, kind, line, err))
+        return std::nullopt;
+    if (seen.size() != keys.size()) {
+        std::string names;
+        for (size_t i = 0; i < keys.size(); ++i)
+            names += std::string(i == 0 ? "" : i + 1 < keys.size() ? ", " : " and ") +
+                     keys.begin()[i];
+        fail(err, "incomplete entry (" + names + " are required)");
+        return std::nullopt;
+    }
+    return e;
+}
+
 // One line of a PF entry, applied to `e`; an error names why the line is bad.
 std::optional<std::string> parse_pf_line(const std::string& key, const std::string& value,
                                          PfJournalEntry& e) {
@@ -535,21 +565,8 @@ std::string serialize(const PfJournalEntry& e) {
 
 // Stricter than a group entry's parser can afford to be: four keys, each once, one value each.
 std::optional<PfJournalEntry> parse_pf_journal(const std::string& text, std::string* err) {
-    PfJournalEntry e;
-    std::set<std::string> seen;
-    auto line = [&](const std::string& key, const std::string& value,
-                    std::istringstream& fields) -> std::optional<std::string> {
-        if (auto why = single(seen, key, fields))
-            return why;
-        return parse_pf_line(key, value, e);
-    };
-    if (!parse_lines(text, kPfMagic, "vfiod PF journal", line, err))
-        return std::nullopt;
-    if (seen.size() != 4) {
-        fail(err, "incomplete entry (pf, from, to and phase are required)");
-        return std::nullopt;
-    }
-    return e;
+    return parse_strict(text, kPfMagic, "vfiod PF journal", {"pf", "from", "to", "phase"},
+                        parse_pf_line, err);
 }
 
 std::string Journal::pf_entry_path(const PciAddress& pf) const { return dir_ + "/" + pf_name(pf); }
@@ -641,21 +658,8 @@ std::string serialize(const MdevJournalEntry& e) {
 }
 
 std::optional<MdevJournalEntry> parse_mdev_journal(const std::string& text, std::string* err) {
-    MdevJournalEntry e;
-    std::set<std::string> seen;
-    auto line = [&](const std::string& key, const std::string& value,
-                    std::istringstream& fields) -> std::optional<std::string> {
-        if (auto why = single(seen, key, fields))
-            return why;
-        return parse_mdev_line(key, value, e);
-    };
-    if (!parse_lines(text, kMdevMagic, "vfiod mdev journal", line, err))
-        return std::nullopt;
-    if (seen.size() != 5) {
-        fail(err, "incomplete entry (uuid, parent, type, action and phase are required)");
-        return std::nullopt;
-    }
-    return e;
+    return parse_strict(text, kMdevMagic, "vfiod mdev journal",
+                        {"uuid", "parent", "type", "action", "phase"}, parse_mdev_line, err);
 }
 
 std::string Journal::mdev_entry_path(const std::string& uuid) const {

@@ -443,6 +443,8 @@ TEST(PfJournalText, RoundTripsAndRefusesWhatItDidNotWrite) {
         EXPECT_FALSE(parse_pf_journal(bad, &err)) << bad;
         EXPECT_FALSE(err.empty()) << bad;
     }
+    EXPECT_FALSE(parse_pf_journal(head + "pf 0000:02:00.0\nfrom 1\nto 2\n", &err));
+    EXPECT_EQ(err, "incomplete entry (pf, from, to and phase are required)");
 }
 
 namespace {

@@ -421,6 +421,40 @@ TEST(MdevJournal, RoundTripsAndRejectsWhatItDidNotWrite) {
     EXPECT_EQ(err, "line 2: bad UUID '6D966230-F3A1-5551-97F3-4AEC0DA0213A'");
 }
 
+// What a crash mid-write or a careless hand leaves: an entry cut short (within a line or before
+// one), a UUID cut short, and a line far longer than any entry vfiod writes. Each is refused
+// with its reason; the long one is named in bounded words and, as a file, not read whole.
+TEST(MdevJournal, RefusesTruncatedEntriesBadUuidsAndHugeLines) {
+    const std::string uuid = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+    const std::string whole = serialize(MdevJournalEntry{uuid, "mbochs", "mbochs-small", true, {}});
+    std::string err;
+    const size_t action = whole.find("action");
+    EXPECT_FALSE(parse_mdev_journal(whole.substr(0, action + 10) + "\n", &err));
+    EXPECT_EQ(err, "line 5: unknown action 'cre'");
+    EXPECT_FALSE(parse_mdev_journal(whole.substr(0, whole.find("parent") + 6) + "\n", &err));
+    EXPECT_EQ(err, "line 3: bad parent ''");
+    EXPECT_FALSE(parse_mdev_journal(whole.substr(0, whole.find("phase")), &err));
+    EXPECT_EQ(err, "incomplete entry (uuid, parent, type, action and phase are required)");
+    EXPECT_FALSE(parse_mdev_journal("vfiod-mdev-journal 1\nuuid " + uuid.substr(0, 20) + "\n",
+                                    &err));
+    EXPECT_EQ(err, "line 2: bad UUID '" + uuid.substr(0, 20) + "'");
+
+    const std::string huge(1 << 20, 'x');
+    const std::string head = "vfiod-mdev-journal 1\nuuid " + uuid + "\nparent mbochs\ntype ";
+    EXPECT_FALSE(parse_mdev_journal(head + huge + "\naction create\nphase started\n", &err));
+    EXPECT_EQ(err.rfind("line 4: bad type 'xxx", 0), 0u) << err.substr(0, 80);
+    EXPECT_LT(err.size(), 400u);
+
+    FakeTree tree;
+    KernelHostFs fs(tree.root());
+    tree.write_file("run/vfiod/mdev-" + uuid, head + huge + "\naction create\nphase started\n");
+    std::vector<std::string> errors;
+    EXPECT_TRUE(Journal(fs).load_all_mdevs(&errors).empty());
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0], "run/vfiod/mdev-" + uuid +
+                             ": larger than 4096 bytes: not an entry vfiod wrote");
+}
+
 TEST(MdevJournal, LoadsOnlyEntriesNamedForTheirUuid) {
     FakeTree tree;
     KernelHostFs fs(tree.root());
