@@ -44,18 +44,29 @@ std::vector<MdevInfo> mdev_records(const std::vector<MdevPlan>& plan, const Mdev
     return out;
 }
 
-std::vector<MdevPlan> MdevOp::read_and_plan(ServiceParts& s, bool with_use) {
-    const HostFs& fs = s.host.view();  // never s.fs: a parent's write may be blocked
-    MdevHost host = read_mdev_parents(fs, {parent_}, nullptr);
-    HostUse use;
-    if (with_use)
-        read_mdev_use(fs, host, scan_open_nodes(fs), &use);
+std::vector<MdevPlan> MdevOp::plan_pair(ServiceParts& s, const MdevHost& host,
+                                        const HostUse& use) const {
     auto all = plan_mdevs(host, s.host.snapshot().topology, use, s.host.config())
                    .value_or(std::vector<MdevPlan>{});
     std::vector<MdevPlan> mine;  // the pair's, and the parent's foreign ones
     for (auto& p : all)
         if (p.parent == parent_ && (p.type == type_ || p.action == MdevAction::Foreign))
             mine.push_back(std::move(p));
+    return mine;
+}
+
+std::vector<MdevPlan> MdevOp::read_and_plan(ServiceParts& s, bool with_use) {
+    const HostFs& fs = s.host.view();  // never s.fs: a parent's write may be blocked
+    MdevHost host = read_mdev_parents(fs, {parent_}, nullptr);
+    std::vector<MdevPlan> mine = plan_pair(s, host, {});
+    // Who holds mdevs open matters only to the pair's removes: proc/*/fd is walked for those,
+    // and the pair planned again from the same read of its parent.
+    auto removes = [](const MdevPlan& p) { return p.action == MdevAction::Remove; };
+    if (with_use && std::ranges::any_of(mine, removes)) {
+        HostUse use;
+        read_mdev_use(fs, host, scan_open_nodes(fs), &use);
+        mine = plan_pair(s, host, use);
+    }
     published_ = mdev_records(mine, host, s.host.snapshot().topology, fs);
     std::erase_if(mine, [](const MdevPlan& p) { return p.action == MdevAction::Foreign; });
     return mine;
@@ -75,11 +86,7 @@ std::optional<OpResult> MdevOp::prepare(ServiceParts& s) {
         return OpResult::error(OpResult::Code::Refused,
                                std::string(to_string(Reason::Stuck)) + ": " + parent_ +
                                    ": an earlier mdev write on it is still blocked");
-    plan_ = read_and_plan(s, false);
-    // Who holds mdevs open matters only to the pair's removes: proc/*/fd is walked for those.
-    auto removes = [](const MdevPlan& p) { return p.action == MdevAction::Remove; };
-    if (std::ranges::any_of(plan_, removes))
-        plan_ = read_and_plan(s, true);
+    plan_ = read_and_plan(s, true);
     publish(s);
     const bool writes = std::ranges::any_of(plan_, [](const MdevPlan& p) {
         return !p.writes().empty();

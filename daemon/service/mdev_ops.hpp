@@ -44,8 +44,12 @@ public:
     const std::vector<MdevResult>& results() const { return results_; }
 
 private:
-    // The pair's plan from a fresh read of its parent (with_use: and of who holds mdevs open),
-    // its records and the parent's foreign ones kept in published_.
+    // The pair's plan and the parent's foreign mdevs, planned on `host` with `use`.
+    std::vector<MdevPlan> plan_pair(ServiceParts& s, const MdevHost& host,
+                                    const HostUse& use) const;
+    // The pair's plan from one fresh read of its parent (with_use, when the pair has mdevs to
+    // remove: and of who holds mdevs open), its records and the parent's foreign ones kept in
+    // published_.
     std::vector<MdevPlan> read_and_plan(ServiceParts& s, bool with_use);
     // published_ replaces the pair's records and the parent's foreign ones.
     void publish(ServiceParts& s) const;

@@ -88,6 +88,23 @@ TEST_F(MdevOpTest, AHeldMdevIsRefusedAndNamed) {
 
 // prepare() reads the fenced view, never the host beneath it: with the parent fenced (a write of
 // its blocked) its available_instances is not read, so nothing is created on a guess.
+// A pair with an mdev to remove is planned from one read of its parent, then again with who
+// holds mdevs open: the parent's types are listed once.
+TEST_F(MdevOpTest, ARemoveReadsItsParentOnce) {
+    ASSERT_TRUE(run(entry("mbochs-small", 2), "mbochs-small").ok());
+    parts.host.replace_config(test::Parsed(entry("mbochs-small", 1)));
+    parts.host.reread();
+    noting->take_noted();
+    MdevOp op("mbochs", "mbochs-small", Mode::Enforce);
+    EXPECT_FALSE(op.prepare(parts));  // a remove to write
+    ASSERT_EQ(op.plan().size(), 2u);
+    EXPECT_EQ(op.plan()[1].action, MdevAction::Remove);
+    unsigned listed = 0;
+    for (const std::string& p : noting->take_noted())
+        listed += p.ends_with(std::string("/") + mdev_paths::kTypes);
+    EXPECT_EQ(listed, 1u);
+}
+
 TEST_F(MdevOpTest, PrepareReadsThroughTheFence) {
     parts.host.fence_mdevs({"mbochs"});
     OpResult r = run(entry("mbochs-small", 1), "mbochs-small");
