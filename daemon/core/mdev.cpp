@@ -10,10 +10,14 @@ namespace vfiod {
 
 namespace mdev_paths {
 
-std::string create_file(std::string_view parent, std::string_view type) {
+std::string type_dir(std::string_view parent, std::string_view type) {
     std::string out(kParents);
     out.append("/").append(parent).append("/").append(kTypes).append("/").append(type);
-    return out + "/create";
+    return out;
+}
+
+std::string create_file(std::string_view parent, std::string_view type) {
+    return type_dir(parent, type) + "/create";
 }
 
 std::string remove_file(std::string_view uuid) {

@@ -55,7 +55,9 @@ namespace mdev_paths {
 inline constexpr const char* kParents = "sys/class/mdev_bus";    // <parent> -> its device dir
 inline constexpr const char* kDevices = "sys/bus/mdev/devices";  // <uuid> -> its device dir
 inline constexpr const char* kTypes = "mdev_supported_types";    // under a parent's dir
-// sys/class/mdev_bus/<parent>/mdev_supported_types/<type>/create: a UUID written makes an mdev.
+// sys/class/mdev_bus/<parent>/mdev_supported_types/<type>: the type's files.
+std::string type_dir(std::string_view parent, std::string_view type);
+// <type_dir>/create: a UUID written makes an mdev.
 std::string create_file(std::string_view parent, std::string_view type);
 // sys/bus/mdev/devices/<uuid>/remove: "1" written removes it.
 std::string remove_file(std::string_view uuid);

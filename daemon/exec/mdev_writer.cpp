@@ -71,11 +71,9 @@ std::set<std::string> MdevWriter::stuck_names() {
 void MdevWriter::create_all(const std::vector<const MdevPlan*>& creates,
                             std::vector<MdevResult>& out) {
     const MdevPlan& first = *creates.front();
-    // Read again right before: an earlier pair on the parent may have taken the budget.
-    unsigned avail = 0;
-    if (auto parent = read_mdev_parent(fs_, first.parent, nullptr))
-        if (auto t = parent->types.find(first.type); t != parent->types.end())
-            avail = t->second.available.value_or(0);
+    // Read again right before (that file alone): an earlier pair on the parent may have taken
+    // the budget.
+    const unsigned avail = read_mdev_available(fs_, first.parent, first.type, nullptr).value_or(0);
     if (avail < creates.size()) {
         for (const MdevPlan* p : creates)
             out.push_back(result(*p, Reason::MdevUnavailable,

@@ -24,6 +24,20 @@ void warn(std::vector<std::string>* warnings, const std::string& line) {
         warnings->push_back(line);
 }
 
+// The available_instances of the type whose directory is `dir`.
+std::optional<unsigned> available_in(const HostFs& fs, const std::string& dir,
+                                     std::vector<std::string>* warnings) {
+    std::string why;
+    auto avail = fs.read(dir + "/available_instances", 32, &why);
+    std::optional<unsigned> n = avail ? decimal(*avail) : std::nullopt;
+    if (!n)
+        warn(warnings, fs.path(dir) + "/available_instances: " +
+                           (avail ? "not a number: \"" + printable(*avail) + "\""
+                                  : why.empty() ? std::string("unreadable") : why) +
+                           "; no mdev of this type is created");
+    return n;
+}
+
 MdevType read_type(const HostFs& fs, const std::string& dir, std::vector<std::string>* warnings) {
     MdevType t;
     std::string why;
@@ -38,15 +52,7 @@ MdevType read_type(const HostFs& fs, const std::string& dir, std::vector<std::st
     } else if (!why.empty()) {
         warn(warnings, fs.path(dir) + "/name: " + why + "; the type's directory name is used");
     }
-    why.clear();
-    auto avail = fs.read(dir + "/available_instances", 32, &why);
-    if (avail)
-        t.available = decimal(*avail);
-    if (!t.available)
-        warn(warnings, fs.path(dir) + "/available_instances: " +
-                           (avail ? "not a number: \"" + printable(*avail) + "\""
-                                  : why.empty() ? std::string("unreadable") : why) +
-                           "; no mdev of this type is created");
+    t.available = available_in(fs, dir, warnings);
     return t;
 }
 
@@ -72,6 +78,12 @@ std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& 
         p.types.emplace(t, read_type(fs, types + "/" + t, warnings));
     }
     return p;
+}
+
+std::optional<unsigned> read_mdev_available(const HostFs& fs, const std::string& parent,
+                                            const std::string& type,
+                                            std::vector<std::string>* warnings) {
+    return available_in(fs, mdev_paths::type_dir(parent, type), warnings);
 }
 
 namespace {

@@ -27,6 +27,13 @@ MdevHost read_mdev_host(const HostFs& fs, std::vector<std::string>* warnings);
 std::optional<MdevParent> read_mdev_parent(const HostFs& fs, const std::string& name,
                                            std::vector<std::string>* warnings);
 
+// One type's available_instances as read_mdev_parent reads it, and nothing else of the parent:
+// what a writer checks right before it creates. nullopt (and a warning) when it cannot be read
+// or is not a number.
+std::optional<unsigned> read_mdev_available(const HostFs& fs, const std::string& parent,
+                                            const std::string& type,
+                                            std::vector<std::string>* warnings);
+
 // The named parents as read_mdev_parent reads them, with their mdevs (the children of each
 // parent's device that the mdev bus lists): what a trigger naming a few parents costs, however
 // many mdevs other parents hold. A name that leads nowhere is left out (its pairs: no-parent).

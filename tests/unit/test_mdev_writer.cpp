@@ -85,6 +85,22 @@ TEST(MdevWriter, APairThatNoLongerFitsIsNotStarted) {
     EXPECT_EQ(h.mdevs().mdevs.size(), 8u);
 }
 
+// Right before its creates the writer reads its type's available_instances, and nothing else of
+// the parent: neither the list of its types nor their files.
+TEST(MdevWriter, CreatesReadOnlyTheirTypesAvailableInstances) {
+    Host h;
+    MdevWriter w(*h.kernel, 5s);
+    auto plan = h.plan(entry("mbochs-small", 1));
+    h.noting->take_noted();
+    ASSERT_EQ(summary(w.apply(plan)), std::vector<std::string>{U(0) + " create"});
+    std::vector<std::string> types;
+    for (const std::string& p : h.noting->take_noted())
+        if (p.find(mdev_paths::kTypes) != std::string::npos)
+            types.push_back(p);
+    EXPECT_EQ(types, std::vector<std::string>{
+                         mdev_paths::type_dir("mbochs", "mbochs-small") + "/available_instances"});
+}
+
 // The driver's probe fails (ENOSPC after add, as mbochs does): the first failure ends the
 // creates, and what was made stays.
 TEST(MdevWriter, TheFirstFailedCreateEndsThePair) {
