@@ -389,8 +389,7 @@ GroupQueue::Started Service::noting_mdev(const MdevPair& key, GroupQueue::Starte
 
 std::set<std::string> Service::fenced_mdev_names() {
     std::set<std::string> names = s_.mdev_writer.stuck_names();
-    for (const auto& [q, n] : mdev_writing_)
-        names.insert(n.begin(), n.end());
+    names.insert(mdev_writing_.begin(), mdev_writing_.end());
     return names;
 }
 
@@ -537,14 +536,15 @@ GroupQueue::Started Service::start(const OperationPtr& op, unsigned g) {
     // From here until the outcome, the loop reads nothing of these functions (or mdevs).
     s_.host.fence_group(g, op->fenced());
     if (auto names = op->fenced_mdevs(); !names.empty())
-        mdev_writing_[g] = std::move(names);
+        mdev_writing_ = std::move(names);
     refresh_fences();
     return {std::nullopt, [this, op] { op->run(s_); }, [this, op, g] { return finish(*op, g); }};
 }
 
 OpResult Service::finish(Operation& op, unsigned g) {
     s_.host.unfence_group(g);
-    mdev_writing_.erase(g);
+    if (g == kMdevQueue)
+        mdev_writing_.clear();
     refresh_fences();  // a function (or mdev) whose write is stuck stays fenced
     return guarded(op.what(), [&] { return op.complete(s_); });
 }

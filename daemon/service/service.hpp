@@ -174,8 +174,9 @@ private:
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
     std::set<unsigned> deciding_;  // groups the current entry has started to decide
-    // The mdev names each running operation fences (Operation::fenced_mdevs), by queue.
-    std::map<unsigned, std::set<std::string>> mdev_writing_;
+    // The mdev names the running MdevOp fences (Operation::fenced_mdevs): they run one at a
+    // time, in the one mdev queue.
+    std::set<std::string> mdev_writing_;
     std::set<MdevPair> mdev_waiting_;  // pairs queued, not started
     // Pairs whose last operation was refused or failed: the §11 retries queue these alone.
     std::set<MdevPair> mdev_unsettled_;
