@@ -59,13 +59,42 @@ void Plugin::stop_servers(const std::vector<ResourceServer*>& servers) {
         s->stop(deadline);
 }
 
+namespace {
+
+// One line per health change, none for an unchanged list: a function's health, an mdev listed
+// (served) or withdrawn (DESIGN §12).
+void log_changes(const Snapshot& before, const Snapshot& after) {
+    for (const auto& [name, devices] : after.resources)
+        for (const auto& d : devices) {
+            const PluginDevice* old = before.find(name, d.address);
+            if (!old || old->healthy != d.healthy)
+                spdlog::info("{}: {} (IOMMU group {}) {}", name, d.address.str(), d.group,
+                             d.healthy ? "Healthy" : "Unhealthy");
+        }
+    for (const auto& [name, mdevs] : after.mdev_resources)
+        for (const auto& m : mdevs)
+            if (!before.find_mdev(name, m.uuid))
+                spdlog::info("{}: mdev {} (IOMMU group {}) Healthy", name, m.uuid, m.group);
+    for (const auto& [name, mdevs] : before.mdev_resources)
+        for (const auto& m : mdevs) {
+            if (after.find_mdev(name, m.uuid))
+                continue;
+            auto w = after.withdrawn.find(m.uuid);
+            spdlog::info("{}: mdev {} withdrawn: {}", name, m.uuid,
+                         w != after.withdrawn.end() ? w->second.second
+                                                    : "no longer published by vfiod");
+        }
+}
+
+}  // namespace
+
 void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
     for (const auto& [name, why] : after.refused)
         if (!before.refused.count(name))
             spdlog::error("{}: not served: {}", name, why);
     std::vector<ResourceServer*> gone;
     for (auto& [name, server] : servers_)
-        if (!after.resources.count(name))
+        if (!after.serves(name))
             gone.push_back(server.get());
     stop_servers(gone);
     for (ResourceServer* server : gone) {
@@ -74,29 +103,29 @@ void Plugin::reconcile(const Snapshot& before, const Snapshot& after) {
         registrations_.forget(name);
         servers_.erase(name);
     }
-    for (const auto& [name, devices] : after.resources) {
-        // One line per health change, none for an unchanged list.
-        for (const auto& d : devices) {
-            const PluginDevice* old = before.find(name, d.address);
-            if (!old || old->healthy != d.healthy)
-                spdlog::info("{}: {} (IOMMU group {}) {}", name, d.address.str(), d.group,
-                             d.healthy ? "Healthy" : "Unhealthy");
-        }
-        if (servers_.count(name))
-            continue;
-        auto server = std::make_unique<ResourceServer>(name, endpoints_, store_, host_);
-        std::string err;
-        if (!server->serve(&err)) {
-            spdlog::error("{}: {}", name, err);
-            continue;
-        }
-        spdlog::info("{}: serving on {}", name, server->socket_path());
-        servers_[name] = std::move(server);
-        registrations_.need(name);
-    }
+    log_changes(before, after);
+    // One endpoint per resource name, of either kind.
+    for (const auto& [name, devices] : after.resources)
+        serve(name);
+    for (const auto& [name, mdevs] : after.mdev_resources)
+        serve(name);
     for (auto& [name, s] : servers_)
         s->publish();
     registrations_.register_all();
+}
+
+void Plugin::serve(const std::string& name) {
+    if (servers_.count(name))
+        return;
+    auto server = std::make_unique<ResourceServer>(name, endpoints_, store_, host_);
+    std::string err;
+    if (!server->serve(&err)) {
+        spdlog::error("{}: {}", name, err);
+        return;
+    }
+    spdlog::info("{}: serving on {}", name, server->socket_path());
+    servers_[name] = std::move(server);
+    registrations_.need(name);
 }
 
 // The kubelet removes every plugin socket when it starts, then creates kubelet.sock: serve again

@@ -1,6 +1,7 @@
-// vfiod-device-plugin's engine (DESIGN §9): serves vfiod's inventory (follower.hpp) to the
-// kubelet, one ResourceServer per published resource, registered (registrations.hpp) and
-// served again when the kubelet restarts, with health from /dev/vfio (watches.hpp). Runs on
+// vfiod-device-plugin's engine (DESIGN §9, §12): serves vfiod's inventory (follower.hpp) to the
+// kubelet, one ResourceServer per published resource (functions or mdevs), registered
+// (registrations.hpp) and served again when the kubelet restarts, with health from /dev/vfio
+// (watches.hpp). Runs on
 // one Loop thread; gRPC threads reach it only through the loop's mailbox. It owns its servers
 // and the snapshot they answer from; it never writes to sysfs and never calls vfiod's methods.
 #pragma once
@@ -44,6 +45,8 @@ private:
     void updated(InventoryFollower::Update how);
     void rebuild();
     void reconcile(const Snapshot& before, const Snapshot& after);
+    // Starts the endpoint of resource `name` unless it has one.
+    void serve(const std::string& name);
     void stop_servers(const std::vector<ResourceServer*>& servers);
     void check_sockets(bool kubelet_restarted);
     void handle_inotify();

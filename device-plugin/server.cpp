@@ -28,18 +28,24 @@ namespace {
 
 using v1beta1::ListAndWatchResponse;
 
+void add_device(ListAndWatchResponse* r, std::string id, bool healthy, int numa_node) {
+    auto* dev = r->add_devices();
+    dev->set_id(std::move(id));
+    dev->set_health(healthy ? "Healthy" : "Unhealthy");
+    if (numa_node >= 0)
+        dev->mutable_topology()->add_nodes()->set_id(numa_node);
+}
+
+// A resource's functions, healthy or not; or its served mdevs, each healthy (DESIGN §12: one
+// not served is withdrawn, not listed).
 ListAndWatchResponse list_of(const Snapshot& snap, const std::string& resource) {
     ListAndWatchResponse r;
-    auto it = snap.resources.find(resource);
-    if (it == snap.resources.end())
-        return r;
-    for (const auto& d : it->second) {
-        auto* dev = r.add_devices();
-        dev->set_id(d.address.str());
-        dev->set_health(d.healthy ? "Healthy" : "Unhealthy");
-        if (d.numa_node >= 0)
-            dev->mutable_topology()->add_nodes()->set_id(d.numa_node);
-    }
+    if (auto it = snap.resources.find(resource); it != snap.resources.end())
+        for (const auto& d : it->second)
+            add_device(&r, d.address.str(), d.healthy, d.numa_node);
+    if (auto it = snap.mdev_resources.find(resource); it != snap.mdev_resources.end())
+        for (const auto& m : it->second)
+            add_device(&r, m.uuid, true, m.numa_node);
     return r;
 }
 
@@ -224,11 +230,18 @@ public:
                                         const v1beta1::PreferredAllocationRequest* req,
                                         v1beta1::PreferredAllocationResponse* out) override {
         auto snap = store_.get();
+        const bool of_mdevs = snap->mdev_resources.count(resource_);
         for (const auto& c : req->container_requests()) {
             auto* r = out->add_container_responses();
             // Parsed once, here; the answer is addresses, formatted back only on the way out.
             DeviceIds available = parse_device_ids(c.available_deviceids());
             DeviceIds must = parse_device_ids(c.must_include_deviceids());
+            if (of_mdevs) {
+                for (std::string& uuid :
+                     preferred_mdevs(*snap, resource_, available, must, c.allocation_size()))
+                    r->add_deviceids(std::move(uuid));
+                continue;
+            }
             for (const PciAddress& a :
                  preferred_allocation(*snap, resource_, available, must, c.allocation_size()))
                 r->add_deviceids(a.str());

@@ -1,6 +1,7 @@
 // The device model both kubelet plugins serve from, as pure functions of vfiod's inventory
-// (DESIGN §9, §10): the published functions by resource name, with health and NUMA node, each
-// group's functions, and the device nodes a container needs for a group. No gRPC and no D-Bus
+// (DESIGN §9, §10, §12): the published functions by resource name, with health and NUMA node,
+// each group's functions, the served mdevs by resource name, and the device nodes a container
+// needs for a group or an mdev. No gRPC and no D-Bus
 // here, so the rules are unit tested on their own. The device plugin's Allocate and preferred
 // allocation are built on it (device-plugin/allocation.hpp), the DRA plugin's devices too
 // (dra-plugin/devices.hpp).
@@ -27,14 +28,28 @@ struct PluginDevice {
     bool operator==(const PluginDevice&) const = default;
 };
 
+// A served mediated device (DESIGN §12): the kubelet's ID for it is its UUID.
+struct PluginMdev {
+    std::string uuid;  // canonical lower case
+    unsigned group = 0;
+    int numa_node = -1;  // its parent's
+    bool operator==(const PluginMdev&) const = default;
+};
+
 // Snapshot::ids' key: an address packed into one word.
 struct PciAddressHash {
     size_t operator()(const PciAddress& a) const noexcept;
 };
 
 struct Snapshot {
+    // A resource name is functions or mdevs, never both: a name vfiod publishes for both kinds
+    // is in `refused`, in neither map.
     // Resource name → its functions, by address.
     std::map<std::string, std::vector<PluginDevice>> resources;
+    // Resource name → its served mdevs (mdev_served()), by UUID: one pool whatever their types
+    // and parents. A name whose mdevs are all withdrawn is kept, with none: its endpoint stays
+    // and lists nothing.
+    std::map<std::string, std::vector<PluginMdev>> mdev_resources;
     // Every non-bridge function of each published group (companions included): Allocate hands
     // out whole groups and checks all of their functions.
     std::map<unsigned, std::vector<PciAddress>> group_functions;
@@ -44,11 +59,22 @@ struct Snapshot {
     // Device ID -> its resource and its position there, filled by make_snapshot(): a lookup by
     // ID is one probe, so Allocate's work grows with the request, not with request x inventory.
     std::unordered_map<PciAddress, std::pair<std::string, size_t>, PciAddressHash> ids;
+    // The same for mdevs, by UUID.
+    std::unordered_map<std::string, std::pair<std::string, size_t>> mdev_ids;
+    // UUID → its resource name and why, for each mdev vfiod publishes with a resource name but
+    // that is not served: what Allocate says when the kubelet still asks for one.
+    std::unordered_map<std::string, std::pair<std::string, std::string>> withdrawn;
 
     // The device `id` names in `resource`; nullptr when it names none there.
     const PluginDevice* find(const std::string& resource, const PciAddress& id) const;
     // The same in any resource.
     const PluginDevice* find(const PciAddress& id) const;
+    // The served mdev `uuid` names in `resource`; nullptr when it names none there.
+    const PluginMdev* find_mdev(const std::string& resource, const std::string& uuid) const;
+    // Whether `resource` is served, of either kind.
+    bool serves(const std::string& resource) const {
+        return resources.count(resource) || mdev_resources.count(resource);
+    }
 };
 
 // Device records the model has examined on this thread (a lookup by ID counts one, a walk over
@@ -57,7 +83,8 @@ size_t examined_on_this_thread();
 // Counts `n` more: a walk over the snapshot's records outside this file.
 void count_examined(size_t n);
 
-// Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists).
+// Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists); an
+// mdev is listed when mdev_served() and its UUID is canonical (the only ID form Allocate takes).
 Snapshot make_snapshot(const client::DaemonView& view,
                        const std::function<bool(unsigned group)>& vfio_exists);
 
@@ -80,5 +107,10 @@ struct DeviceNode {
 std::vector<DeviceNode> group_device_nodes(const Snapshot& snap,
                                            const std::vector<unsigned>& groups,
                                            const HostFs& host);
+// The same for mdevs: /dev/vfio/vfio, each mdev's /dev/vfio/<N>, then /dev/iommu and the
+// /dev/vfio/devices/vfio<M> of each sys/bus/mdev/devices/<uuid>/vfio-dev/vfio<M> whose node
+// exists.
+std::vector<DeviceNode> mdev_device_nodes(const std::vector<PluginMdev>& mdevs,
+                                          const HostFs& host);
 
 }  // namespace vfiod::plugin

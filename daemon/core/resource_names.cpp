@@ -72,8 +72,8 @@ std::string plugin_socket_name(std::string_view resource) {
     return out + ".sock";
 }
 
-std::string plugin_env_name(std::string_view resource) {
-    std::string out = "PCI_RESOURCE_";
+std::string plugin_env_name(std::string_view resource, std::string_view prefix) {
+    std::string out(prefix);
     for (char c : resource) {
         if (c == '/' || c == '.')
             out += '_';
@@ -83,12 +83,13 @@ std::string plugin_env_name(std::string_view resource) {
     return out;
 }
 
-std::string resource_name_collision(std::string_view a, std::string_view b) {
+std::string resource_name_collision(std::string_view a, std::string_view b,
+                                    std::string_view prefix) {
     if (a == b)
         return "";
     if (std::string s = plugin_socket_name(a); s == plugin_socket_name(b))
         return "both would be served on the device plugin socket " + s;
-    if (std::string e = plugin_env_name(a); e == plugin_env_name(b))
+    if (std::string e = plugin_env_name(a, prefix); e == plugin_env_name(b, prefix))
         return "both would be handed to the VM in the environment variable " + e;
     return "";
 }
