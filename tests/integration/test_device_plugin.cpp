@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 #include <sdbus-c++/sdbus-c++.h>
 
+#include "core/mdev.hpp"
 #include "dbus_client.hpp"
 #include "fake_kubelet.hpp"
 #include "fake_vfiod_peer.hpp"
@@ -969,6 +970,90 @@ TEST_F(DevicePluginTest, AStoppingVfiodsRemovalsAreNotServed) {
     EXPECT_EQ(health(r1, "0000:01:03.0"), "Healthy");
     for (const auto& s : kubelet->streams())
         EXPECT_FALSE(s.ended) << s.resource;
+}
+
+// Mediated devices (DESIGN §12): vfiod on the fake kernel with the sample parent mbochs makes
+// three mdevs of one resource; the plugin lists them by UUID, Allocate answers their nodes and
+// MDEV_PCI_RESOURCE_, and a Reload that lowers the count withdraws the removed one. Its goal is
+// a second (DESIGN §9); this fails at 5 s and prints the time.
+const char* const kVgpu = "example.com/vgpu";
+
+// The IDs of resource's newest list among `ss`, as FakeKubelet::latest() (which wait()'s
+// predicate must not call: it holds the kubelet's lock).
+std::map<std::string, std::string> newest(const std::vector<FakeKubelet::Stream>& ss,
+                                          const std::string& resource) {
+    for (auto s = ss.rbegin(); s != ss.rend(); ++s)
+        if (s->resource == resource && !s->lists.empty())
+            return s->lists.back().health;
+    return {};
+}
+
+std::string mdev_config(unsigned count) {
+    return std::string(kK8sHostConfig) + "[[mdev]]\nparent = \"mbochs\"\ntype = \"mbochs-small\"\n"
+           "count = " + std::to_string(count) + "\nresource_name = \"" + kVgpu + "\"\n";
+}
+
+TEST_F(DevicePluginTest, ServesVfiodsMdevsAndWithdrawsOneAReloadRemoves) {
+    spit(config, mdev_config(3));
+    root = env.start_fake_vfiod(&vfiod, "k8s-host+mbochs", config);
+    ASSERT_FALSE(root.empty());
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    std::vector<std::string> uuids;
+    for (unsigned i = 0; i < 3; ++i)
+        uuids.push_back(mdev_uuid("mbochs", "mbochs-small", i));
+    ASSERT_TRUE(kubelet->wait([&](const std::vector<FakeKubelet::Stream>& ss) {
+        return newest(ss, kVgpu).size() == 3;
+    }, 20s)) << "the three mdevs never listed";
+    ASSERT_TRUE(listed({kGpu, kNic}));  // the functions' resources beside them
+    auto l = kubelet->latest(kVgpu);
+    for (const auto& u : uuids) {
+        EXPECT_EQ(l.health[u], "Healthy") << u;
+        EXPECT_TRUE(l.numa[u].empty()) << u;  // a virtual parent has no NUMA node
+    }
+    auto group_of = [&](const std::string& uuid) {
+        return fs::read_symlink(root + "/sys/bus/mdev/devices/" + uuid + "/iommu_group")
+            .filename()
+            .string();
+    };
+
+    v1beta1::AllocateResponse r;
+    ASSERT_TRUE(kubelet->allocate(kVgpu, {{uuids[2], uuids[0]}}, &r).ok());
+    ASSERT_EQ(r.container_responses_size(), 1);
+    const auto& c = r.container_responses(0);
+    std::vector<std::string> got;
+    for (const auto& d : c.devices())
+        got.push_back(d.container_path() + "|" + d.host_path() + "|" + d.permissions());
+    const std::string g2 = "/dev/vfio/" + group_of(uuids[2]), g0 = "/dev/vfio/" + group_of(uuids[0]);
+    EXPECT_EQ(got, (std::vector<std::string>{"/dev/vfio/vfio|/dev/vfio/vfio|mrw",
+                                             g2 + "|" + g2 + "|mrw", g0 + "|" + g0 + "|mrw"}));
+    ASSERT_EQ(c.envs_size(), 1);
+    EXPECT_EQ(c.envs().at("MDEV_PCI_RESOURCE_EXAMPLE_COM_VGPU"), uuids[2] + "," + uuids[0]);
+    std::vector<std::string> preferred;
+    ASSERT_TRUE(kubelet->preferred(kVgpu, uuids, {uuids[1]}, 2, &preferred).ok());
+    ASSERT_EQ(preferred.size(), 2u);
+    EXPECT_EQ(preferred[0], uuids[1]);
+    // A function's address is no device of this resource.
+    auto s = kubelet->allocate(kVgpu, {{"0000:03:00.0"}}, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+
+    // count 3 -> 2: vfiod removes the highest index; the plugin withdraws it.
+    spit(config, mdev_config(2));
+    auto t0 = Clock::now();
+    vfiod.signal(SIGHUP);
+    EXPECT_TRUE(kubelet->wait([&](const std::vector<FakeKubelet::Stream>& ss) {
+        auto now = newest(ss, kVgpu);
+        return now.size() == 2 && !now.count(uuids[2]);
+    }, 5s)) << "the removed mdev is still listed";
+    std::printf("# Reload (count 3 -> 2) -> the mdev withdrawn: %ld ms\n", ms_since(t0));
+    EXPECT_EQ(kubelet->latest(kVgpu).health,
+              (std::map<std::string, std::string>{{uuids[0], "Healthy"}, {uuids[1], "Healthy"}}));
+    s = kubelet->allocate(kVgpu, {{uuids[2]}}, &r);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.error_message().find(uuids[2]), std::string::npos) << s.error_message();
+    EXPECT_TRUE(kubelet->allocate(kVgpu, {{uuids[1]}}, &r).ok());
+    EXPECT_NE(slurp(work + "/plugin.log").find("mdev " + uuids[2] + " withdrawn"),
+              std::string::npos);
 }
 
 }  // namespace
