@@ -1024,7 +1024,8 @@ TEST_F(DevicePluginTest, ServesVfiodsMdevsAndWithdrawsOneAReloadRemoves) {
     std::vector<std::string> got;
     for (const auto& d : c.devices())
         got.push_back(d.container_path() + "|" + d.host_path() + "|" + d.permissions());
-    const std::string g2 = "/dev/vfio/" + group_of(uuids[2]), g0 = "/dev/vfio/" + group_of(uuids[0]);
+    const std::string g2 = "/dev/vfio/" + group_of(uuids[2]);
+    const std::string g0 = "/dev/vfio/" + group_of(uuids[0]);
     EXPECT_EQ(got, (std::vector<std::string>{"/dev/vfio/vfio|/dev/vfio/vfio|mrw",
                                              g2 + "|" + g2 + "|mrw", g0 + "|" + g0 + "|mrw"}));
     ASSERT_EQ(c.envs_size(), 1);
