@@ -162,16 +162,6 @@ private:
 };
 thread_local unsigned CountingKernel::depth_ = 0;
 
-// A virtual parent with two types sharing 64 units, as a vGPU's framebuffer is shared.
-test::MdevParentSpec vgpu_parent(unsigned i) {
-    test::MdevParentSpec s;
-    s.name = "vgpu" + std::to_string(i);
-    s.class_name = s.mdev_driver = "vgpu";
-    s.budget = 64;
-    s.types = {{"1q", "GRID-1Q", 1, "1 GB framebuffer"}, {"2q", "GRID-2Q", 2, "2 GB framebuffer"}};
-    return s;
-}
-
 std::string config(const std::vector<unsigned>& counts) {
     std::string toml = "[daemon]\nmode = \"enforce\"\n";
     for (unsigned i = 0; i < counts.size(); ++i)
@@ -200,7 +190,7 @@ struct Host {
 
     Host() : kernel(tree.enable_iommu()) {
         for (unsigned i = 0; i < kParents; ++i)
-            kernel.register_mdev_parent(vgpu_parent(i), false);
+            kernel.register_mdev_parent(test::vgpu_parent(i), false);
         kernel.on_device_uevent([this](const test::Uevent& ev) {
             const std::string name = ev.devpath.substr(ev.devpath.rfind('/') + 1);
             std::lock_guard lock(mu);

@@ -3,10 +3,11 @@
 // writes the fake kernel carries out, so consumers see real binds and releases. It prints
 // "root=TREE" once the tree is there; the tree goes on exit. "<scenario>+mbochs" is the scenario
 // with the kernel's sample mdev parent mbochs registered (its module loaded before vfiod), whose
-// mdevs vfiod makes and removes on the fake kernel (DESIGN §12).
+// mdevs vfiod makes and removes on the fake kernel (DESIGN §12); "+vgpu", with 8 vGPU-like
+// parents vgpu0..vgpu7 (fake_mdev's vgpu_parent) instead, room for 512 vgpu-1q mdevs.
 #include <cstdio>
 #include <string>
-#include <string_view>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -20,16 +21,22 @@ int main(int argc, char** argv) {
         return *code;
     vfiod::test::FakeTree tree;
     std::string scenario = options.root;
-    const bool mbochs = scenario.ends_with("+mbochs");
-    if (mbochs)
-        scenario.resize(scenario.size() - std::string_view("+mbochs").size());
+    std::vector<vfiod::test::MdevParentSpec> parents;
+    if (scenario.ends_with("+mbochs")) {
+        parents.push_back(vfiod::test::mbochs_parent());
+    } else if (scenario.ends_with("+vgpu")) {
+        for (unsigned i = 0; i < 8; ++i)
+            parents.push_back(vfiod::test::vgpu_parent(i));
+    }
+    if (!parents.empty())
+        scenario.resize(scenario.rfind('+'));
     if (!vfiod::test::build_scenario(scenario, tree)) {
         spdlog::critical("unknown scenario {}", options.root);
         return 2;
     }
     vfiod::test::FakeKernel fs(tree);
-    if (mbochs)
-        fs.register_mdev_parent(vfiod::test::mbochs_parent(), false);
+    for (const auto& p : parents)
+        fs.register_mdev_parent(p, false);
     std::printf("root=%s\n", tree.root().c_str());
     std::fflush(stdout);
     return vfiod::run_daemon(fs, options);

@@ -82,6 +82,15 @@ MdevParentSpec mbochs_parent() {
     return s;
 }
 
+MdevParentSpec vgpu_parent(unsigned i) {
+    MdevParentSpec s;
+    s.name = "vgpu" + std::to_string(i);
+    s.class_name = s.mdev_driver = "vgpu";
+    s.budget = 64;
+    s.types = {{"1q", "GRID-1Q", 1, "1 GB framebuffer"}, {"2q", "GRID-2Q", 2, "2 GB framebuffer"}};
+    return s;
+}
+
 MdevParentSpec mtty_parent() {
     MdevParentSpec s;
     s.name = s.class_name = s.mdev_driver = "mtty";

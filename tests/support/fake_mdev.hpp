@@ -80,6 +80,9 @@ struct MdevParentSpec {
 // large at 4, 16, 64 of 256 MB), mtty (mtty-1 and mtty-2 at 1 and 2 of 24 ports, named "Single
 // port serial", "Dual port serial", no description) and mdpy (vga, xga, hd; max_instances 4).
 MdevParentSpec mbochs_parent();
+// A vGPU-like virtual parent "vgpu<i>" (class vgpu): types vgpu-1q and vgpu-2q ("GRID-1Q",
+// "GRID-2Q") at 1 and 2 of 64 units, as a vGPU's framebuffer is shared; for benches at scale.
+MdevParentSpec vgpu_parent(unsigned i);
 MdevParentSpec mtty_parent();
 MdevParentSpec mdpy_parent();
 
