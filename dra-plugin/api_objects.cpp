@@ -238,14 +238,22 @@ DeviceAttributes attributes_of(const DraDevice& d, std::vector<std::string>* omi
         }
         a[key] = value;
     };
-    str("resource.kubernetes.io/pciBusID", d.address.str());
+    if (d.is_mdev()) {
+        str("mdevUUID", d.mdev_uuid);
+        str("type", d.mdev_type);
+        str("typeName", d.mdev_type_name);
+    } else {
+        str("resource.kubernetes.io/pciBusID", d.address.str());
+    }
     if (!d.pcie_root.empty())
         str("resource.kubernetes.io/pcieRoot", d.pcie_root);
     if (!d.resource_name.empty())
         str("resourceName", d.resource_name);
-    str("vendor", hex4(d.vendor));
-    str("device", hex4(d.device));
-    str("class", hex6(d.class_code));
+    if (!d.is_mdev()) {
+        str("vendor", hex4(d.vendor));
+        str("device", hex4(d.device));
+        str("class", hex6(d.class_code));
+    }
     a["iommuGroup"] = static_cast<int64_t>(d.group);
     if (d.numa_node >= 0)
         a["numaNode"] = static_cast<int64_t>(d.numa_node);
@@ -321,7 +329,7 @@ std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, co
     std::sort(sorted.begin(), sorted.end(),
               [](const DraDevice* a, const DraDevice* b) { return a->name < b->name; });
     std::vector<ResourceSlice> slices;
-    const size_t count = (sorted.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice;
+    const size_t count = (sorted.size() + kDevicesPerSlice - 1) / kDevicesPerSlice;
     for (size_t i = 0; i < count; ++i) {
         ResourceSlice s{.name = slice_name(pool, i),
                         .owner_node_uid = pool.node_uid,
@@ -331,8 +339,8 @@ std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, co
                         .generation = pool.generation,
                         .slice_count = static_cast<int64_t>(count),
                         .devices = {}};
-        const size_t end = std::min(sorted.size(), (i + 1) * kMaxDevicesPerSlice);
-        for (size_t k = i * kMaxDevicesPerSlice; k < end; ++k) {
+        const size_t end = std::min(sorted.size(), (i + 1) * kDevicesPerSlice);
+        for (size_t k = i * kDevicesPerSlice; k < end; ++k) {
             std::vector<std::string> left_out;
             s.devices.push_back({sorted[k]->name, attributes_of(*sorted[k], &left_out)});
             if (omitted)

@@ -56,13 +56,21 @@ bool safe_uid(const std::string& s);
 // longer value is left out and logged once (never a rejected slice).
 constexpr size_t kMaxDevicesPerSlice = 128;
 constexpr size_t kMaxStringAttribute = 64;
+// Devices the plugin puts in one slice: the API's limit for a slice that holds a tainted device
+// (or one consuming counters), always (DESIGN §10). A taint (health, a later issue) then never
+// changes how the pool is cut: no device moves to another slice because another is tainted.
+constexpr size_t kDevicesPerSlice = 64;
+static_assert(kDevicesPerSlice <= kMaxDevicesPerSlice);
 
 // A device's attributes by qualified name: {"int": 13} or {"string": "0000:01:00.0"} in JSON.
 using DeviceAttributes = std::map<std::string, std::variant<int64_t, std::string>>;
 
-// "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot" (absent when unknown),
-// and under the driver's own domain, unqualified: resourceName (absent when empty), vendor,
-// device, class (hex as in DESIGN §5: "10de"), iommuGroup, numaNode (absent when -1), driver.
+// A function: "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot" (absent when
+// unknown), and under the driver's own domain, unqualified: resourceName (absent when empty),
+// vendor, device, class (hex as in DESIGN §5: "10de"), iommuGroup, numaNode (absent when -1),
+// driver. An mdev (DESIGN §12): mdevUUID (the unqualified name KubeVirt's virt-launcher reads
+// before it looks for pciBusID), type, typeName, resourceName, iommuGroup, numaNode, and its PCI
+// parent's pcieRoot; never pciBusID, which would name the parent GPU.
 // A string value over kMaxStringAttribute is left out and its name appended to *omitted.
 DeviceAttributes attributes_of(const DraDevice& d, std::vector<std::string>* omitted);
 nlohmann::json to_json(const DeviceAttributes& attributes);
@@ -97,7 +105,7 @@ struct ResourceSlice {
 };
 nlohmann::json to_json(const ResourceSlice& slice);
 
-// The pool's ResourceSlices: devices in name order, kMaxDevicesPerSlice a slice, the Node as
+// The pool's ResourceSlices: devices in name order, kDevicesPerSlice a slice, the Node as
 // owner. No devices: no slices. Attributes left out are appended to *omitted as
 // "<device>: <attribute>".
 std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, const Pool& pool,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/mdev.hpp"
 #include "core/pci_paths.hpp"
 #include "core/state.hpp"
 
@@ -11,6 +12,7 @@ namespace vfiod::dra {
 namespace {
 
 constexpr std::string_view kDevicePrefix = "pci-";
+constexpr std::string_view kMdevPrefix = "mdev-";
 
 }  // namespace
 
@@ -19,6 +21,10 @@ std::string device_name(const PciAddress& a) {
     std::replace(s.begin(), s.end(), ':', '-');
     std::replace(s.begin(), s.end(), '.', '-');
     return std::string(kDevicePrefix) + s;
+}
+
+std::string mdev_device_name(std::string_view uuid) {
+    return std::string(kMdevPrefix) + std::string(uuid);
 }
 
 std::optional<PciAddress> parse_device_name(std::string_view name) {
@@ -59,6 +65,38 @@ std::string pcie_root_of(const HostFs& host, const PciAddress& address) {
     return first.starts_with("pci") && first.size() > 3 ? first : "";
 }
 
+// The root `before` found for the device of that name and host identity, else the host's.
+std::string pcie_root(const HostFs& host, const DraDevice& d, const PciAddress& function,
+                      const DraInventory* before) {
+    const DraDevice* known = before ? before->find(d.name) : nullptr;
+    if (known && known->host_id() == d.host_id())
+        return known->pcie_root;
+    return pcie_root_of(host, function);
+}
+
+// The mdevs plugin::mdev_served serves, as DRA devices.
+void add_mdevs(const client::DaemonView& view, const std::function<bool(unsigned)>& exists,
+               const HostFs& host, const DraInventory* before, std::vector<DraDevice>* out) {
+    if (!view.mdevs)
+        return;
+    for (const auto& m : *view.mdevs) {
+        if (!plugin::mdev_served(m, exists) || !is_canonical_uuid(m.plan.uuid))
+            continue;
+        DraDevice d;
+        d.name = mdev_device_name(m.plan.uuid);
+        d.group = *m.plan.group;
+        d.resource_name = m.plan.resource_name;
+        d.numa_node = m.numa_node;
+        d.mdev_uuid = m.plan.uuid;
+        d.mdev_type = m.plan.type;
+        d.mdev_type_name = m.plan.type_name;
+        // A PCI parent is named by its address; a virtual one ("mbochs") has no PCIe root.
+        if (auto parent = PciAddress::parse(m.plan.parent))
+            d.pcie_root = pcie_root(host, d, *parent, before);
+        out->push_back(std::move(d));
+    }
+}
+
 }  // namespace
 
 std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& view,
@@ -96,17 +134,14 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
             out.class_code = d.class_code;
             out.driver = d.driver;
             out.numa_node = d.numa_node;
-            const DraDevice* known = before ? before->find(out.name) : nullptr;
-            if (known && known->address == d.address)
-                out.pcie_root = known->pcie_root;
-            else
-                out.pcie_root = pcie_root_of(host, d.address);
+            out.pcie_root = pcie_root(host, out, d.address, before);
             inv->devices.push_back(std::move(out));
         }
     }
+    add_mdevs(view, exists, host, before, &inv->devices);
     std::sort(inv->devices.begin(), inv->devices.end(),
               [](const DraDevice& a, const DraDevice& b) { return a.name < b.name; });
-    // One function appears once in vfiod's inventory; a view that lists it twice is kept to its
+    // One device appears once in vfiod's inventory; a view that lists it twice is kept to its
     // first record rather than publishing a name twice (the API refuses duplicate names).
     inv->devices.erase(std::unique(inv->devices.begin(), inv->devices.end(),
                                    [](const DraDevice& a, const DraDevice& b) {
@@ -114,6 +149,24 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
                                    }),
                        inv->devices.end());
     return inv;
+}
+
+std::vector<plugin::DeviceNode> device_nodes(const DraDevice& d, const plugin::Snapshot& snapshot,
+                                             const HostFs& host) {
+    // An mdev's group is its own, with no PCI function in the snapshot: its container and group
+    // nodes come from the shared rule, its iommufd node from its own sysfs directory.
+    std::vector<plugin::DeviceNode> nodes = plugin::group_device_nodes(snapshot, {d.group}, host);
+    if (!d.is_mdev())
+        return nodes;
+    std::vector<plugin::DeviceNode> cdevs;
+    const std::string dir = std::string(mdev_paths::kDevices) + "/" + d.mdev_uuid + "/vfio-dev";
+    for (const auto& name : host.list(dir))
+        if (name.starts_with("vfio") && host.exists(pci_paths::vfio_cdev(name)))
+            cdevs.push_back({pci_paths::host_path(pci_paths::vfio_cdev(name))});
+    if (!cdevs.empty() && host.exists("dev/iommu"))
+        nodes.push_back({"/dev/iommu"});
+    nodes.insert(nodes.end(), cdevs.begin(), cdevs.end());
+    return nodes;
 }
 
 }  // namespace vfiod::dra

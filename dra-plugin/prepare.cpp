@@ -178,6 +178,9 @@ std::string Preparer::Impl::our_devices(const ResourceClaim& claim, const DraInv
         if (!safe_request(r.request))
             return "request name '" + printable(r.request) + "' is not a request name";
         const DraDevice* d = inv.find(r.device);
+        if (!d && r.device.starts_with("mdev-"))
+            return "device " + dev + " was withdrawn between scheduling and Prepare: vfiod no "
+                   "longer publishes it ready with its /dev/vfio node";
         if (!d) {
             auto a = parse_device_name(r.device);
             return "device " + dev + (a ? " (" + a->str() + ")" : std::string()) +
@@ -202,7 +205,7 @@ Plan Preparer::Impl::make_plan(const ClaimRef& ref, const ResourceClaim& claim,
     for (const auto& [name, cd] : devices)
         plan.cp.devices.push_back({{cd.requests, o.node, name, {cdi_device_id(ref.uid, name)}},
                                    cd.device->group,
-                                   cd.device->address.str()});
+                                   cd.device->host_id()});
     add_cdi_spec(claim, inv, add_metadata_files(claim, devices, &plan), &plan);
     for (const auto& f : plan.files)
         plan.cp.files.push_back(f.first);
@@ -226,14 +229,15 @@ std::map<std::string, std::string> Preparer::Impl::add_metadata_files(
     return paths;
 }
 
-// Each device's whole group's nodes, and its requests' metadata files bound in.
+// Each device's nodes (a function's whole group's, an mdev's own), and its requests' metadata
+// files bound in.
 void Preparer::Impl::add_cdi_spec(const ResourceClaim& claim, const DraInventory& inv,
                                   const std::map<std::string, std::string>& metadata,
                                   Plan* plan) const {
     std::vector<CdiDevice> devices;
     for (const auto& cd : plan->cp.devices) {
         CdiDevice d{claim.uid, cd.answer.device,
-                    plugin::group_device_nodes(inv.snapshot, {cd.group}, files.host()), {}};
+                    device_nodes(*inv.find(cd.answer.device), inv.snapshot, files.host()), {}};
         for (const auto& p : parents(cd.answer.requests))
             d.mounts.push_back({metadata.at(p), metadata_container_path(claim, p, o.driver)});
         devices.push_back(std::move(d));

@@ -24,4 +24,18 @@ inline dra::DraDevice dra_device(const std::string& address, unsigned group) {
     return d;
 }
 
+// A T4 vGPU (type nvidia-222, "GRID T4-1Q", resource "nvidia.com/GRID_T4-1Q") with its own IOMMU
+// group, on a PCI parent under the root complex pci0000:00, NUMA node unknown.
+inline dra::DraDevice dra_mdev(const std::string& uuid, unsigned group) {
+    dra::DraDevice d;
+    d.name = dra::mdev_device_name(uuid);
+    d.group = group;
+    d.resource_name = "nvidia.com/GRID_T4-1Q";
+    d.pcie_root = "pci0000:00";
+    d.mdev_uuid = uuid;
+    d.mdev_type = "nvidia-222";
+    d.mdev_type_name = "GRID T4-1Q";
+    return d;
+}
+
 }  // namespace vfiod::test

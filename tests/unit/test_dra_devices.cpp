@@ -1,13 +1,17 @@
-// What vfiod-dra-plugin publishes (dra-plugin/devices.cpp, api_objects.cpp, DESIGN §10): device
-// names both ways, attributes (limits included), which functions are published, and the pool's
-// slices.
+// What vfiod-dra-plugin publishes (dra-plugin/devices.cpp, api_objects.cpp, DESIGN §10, §12):
+// device names both ways, attributes (limits included), which functions and mdevs are published,
+// an mdev's device nodes, and the pool's slices.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string_view>
 
 #include "api_objects.hpp"
+#include "core/mdev.hpp"
 #include "core/state.hpp"
 #include "devices.hpp"
 #include "dra_fixtures.hpp"
@@ -257,12 +261,12 @@ std::vector<DraDevice> many(size_t n) {
     return out;
 }
 
-TEST(DraDevices, FourThousandEightyDevicesMakeThirtyTwoSlices) {
+TEST(DraDevices, FourThousandEightyDevicesMakeSixtyFourSlices) {
     Pool pool{"vfio.vfiod.io", "worker-1", "0b9f6c1e-uid", 7};
     auto devices = many(4080);
     std::vector<std::string> omitted;
     auto slices = make_slices(devices, pool, &omitted);
-    ASSERT_EQ(slices.size(), 32u);
+    ASSERT_EQ(slices.size(), 64u);
     EXPECT_TRUE(omitted.empty());
     std::set<std::string> slice_names, device_names;
     std::string last;
@@ -282,9 +286,9 @@ TEST(DraDevices, FourThousandEightyDevicesMakeThirtyTwoSlices) {
         EXPECT_EQ(s["spec"]["driver"], "vfio.vfiod.io");
         EXPECT_EQ(s["spec"]["nodeName"], "worker-1");
         EXPECT_EQ(s["spec"]["pool"], (nlohmann::json{{"name", "worker-1"}, {"generation", 7},
-                                                     {"resourceSliceCount", 32}}));
+                                                     {"resourceSliceCount", 64}}));
         const auto& devs = s["spec"]["devices"];
-        EXPECT_LE(devs.size(), kMaxDevicesPerSlice);
+        EXPECT_LE(devs.size(), kDevicesPerSlice);
         EXPECT_GT(devs.size(), 0u);
         for (const auto& d : devs) {
             std::string n = d["name"];
@@ -293,7 +297,7 @@ TEST(DraDevices, FourThousandEightyDevicesMakeThirtyTwoSlices) {
             device_names.insert(n);
         }
     }
-    EXPECT_EQ(slice_names.size(), 32u);
+    EXPECT_EQ(slice_names.size(), 64u);
     EXPECT_EQ(device_names.size(), 4080u);
     // Deterministic: the same input gives the same bytes.
     auto again = make_slices(many(4080), pool, nullptr);
@@ -301,13 +305,204 @@ TEST(DraDevices, FourThousandEightyDevicesMakeThirtyTwoSlices) {
     for (size_t i = 0; i < slices.size(); ++i)
         EXPECT_EQ(again[i].dump(), slices[i].dump());
 
-    // 128 is one slice, 129 two; none, none.
-    EXPECT_EQ(make_slices(many(128), pool, nullptr).size(), 1u);
-    auto two = make_slices(many(129), pool, nullptr);
+    // 64 is one slice, 65 two (DESIGN §10: 64 always, the limit of a slice with a taint); none,
+    // none.
+    EXPECT_EQ(make_slices(many(64), pool, nullptr).size(), 1u);
+    auto two = make_slices(many(65), pool, nullptr);
     ASSERT_EQ(two.size(), 2u);
     EXPECT_EQ(two[1]["spec"]["devices"].size(), 1u);
     EXPECT_EQ(two[0]["spec"]["pool"]["resourceSliceCount"], 2);
     EXPECT_TRUE(make_slices({}, pool, nullptr).empty());
+}
+
+// ---- mediated devices (DESIGN §12) ----
+
+constexpr char kUuidA[] = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+constexpr char kUuidB[] = "0b1e1e5a-8f2c-5d7a-9b7e-2f1c3d4e5f60";
+
+TEST(DraDevices, MdevAttributesNameTheMdevNeverItsParentGpu) {
+    DraDevice d = test::dra_mdev(kUuidA, 21);
+    d.numa_node = 1;
+    EXPECT_EQ(d.name, std::string("mdev-") + kUuidA);
+    EXPECT_TRUE(is_label(d.name)) << d.name;
+    std::vector<std::string> omitted;
+    auto a = device_attributes(d, &omitted);
+    EXPECT_TRUE(omitted.empty());
+    nlohmann::json want = {
+        {"mdevUUID", {{"string", kUuidA}}},
+        {"type", {{"string", "nvidia-222"}}},
+        {"typeName", {{"string", "GRID T4-1Q"}}},
+        {"resourceName", {{"string", "nvidia.com/GRID_T4-1Q"}}},
+        {"iommuGroup", {{"int", 21}}},
+        {"numaNode", {{"int", 1}}},
+        {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:00"}}},
+    };
+    EXPECT_EQ(a, want) << a.dump(2);
+    // A virtual parent ("mbochs") has no PCIe root: no pcieRoot, and still no pciBusID.
+    d.pcie_root.clear();
+    d.numa_node = -1;
+    a = device_attributes(d, nullptr);
+    EXPECT_FALSE(a.contains("resource.kubernetes.io/pcieRoot"));
+    EXPECT_FALSE(a.contains("resource.kubernetes.io/pciBusID"));
+    EXPECT_FALSE(a.contains("numaNode"));
+    EXPECT_EQ(a.size(), 5u) << a.dump();
+}
+
+client::DaemonMdev mdev(const std::string& uuid, const char* parent, const char* type,
+                        const char* resource, const char* state, std::optional<unsigned> group,
+                        int numa = -1) {
+    client::DaemonMdev m;
+    m.plan.uuid = uuid;
+    m.plan.parent = parent;
+    m.plan.type = type;
+    m.plan.type_name = std::string(type) + " name";
+    m.plan.resource_name = resource;
+    m.plan.group = group;
+    m.state = state;
+    m.state_value = parse_mdev_state(state);
+    m.vfio_path = group ? "/dev/vfio/" + std::to_string(*group) : "";
+    m.numa_node = numa;
+    return m;
+}
+
+// Only mdevs plugin::mdev_served serves are devices: ready with their /dev/vfio node. A pending,
+// refused (in-use-mdev), failed or foreign one, UUID-shaped and with a node, is never published,
+// nor a ready one whose node is missing or whose UUID is not canonical. Two types may share one
+// resource name, each its own type attribute.
+TEST(DraDevices, InventoryServesReadyMdevsOnly) {
+    test::FakeTree tree;
+    tree.enable_iommu();
+    tree.add_function(test::FakeTree::pci("0000:00:01.0", "8086", "1901", "060400", "pcieport", 1));
+    tree.add_function(test::FakeTree::pci("0000:3b:00.0", "10de", "1eb8", "030200", "nvidia", 2,
+                                          "0000:00:01.0"));
+    KernelHostFs host(tree.root());
+    const std::string t4 = "nvidia.com/T4";
+    std::vector<std::string> ready, not_served;
+    client::DaemonView v;
+    v.mdevs.emplace();
+    auto add = [&](client::DaemonMdev m, bool served) {
+        (served ? ready : not_served).push_back(mdev_device_name(m.plan.uuid));
+        v.mdevs->push_back(std::move(m));
+    };
+    const std::string q1 = mdev_uuid("0000:3b:00.0", "nvidia-222", 0);
+    const std::string q2 = mdev_uuid("0000:3b:00.0", "nvidia-223", 0);
+    const std::string small = mdev_uuid("mbochs", "mbochs-small", 0);
+    add(mdev(q1, "0000:3b:00.0", "nvidia-222", t4.c_str(), "ready", 30, 0), true);
+    add(mdev(q2, "0000:3b:00.0", "nvidia-223", t4.c_str(), "ready", 31, 0), true);
+    add(mdev(small, "mbochs", "mbochs-small", "vfiod.io/mbochs-small", "ready", 32), true);
+    add(mdev(mdev_uuid("mbochs", "mbochs-small", 1), "mbochs", "mbochs-small", "", "pending", 33),
+        false);
+    add(mdev(mdev_uuid("mbochs", "mbochs-small", 2), "mbochs", "mbochs-small", "", "refused", 34),
+        false);
+    add(mdev(mdev_uuid("mbochs", "mbochs-small", 3), "mbochs", "mbochs-small", "", "failed", 35),
+        false);
+    add(mdev(kUuidB, "mbochs", "mbochs-small", "", "foreign", 36), false);  // made by hand
+    add(mdev(mdev_uuid("mbochs", "mbochs-small", 4), "mbochs", "mbochs-small", "", "ready", 37),
+        false);  // its /dev/vfio/37 is missing
+    add(mdev(mdev_uuid("mbochs", "mbochs-small", 5), "mbochs", "mbochs-small", "", "ready",
+             std::nullopt), false);
+    std::string upper = mdev_uuid("mbochs", "mbochs-small", 6);
+    std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+    add(mdev(upper, "mbochs", "mbochs-small", "", "ready", 38), false);
+
+    auto inv = make_inventory(v, [](unsigned g) { return g != 37; }, host);
+    std::vector<std::string> names;
+    for (const auto& d : inv->devices)
+        names.push_back(d.name);
+    std::sort(ready.begin(), ready.end());
+    EXPECT_EQ(names, ready);
+    for (const auto& n : not_served)
+        EXPECT_FALSE(inv->find(n)) << n;
+
+    const DraDevice* a = inv->find(mdev_device_name(q1));
+    const DraDevice* b = inv->find(mdev_device_name(q2));
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->mdev_uuid, q1);
+    EXPECT_EQ(a->group, 30u);
+    EXPECT_EQ(a->numa_node, 0);
+    EXPECT_EQ(a->mdev_type_name, "nvidia-222 name");
+    EXPECT_EQ(a->pcie_root, "pci0000:00");  // the PCI parent's
+    EXPECT_EQ(a->host_id(), q1);
+    auto attrs_a = device_attributes(*a, nullptr), attrs_b = device_attributes(*b, nullptr);
+    EXPECT_EQ(attrs_a["resourceName"], attrs_b["resourceName"]);
+    EXPECT_EQ(attrs_a["type"], (nlohmann::json{{"string", "nvidia-222"}}));
+    EXPECT_EQ(attrs_b["type"], (nlohmann::json{{"string", "nvidia-223"}}));
+    EXPECT_FALSE(attrs_a.contains("resource.kubernetes.io/pciBusID"));
+    EXPECT_EQ(inv->find(mdev_device_name(small))->pcie_root, "");  // a virtual parent
+
+    // Withdrawn once vfiod no longer calls it ready (about to be removed, in-use-mdev), and
+    // when its node goes; back when it is ready again.
+    auto later = v;
+    (*later.mdevs)[0].state = "pending";
+    (*later.mdevs)[0].state_value = MdevState::Pending;
+    auto next = make_inventory(later, [](unsigned g) { return g != 37 && g != 31; }, host,
+                               inv.get());
+    EXPECT_FALSE(next->find(mdev_device_name(q1)));
+    EXPECT_FALSE(next->find(mdev_device_name(q2)));
+    EXPECT_TRUE(next->find(mdev_device_name(small)));
+    EXPECT_EQ(make_inventory(v, [](unsigned g) { return g != 37; }, host, next.get())->devices,
+              inv->devices);
+}
+
+TEST(DraDevices, AnMdevsNodesAreItsOwnGroupsAndItsIommufdNode) {
+    test::FakeTree tree;
+    for (const char* f : {"dev/vfio/vfio", "dev/vfio/21", "dev/vfio/22", "dev/iommu",
+                          "dev/vfio/devices/vfio3"})
+        tree.write_file(f, "");
+    tree.write_file(std::string("sys/bus/mdev/devices/") + kUuidA + "/vfio-dev/vfio3/dev", "");
+    // The kernel lists vfio-dev/vfio4 of the other, but has no character device for it (6.1).
+    tree.write_file(std::string("sys/bus/mdev/devices/") + kUuidB + "/vfio-dev/vfio4/dev", "");
+    KernelHostFs host(tree.root());
+    plugin::Snapshot none;
+    auto paths = [&](const DraDevice& d) {
+        std::vector<std::string> out;
+        for (const auto& n : device_nodes(d, none, host))
+            out.push_back(n.path);
+        return out;
+    };
+    EXPECT_EQ(paths(test::dra_mdev(kUuidA, 21)),
+              (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/21", "/dev/iommu",
+                                        "/dev/vfio/devices/vfio3"}));
+    EXPECT_EQ(paths(test::dra_mdev(kUuidB, 22)),
+              (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/22"}));
+}
+
+// 256 mdevs are 4 slices of 64. Which slice holds a device follows from the names alone: what
+// a device's attributes say (a taint, a later issue, included) never moves one to another slice.
+TEST(DraDevices, TwoHundredFiftySixMdevsMakeFourStableSlicesOfSixtyFour) {
+    Pool pool{"vfio.vfiod.io", "worker-1", "uid-1", 1};
+    std::vector<DraDevice> devices;
+    for (unsigned i = 0; i < 256; ++i)
+        devices.push_back(test::dra_mdev(mdev_uuid("vgpu" + std::to_string(i / 32), "vgpu-1q",
+                                                   i % 32), 100 + i));
+    auto members = [&](const std::vector<DraDevice>& ds) {
+        std::vector<std::vector<std::string>> out;
+        for (const auto& s : pool_slices(ds, pool, nullptr)) {
+            out.emplace_back();
+            for (const auto& d : s.devices)
+                out.back().push_back(d.name);
+        }
+        return out;
+    };
+    auto before = members(devices);
+    ASSERT_EQ(before.size(), 4u);
+    std::set<std::string> all;
+    for (const auto& s : before) {
+        EXPECT_EQ(s.size(), 64u);
+        all.insert(s.begin(), s.end());
+    }
+    EXPECT_EQ(all.size(), 256u);
+    for (const auto& s : pool_slices(devices, pool, nullptr))
+        EXPECT_EQ(s.slice_count, 4);
+
+    auto changed = devices;
+    std::reverse(changed.begin(), changed.end());  // order given does not matter either
+    for (size_t i = 0; i < changed.size(); i += 3) {
+        changed[i].numa_node = 1;
+        changed[i].mdev_type_name = std::string(65, 'n');  // omitted: an attribute fewer
+        changed[i].resource_name.clear();
+    }
+    EXPECT_EQ(members(changed), before);
 }
 
 TEST(DraDevices, NoOwnerReferenceWithoutNodeUid) {

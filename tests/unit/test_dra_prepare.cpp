@@ -33,6 +33,7 @@ using nlohmann::json;
 using namespace vfiod;
 using namespace vfiod::dra;
 using vfiod::test::dra_device;
+using vfiod::test::dra_mdev;
 
 namespace {
 
@@ -137,7 +138,8 @@ std::shared_ptr<const DraInventory> inventory_of(std::vector<DraDevice> devices)
     std::sort(devices.begin(), devices.end(),
               [](const DraDevice& a, const DraDevice& b) { return a.name < b.name; });
     for (const auto& d : devices)
-        inv->snapshot.group_functions[d.group].push_back(d.address);
+        if (!d.is_mdev())
+            inv->snapshot.group_functions[d.group].push_back(d.address);
     inv->devices = std::move(devices);
     return inv;
 }
@@ -203,8 +205,9 @@ protected:
 // KubeVirt's pkg/dra reading, in C++: in the container's base directory, glob
 // <resourceclaims|resourceclaimtemplates>/<claim>/<request>/*-metadata.json (exactly one), read
 // it as a stream of JSON objects and take the first whose apiVersion it knows, find the request
-// by name, require exactly one device, and return its resource.kubernetes.io/pciBusID string.
-std::string kubevirt_pci_bus_id(const std::string& base, bool from_template,
+// by name, require exactly one device, and return its unqualified mdevUUID string when it has
+// one (virt-launcher asks for it first: an mdev), else its resource.kubernetes.io/pciBusID.
+std::string kubevirt_device(const std::string& base, bool from_template,
                                 const std::string& claim, const std::string& request) {
     const std::string dir = base + (from_template ? "/resourceclaimtemplates/" : "/resourceclaims/") +
                             claim + "/" + request;
@@ -258,6 +261,8 @@ std::string kubevirt_pci_bus_id(const std::string& base, bool from_template,
             if (r["devices"].size() != 1)
                 return "error: not exactly one device";
             const json& a = r["devices"][0]["attributes"];
+            if (auto uuid = a.find("mdevUUID"); uuid != a.end() && uuid->contains("string"))
+                return (*uuid)["string"];
             auto it = a.find("resource.kubernetes.io/pciBusID");
             if (it == a.end() || !it->contains("string"))
                 return "error: no pciBusID";
@@ -330,7 +335,7 @@ TEST_F(Prepare, HappyPathWritesSpecMetadataAndCheckpoint) {
 
     const std::string container = root + "/container";
     mount_like_runtime(root, spec, container);
-    EXPECT_EQ(kubevirt_pci_bus_id(container + "/var/run/kubernetes.io/dra-device-attributes",
+    EXPECT_EQ(kubevirt_device(container + "/var/run/kubernetes.io/dra-device-attributes",
                                   false, "gpu-claim", "nic"),
               "0000:01:00.0");
 
@@ -353,7 +358,7 @@ TEST_F(Prepare, TemplateClaimMountsUnderPodClaimName) {
     EXPECT_EQ(md["podClaimName"], "gpu");
     const std::string container = root + "/container";
     mount_like_runtime(root, spec, container);
-    EXPECT_EQ(kubevirt_pci_bus_id(container + "/var/run/kubernetes.io/dra-device-attributes",
+    EXPECT_EQ(kubevirt_device(container + "/var/run/kubernetes.io/dra-device-attributes",
                                   true, "gpu", "nic"),
               "0000:02:00.0");
 }
@@ -409,7 +414,7 @@ TEST_F(Prepare, SubrequestsMountUnderTheirRequest) {
     json spec = json::parse(read_text(cdi_file("uid-s")));
     const std::string container = root + "/container";
     mount_like_runtime(root, spec, container);
-    EXPECT_EQ(kubevirt_pci_bus_id(container + "/var/run/kubernetes.io/dra-device-attributes",
+    EXPECT_EQ(kubevirt_device(container + "/var/run/kubernetes.io/dra-device-attributes",
                                   false, "sub", "nic"),
               "0000:02:00.0");
     // A claim the API names differently from the kubelet is refused.
@@ -503,6 +508,71 @@ TEST_F(Prepare, KilledAfterTheCdiWriteIsFinishedOrCleaned) {
         EXPECT_EQ(p->unprepare({"uid-k", "vms", "c"}), "");
         EXPECT_EQ(tree(root + "/var"), before);
     }
+}
+
+// An mdev (DESIGN §12): its CDI device opens the container node, its own group's node and its
+// iommufd node; the metadata file gives KubeVirt its UUID (mdevUUID first, never a pciBusID).
+// The checkpoint keeps it across a restart; once vfiod withdraws an mdev, Prepare refuses it.
+TEST_F(Prepare, AnMdevGetsItsOwnNodesAndKubeVirtReadsItsUuid) {
+    const std::string uuid = "6d966230-f3a1-5551-97f3-4aec0da0213a";
+    const std::string other = "0b1e1e5a-8f2c-5d7a-9b7e-2f1c3d4e5f60";
+    const std::vector<std::string> files = {
+        "dev/vfio/21", "dev/vfio/22", "dev/vfio/devices/vfio3",
+        "sys/bus/mdev/devices/" + uuid + "/vfio-dev/vfio3/dev"};
+    for (const auto& f : files)
+        write_text(root + "/" + f, "");
+    inv = inventory_of({dra_device("0000:01:00.0", 13), dra_mdev(uuid, 21), dra_mdev(other, 22)});
+    const std::string dev = "mdev-" + uuid;
+    api.put(make_claim("uid-m", "vms", "vgpu", json::array({result("gpu", dev)})));
+    auto p = make();
+    PrepareResult r = p->prepare({"uid-m", "vms", "vgpu"});
+    ASSERT_EQ(r.error, "");
+    ASSERT_EQ(r.devices.size(), 1u);
+    EXPECT_EQ(r.devices[0].cdi_ids, std::vector<std::string>{"vfiod.io/vfio=uid-m-" + dev});
+
+    json spec = json::parse(read_text(cdi_file("uid-m")));
+    std::vector<std::string> nodes;
+    for (const auto& n : spec["devices"][0]["containerEdits"]["deviceNodes"])
+        nodes.push_back(n["path"]);
+    EXPECT_EQ(nodes, (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/21", "/dev/iommu",
+                                                "/dev/vfio/devices/vfio3"}));
+    const std::string container = root + "/container";
+    mount_like_runtime(root, spec, container);
+    EXPECT_EQ(kubevirt_device(container + "/var/run/kubernetes.io/dra-device-attributes", false,
+                              "vgpu", "gpu"),
+              uuid);
+    json cp = json::parse(read_text(checkpoint("uid-m")));
+    EXPECT_EQ(cp["devices"][0]["address"], uuid);
+    EXPECT_EQ(cp["devices"][0]["group"], 21);
+
+    // Restarted after vfiod withdrew it: the prepared claim is still answered the same.
+    p.reset();
+    {
+        std::lock_guard<std::mutex> l(inv_mu);
+        inv = inventory_of({dra_device("0000:01:00.0", 13)});
+    }
+    p = make();
+    EXPECT_EQ(p->prepared(), std::vector<std::string>{"uid-m"});
+    EXPECT_EQ(p->prepare({"uid-m", "vms", "vgpu"}).devices, r.devices);
+    // A new claim on a withdrawn mdev is refused, naming it; an mdev without iommufd node gets
+    // just its group's.
+    api.put(make_claim("uid-w", "vms", "w", json::array({result("gpu", "mdev-" + other)})));
+    std::string err = p->prepare({"uid-w", "vms", "w"}).error;
+    EXPECT_NE(err.find("mdev-" + other + " was withdrawn"), std::string::npos) << err;
+    {
+        std::lock_guard<std::mutex> l(inv_mu);
+        inv = inventory_of({dra_mdev(uuid, 21), dra_mdev(other, 22)});
+    }
+    ASSERT_EQ(p->prepare({"uid-w", "vms", "w"}).error, "");
+    nodes.clear();
+    spec = json::parse(read_text(cdi_file("uid-w")));
+    for (const auto& n : spec["devices"][0]["containerEdits"]["deviceNodes"])
+        nodes.push_back(n["path"]);
+    EXPECT_EQ(nodes, (std::vector<std::string>{"/dev/vfio/vfio", "/dev/vfio/22"}));
+    EXPECT_EQ(p->unprepare({"uid-m", "vms", "vgpu"}), "");
+    EXPECT_EQ(p->unprepare({"uid-w", "vms", "w"}), "");
+    EXPECT_FALSE(fs::exists(cdi_file("uid-m")));
+    EXPECT_FALSE(fs::exists(checkpoint("uid-w")));
 }
 
 TEST_F(Prepare, UnprepareLeavesTheDirectoriesAsBefore) {
