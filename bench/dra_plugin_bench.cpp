@@ -3,7 +3,7 @@
 //      it) to the ResourceSlice write that shows the change reaching the fake API server (the
 //      time it logs the request), over 200 changes (goal: median <= 50 ms, p99 <= 200 ms). The
 //      test build of vfiod on the fake kernel (k8s-host), its Release and Bind of 0000:03:00.0;
-//   2. on 256 devices (the tests' stand-in vfiod, 256 one-function groups, two slices): the
+//   2. on 256 devices (the tests' stand-in vfiod, 256 one-function groups, four slices): the
 //      plugin's RSS, and idle for 10 s: log lines, CPU, wakeups (context switches of all its
 //      threads). The fake API server sends a watch BOOKMARK every 60 s here, not every second.
 //      Then measure 1 again from the stand-in's signal, which changes nothing else;
@@ -11,7 +11,7 @@
 //      claims at once (100 calls in flight, 5 rounds), one device per claim, each claim read
 //      from the API server; then one call carrying all 100. The fake kubelet keeps one
 //      connection, as the kubelet does; every answer is checked;
-//   4. 4,080 functions (32 slices): the plugin's CPU, and the Python fake API server's, from
+//   4. 4,080 functions (64 slices): the plugin's CPU, and the Python fake API server's, from
 //      start to the last slice write, and for one release; timed from the write log, with the
 //      pool checked only after (listing it would be the fake's work).
 // Private bus, the fake API server (HTTPS, tests/support/fake_apiserver.py), the real plugin
@@ -320,7 +320,7 @@ bool stand_in_latency(World& w, const std::string& device, unsigned group,
     });
     if (lat.empty())
         return false;
-    print_latencies("256 devices (2 slices), the stand-in vfiod's PropertiesChanged -> slice write",
+    print_latencies("256 devices (4 slices), the stand-in vfiod's PropertiesChanged -> slice write",
                     lat);
     return true;
 }
@@ -448,7 +448,7 @@ bool at_256_devices() {
         return false;
     std::this_thread::sleep_for(1s);  // start-up settled before the idle window
     const pid_t pid = w.plugin.pid();
-    std::printf("RSS serving 256 devices (2 slices): %ld KiB (peak %ld KiB; anonymous %ld KiB, "
+    std::printf("RSS serving 256 devices (4 slices): %ld KiB (peak %ld KiB; anonymous %ld KiB, "
                 "file-backed %ld KiB), %ld threads\n",
                 status_kb(pid, "VmRSS:"), status_kb(pid, "VmHWM:"), status_kb(pid, "RssAnon:"),
                 status_kb(pid, "RssFile:"), status_kb(pid, "Threads:"));
