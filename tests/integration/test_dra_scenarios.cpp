@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/mdev.hpp"
 #include "dbus_client.hpp"
 #include "dra_cluster.hpp"
 #include "fake_apiserver.hpp"
@@ -49,6 +50,7 @@ long ms_since(Clock::time_point t0) {
 }
 
 const char kPciBusId[] = "resource.kubernetes.io/pciBusID";
+const char kMdevUuid[] = "mdevUUID";  // KubeVirt's pkg/dra MDevUUIDAttribute: unqualified
 const char kPcieRoot[] = "resource.kubernetes.io/pcieRoot";
 // Host paths, as the kubelet and the plugin name them; the plugin finds them under --root.
 const char kRegistrarDir[] = "/var/lib/kubelet/plugins_registry";
@@ -82,13 +84,15 @@ std::string joined(const std::set<std::string>& s) {
     return out;
 }
 
-// What KubeVirt's pkg/dra (GetPCIAddressForClaim, v1.9) does in virt-launcher: the claim's
-// request directory under the metadata base (resourceclaims/<claim> for a claim the VMI names,
-// resourceclaimtemplates/<pod claim> for one made from a template), exactly one
-// "*-metadata.json" there, the file read as a JSON stream whose first object of a known
-// apiVersion (metadata.resource.k8s.io/v1alpha1) counts, the request found by name with exactly
-// one device, and that device's resource.kubernetes.io/pciBusID string. "" and *err otherwise.
-std::string kubevirt_pci_bus_id(const std::string& base, const std::string& resource_claim_name,
+// What KubeVirt's pkg/dra (GetMDevUUIDForClaim, then GetPCIAddressForClaim, v1.9) does in
+// virt-launcher: the claim's request directory under the metadata base (resourceclaims/<claim>
+// for a claim the VMI names, resourceclaimtemplates/<pod claim> for one made from a template),
+// exactly one "*-metadata.json" there, the file read as a JSON stream whose first object of a
+// known apiVersion (metadata.resource.k8s.io/v1alpha1) counts, the request found by name with
+// exactly one device, and that device's unqualified mdevUUID string when it has one (asked
+// first: the device is an mdev), else its resource.kubernetes.io/pciBusID string. "" and *err
+// otherwise.
+std::string kubevirt_device(const std::string& base, const std::string& resource_claim_name,
                                 const std::string& pod_claim_name, const std::string& request,
                                 std::string* err) {
     std::string dir = resource_claim_name.empty()
@@ -138,11 +142,12 @@ std::string kubevirt_pci_bus_id(const std::string& base, const std::string& reso
                 return "";
             }
             const json& attrs = devices[0].value("attributes", json::object());
-            if (attrs.contains(kPciBusId) && attrs[kPciBusId].is_object() &&
-                attrs[kPciBusId].contains("string") && attrs[kPciBusId]["string"].is_string() &&
-                !attrs[kPciBusId]["string"].get<std::string>().empty())
-                return attrs[kPciBusId]["string"];
-            *err = "pciBusID not found for request " + request + " in " + matches[0];
+            for (const char* name : {kMdevUuid, kPciBusId})
+                if (attrs.contains(name) && attrs[name].is_object() &&
+                    attrs[name].contains("string") && attrs[name]["string"].is_string() &&
+                    !attrs[name]["string"].get<std::string>().empty())
+                    return attrs[name]["string"];
+            *err = "neither mdevUUID nor pciBusID for request " + request + " in " + matches[0];
             return "";
         }
         *err = "request " + request + " not found in " + matches[0];
@@ -559,9 +564,9 @@ TEST_F(DraScenarioTest, PrepareAnswersCdiDevicesAndTheMetadataKubeVirtReads) {
         EXPECT_TRUE(fs::exists(base + f)) << f << " is not mounted; the container has: "
                                           << joined(files_under(container));
     std::string err;
-    EXPECT_EQ(kubevirt_pci_bus_id(base, "vm-a-gpu", "", "gpu", &err), "0000:01:00.0") << err;
-    EXPECT_EQ(kubevirt_pci_bus_id(base, "vm-a-gpu", "", "audio", &err), "0000:01:00.1") << err;
-    EXPECT_EQ(kubevirt_pci_bus_id(base, "", "hostdev", "nic", &err), "0000:05:00.0") << err;
+    EXPECT_EQ(kubevirt_device(base, "vm-a-gpu", "", "gpu", &err), "0000:01:00.0") << err;
+    EXPECT_EQ(kubevirt_device(base, "vm-a-gpu", "", "audio", &err), "0000:01:00.1") << err;
+    EXPECT_EQ(kubevirt_device(base, "", "hostdev", "nic", &err), "0000:05:00.0") << err;
 
     // The rest of the file's form (DESIGN §10), for the GPU's.
     std::ifstream in(base + "/resourceclaims/vm-a-gpu/gpu/vfio.vfiod.io-metadata.json");
@@ -876,6 +881,86 @@ TEST_F(DraScenarioTest, SlicesAreBackAfterAKubeletRestart) {
     Prepared p = prepare_one("vm-e", "uid-e");
     EXPECT_TRUE(p.called) << p.status;
     EXPECT_EQ(p.error, "");
+}
+
+// Scenario 9 (issue 41, DESIGN §10, §12): vfiod's mdevs on the fake kernel (a T4 of nvidia-222,
+// the mbochs sample) are devices of the pool beside the functions, with their attributes; a
+// claim on the T4's vGPU is prepared with its own group's nodes and a metadata file from which
+// KubeVirt's reading takes its UUID; lowering the [[mdev]] count (Reload) withdraws the mdev
+// vfiod removes, and a claim on it is refused.
+TEST_F(DraScenarioTest, MdevsArePreparedForKubeVirtAndWithdrawnOnReload) {
+    auto mdev_config = [](unsigned small) {
+        return std::string(kK8sHostConfig) + "[[mdev]]\nparent = \"mbochs\"\n" +
+               "type = \"mbochs-small\"\ncount = " + std::to_string(small) + "\n" +
+               "[[mdev]]\nparent = \"" + kMdevPciParent + "\"\ntype = \"nvidia-222\"\n" +
+               "count = 1\nresource_name = \"nvidia.com/GRID_T4-1Q\"\n";
+    };
+    spit(config, mdev_config(2));
+    root = env.start_fake_vfiod(&vfiod, "k8s-mdev-host", config);
+    ASSERT_FALSE(root.empty()) << "vfiod did not get ready";
+    const std::string t4 = mdev_uuid(kMdevPciParent, "nvidia-222", 0);
+    const std::string small0 = mdev_uuid("mbochs", "mbochs-small", 0);
+    const std::string small1 = mdev_uuid("mbochs", "mbochs-small", 1);
+    std::set<std::string> want = kBound;
+    for (const auto& u : {t4, small0, small1})
+        want.insert("mdev-" + u);
+    start_plugin();
+    ASSERT_TRUE(publishes(want, kStartLimit)) << "published: " << joined(published_names());
+
+    auto devices = published();
+    const json gpu = devices["mdev-" + t4].value("attributes", json::object());
+    ASSERT_TRUE(gpu.contains("iommuGroup")) << gpu.dump();
+    const int64_t group = gpu["iommuGroup"].value("int", int64_t{-1});
+    EXPECT_TRUE(fs::exists(root + "/dev/vfio/" + std::to_string(group))) << group;
+    EXPECT_EQ(gpu, (json{{kMdevUuid, {{"string", t4}}},
+                         {"type", {{"string", "nvidia-222"}}},
+                         {"typeName", {{"string", "GRID T4-1Q"}}},
+                         {"resourceName", {{"string", "nvidia.com/GRID_T4-1Q"}}},
+                         {"iommuGroup", {{"int", group}}},
+                         {"numaNode", {{"int", 0}}},
+                         {kPcieRoot, {{"string", "pci0000:00"}}}}))
+        << gpu.dump();
+    const json vga = devices["mdev-" + small0].value("attributes", json::object());
+    EXPECT_EQ(vga[kMdevUuid], (json{{"string", small0}}));
+    EXPECT_EQ(vga["resourceName"], (json{{"string", "vfiod.io/mbochs-small"}}));
+    EXPECT_FALSE(vga.contains(kPcieRoot)) << "a virtual parent has no PCIe root";
+    for (const auto& [name, d] : devices) {
+        if (name.rfind("mdev-", 0) == 0) {
+            EXPECT_FALSE(d["attributes"].contains(kPciBusId)) << name;
+        }
+    }
+
+    ASSERT_TRUE(registered());
+    add_claim(claim_json("vgpu", "uid-v", {{"gpu", "mdev-" + t4}}));
+    Prepared p = prepare_one("vgpu", "uid-v");
+    ASSERT_TRUE(p.called) << p.status;
+    ASSERT_EQ(p.error, "");
+    ASSERT_EQ(p.devices.size(), 1u);
+    json edits = cdi_edits(p.devices[0].cdi_device_ids.at(0));
+    std::vector<std::string> nodes;
+    for (const auto& n : edits.value("deviceNodes", json::array()))
+        nodes.push_back(n.value("path", ""));
+    ASSERT_GE(nodes.size(), 2u);
+    EXPECT_EQ(nodes[0], "/dev/vfio/vfio");
+    EXPECT_EQ(nodes[1], "/dev/vfio/" + std::to_string(group));
+    const std::string container = work + "/container";
+    inject_mounts(p, container);
+    std::string err;
+    EXPECT_EQ(kubevirt_device(container + kMetadataBase, "vgpu", "", "gpu", &err), t4) << err;
+
+    // One mbochs mdev fewer: vfiod removes index 1, and the plugin withdraws it.
+    spit(config, mdev_config(1));
+    auto t0 = Clock::now();
+    ASSERT_EQ(vfiod.signal(SIGHUP), 0);
+    want.erase("mdev-" + small1);
+    EXPECT_TRUE(publishes(want, 5s)) << "published: " << joined(published_names());
+    std::printf("# [[mdev]] count lowered (Reload) -> the mdev withdrawn: %ld ms\n", ms_since(t0));
+    add_claim(claim_json("gone", "uid-g", {{"gpu", "mdev-" + small1}}));
+    p = prepare_one("gone", "uid-g");
+    EXPECT_TRUE(p.called) << p.status;
+    EXPECT_NE(p.error.find("withdrawn"), std::string::npos) << p.error;
+    EXPECT_EQ(unprepare("vgpu", "uid-v"), "");
+    EXPECT_TRUE(files_under(root + kCdiDir).empty()) << joined(files_under(root + kCdiDir));
 }
 
 // Scenario 8: 4,080 functions (16 PFs' worth of VFs, each its own group) give 64 slices of at

@@ -1,13 +1,11 @@
 // vfiod-fake-kernel (tests/integration, never installed): vfiod with vfiod's own command line,
 // but --root names a synthetic host (support/scenarios) laid out in a temporary tree whose
 // writes the fake kernel carries out, so consumers see real binds and releases. It prints
-// "root=TREE" once the tree is there; the tree goes on exit. "<scenario>+mbochs" is the scenario
-// with the kernel's sample mdev parent mbochs registered (its module loaded before vfiod), whose
-// mdevs vfiod makes and removes on the fake kernel (DESIGN §12); "+vgpu", with 8 vGPU-like
-// parents vgpu0..vgpu7 (fake_mdev's vgpu_parent) instead, room for 512 vgpu-1q mdevs.
+// "root=TREE" once the tree is there; the tree goes on exit. The scenario's mdev parents
+// (scenario_mdev_parents: "<scenario>+mbochs" adds the kernel's sample parent mbochs, "+vgpu" 8
+// vGPU-like parents with room for 512 vgpu-1q mdevs) are registered before vfiod starts, as
+// drivers loaded at boot are; vfiod makes and removes their mdevs on the fake kernel.
 #include <cstdio>
-#include <string>
-#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -20,23 +18,13 @@ int main(int argc, char** argv) {
     if (auto code = vfiod::begin_vfiod(argc, argv, &options))
         return *code;
     vfiod::test::FakeTree tree;
-    std::string scenario = options.root;
-    std::vector<vfiod::test::MdevParentSpec> parents;
-    if (scenario.ends_with("+mbochs")) {
-        parents.push_back(vfiod::test::mbochs_parent());
-    } else if (scenario.ends_with("+vgpu")) {
-        for (unsigned i = 0; i < 8; ++i)
-            parents.push_back(vfiod::test::vgpu_parent(i));
-    }
-    if (!parents.empty())
-        scenario.resize(scenario.rfind('+'));
-    if (!vfiod::test::build_scenario(scenario, tree)) {
+    if (!vfiod::test::build_scenario(options.root, tree)) {
         spdlog::critical("unknown scenario {}", options.root);
         return 2;
     }
     vfiod::test::FakeKernel fs(tree);
-    for (const auto& p : parents)
-        fs.register_mdev_parent(p, false);
+    for (const auto& parent : vfiod::test::scenario_mdev_parents(options.root))
+        fs.register_mdev_parent(parent, false);
     std::printf("root=%s\n", tree.root().c_str());
     std::fflush(stdout);
     return vfiod::run_daemon(fs, options);

@@ -180,11 +180,45 @@ void build_sriov_routed_vf(FakeTree& t) {
     t.write_file("proc/net/ipv6_route", "");
 }
 
-std::vector<std::string> scenario_names() {
-    return {"gpu-host", "k8s-host", "many-nics", "mdev-host", "sriov-host", "sriov-routed-vf"};
+namespace {
+
+// k8s-host and a T4 behind its own root port, for its mdevs.
+void build_k8s_mdev_host(FakeTree& t) {
+    build_k8s_host(t);
+    t.add_function(fn("0000:00:1c.3", "8086", "a33f", "060400", "pcieport", 20));
+    t.add_function(fn(kMdevPciParent, "10de", "1eb8", "030200", "nvidia", 19, "0000:00:1c.3"));
 }
 
-bool build_scenario(const std::string& name, FakeTree& t) {
+}  // namespace
+
+std::vector<MdevParentSpec> scenario_mdev_parents(const std::string& name) {
+    std::vector<MdevParentSpec> out;
+    if (name == "k8s-mdev-host") {
+        MdevParentSpec t4;
+        t4.name = kMdevPciParent;
+        t4.mdev_driver = "nvidia-vgpu-vfio";
+        t4.budget = 16;
+        t4.types = {{"222", "GRID T4-1Q", 1, "num_heads=4, frl_config=60"}};
+        out = {t4, mbochs_parent()};
+    }
+    // "<scenario>+mbochs", "<scenario>+vgpu": the scenario with mbochs, or 8 vGPU-like parents.
+    if (name.ends_with("+mbochs"))
+        out.push_back(mbochs_parent());
+    for (unsigned i = 0; name.ends_with("+vgpu") && i < 8; ++i)
+        out.push_back(vgpu_parent(i));
+    return out;
+}
+
+std::vector<std::string> scenario_names() {
+    return {"gpu-host",  "k8s-host",   "k8s-mdev-host",  "many-nics",
+            "mdev-host", "sriov-host", "sriov-routed-vf"};
+}
+
+bool build_scenario(const std::string& full_name, FakeTree& t) {
+    // The parents a "+mbochs" or "+vgpu" suffix adds are scenario_mdev_parents' business.
+    std::string name = full_name;
+    if (name.ends_with("+mbochs") || name.ends_with("+vgpu"))
+        name.resize(name.rfind('+'));
     if (name == "gpu-host") {
         build_gpu_host(t);
         return true;
@@ -195,6 +229,10 @@ bool build_scenario(const std::string& name, FakeTree& t) {
     }
     if (name == "mdev-host") {
         build_mdev_host(t);
+        return true;
+    }
+    if (name == "k8s-mdev-host") {
+        build_k8s_mdev_host(t);
         return true;
     }
     if (name == "many-nics") {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_mdev.hpp"
 #include "fake_tree.hpp"
 
 namespace vfiod::test {
@@ -54,8 +55,19 @@ resource_name = "samsung.com/PM9A1"
 address = "0000:00:02.0"
 )";
 
-// The names build_scenario accepts, and the builder behind each.
+// "k8s-mdev-host": k8s-host plus a T4 (10de:1eb8 on nvidia, group 19) at kMdevPciParent, whose
+// parent driver offers nvidia-222 ("GRID T4-1Q", 16 instances), and the mbochs sample parent;
+// no mdev yet; its parents are registered before vfiod starts (scenario_mdev_parents). No
+// vfiod.toml: tests write their own. Any scenario's name + "+mbochs" is that scenario with mbochs
+// registered, + "+vgpu" with 8 virtual parents vgpu0..vgpu7 of 64 units (types vgpu-1q, 1 unit,
+// and vgpu-2q, 2; fake_mdev's vgpu_parent).
+inline constexpr char kMdevPciParent[] = "0000:06:00.0";
+
+// The names build_scenario accepts (each also with a "+mbochs" or "+vgpu" suffix), and the
+// builder behind each.
 std::vector<std::string> scenario_names();
 bool build_scenario(const std::string& name, FakeTree& t);
+// The mdev parent drivers loaded on the scenario's host; none on most.
+std::vector<MdevParentSpec> scenario_mdev_parents(const std::string& name);
 
 }  // namespace vfiod::test
