@@ -1,4 +1,4 @@
-// When this process receives vfiod's PropertiesChanged for one group with the State a bench is
+// When this process receives vfiod's PropertiesChanged for one object with the State a bench is
 // waiting for (device_plugin_bench, dra_plugin_bench): the time taken for the change in flight
 // only, since a time left from an earlier change of the same kind must never stand in for it.
 #pragma once
@@ -29,10 +29,12 @@ public:
     };
 
     // On the system bus (DBUS_SYSTEM_BUS_ADDRESS), for /org/vfiod1/group/GROUP.
-    explicit StateWatch(unsigned group) : bus_(sdbus::createSystemBusConnection()) {
+    explicit StateWatch(unsigned group) : StateWatch("/org/vfiod1/group/" + std::to_string(group)) {}
+    // For the object at `path` (an mdev's: /org/vfiod1/mdev/<uuid with - as _>).
+    explicit StateWatch(const std::string& path) : bus_(sdbus::createSystemBusConnection()) {
         slot_ = bus_->addMatch(
             "type='signal',interface='org.freedesktop.DBus.Properties',"
-            "member='PropertiesChanged',path='/org/vfiod1/group/" + std::to_string(group) + "'",
+            "member='PropertiesChanged',path='" + path + "'",
             [this](sdbus::Message& m) { on_signal(m); });
         bus_->enterEventLoopAsync();
     }
