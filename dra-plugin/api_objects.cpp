@@ -239,9 +239,9 @@ DeviceAttributes attributes_of(const DraDevice& d, std::vector<std::string>* omi
         a[key] = value;
     };
     if (d.is_mdev()) {
-        str("mdevUUID", d.mdev_uuid);
-        str("type", d.mdev_type);
-        str("typeName", d.mdev_type_name);
+        str("mdevUUID", d.mdev.uuid);
+        str("type", d.mdev.type);
+        str("typeName", d.mdev.type_name);
     } else {
         str("resource.kubernetes.io/pciBusID", d.address.str());
     }
@@ -250,9 +250,9 @@ DeviceAttributes attributes_of(const DraDevice& d, std::vector<std::string>* omi
     if (!d.resource_name.empty())
         str("resourceName", d.resource_name);
     if (!d.is_mdev()) {
-        str("vendor", hex4(d.vendor));
-        str("device", hex4(d.device));
-        str("class", hex6(d.class_code));
+        str("vendor", hex4(d.ids.vendor));
+        str("device", hex4(d.ids.device));
+        str("class", hex6(d.ids.class_code));
     }
     a["iommuGroup"] = static_cast<int64_t>(d.group);
     if (d.numa_node >= 0)

@@ -87,9 +87,7 @@ void add_mdevs(const client::DaemonView& view, const std::function<bool(unsigned
         d.group = *m.plan.group;
         d.resource_name = m.plan.resource_name;
         d.numa_node = m.numa_node;
-        d.mdev_uuid = m.plan.uuid;
-        d.mdev_type = m.plan.type;
-        d.mdev_type_name = m.plan.type_name;
+        d.mdev = {m.plan.uuid, m.plan.type, m.plan.type_name};
         // A PCI parent is named by its address; a virtual one ("mbochs") has no PCIe root.
         if (auto parent = PciAddress::parse(m.plan.parent))
             d.pcie_root = pcie_root(host, d, *parent, before);
@@ -129,9 +127,7 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
             out.address = d.address;
             out.group = *g.plan.group;
             out.resource_name = d.resource_name.value_or("");
-            out.vendor = d.vendor;
-            out.device = d.device;
-            out.class_code = d.class_code;
+            out.ids = {d.vendor, d.device, d.class_code};
             out.driver = d.driver;
             out.numa_node = d.numa_node;
             out.pcie_root = pcie_root(host, out, d.address, before);
@@ -159,7 +155,7 @@ std::vector<plugin::DeviceNode> device_nodes(const DraDevice& d, const plugin::S
     if (!d.is_mdev())
         return nodes;
     std::vector<plugin::DeviceNode> cdevs;
-    const std::string dir = std::string(mdev_paths::kDevices) + "/" + d.mdev_uuid + "/vfio-dev";
+    const std::string dir = std::string(mdev_paths::kDevices) + "/" + d.mdev.uuid + "/vfio-dev";
     for (const auto& name : host.list(dir))
         if (name.starts_with("vfio") && host.exists(pci_paths::vfio_cdev(name)))
             cdevs.push_back({pci_paths::host_path(pci_paths::vfio_cdev(name))});

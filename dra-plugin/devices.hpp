@@ -21,27 +21,35 @@
 
 namespace vfiod::dra {
 
-// A PCI function, or a mediated device (mdev_uuid set): then address, vendor, device,
-// class_code and driver are unset, and pcie_root is its PCI parent's.
+// A PCI function, or a mediated device (mdev.uuid set): then address, ids and driver are
+// unset, and pcie_root is its PCI parent's.
 struct DraDevice {
+    struct PciIds {
+        uint16_t vendor = 0;
+        uint16_t device = 0;
+        uint32_t class_code = 0;
+        bool operator==(const PciIds&) const = default;
+    };
+    struct Mdev {
+        std::string uuid;       // canonical lower case
+        std::string type;       // the type's directory: "nvidia-222"
+        std::string type_name;  // its name file: "GRID T4-1Q"
+        bool operator==(const Mdev&) const = default;
+    };
     std::string name;           // "pci-0000-01-00-0", or "mdev-<uuid>"
     PciAddress address;
     unsigned group = 0;
     std::string resource_name;  // the config's resource_name; empty when none
-    uint16_t vendor = 0;
-    uint16_t device = 0;
-    uint32_t class_code = 0;
+    PciIds ids;
     std::string driver;         // "vfio-pci" or a variant driver
     int numa_node = -1;
     std::string pcie_root;      // "pci0000:00"; empty when the function's link leads nowhere
-    std::string mdev_uuid;      // canonical lower case
-    std::string mdev_type;      // the type's directory: "nvidia-222"
-    std::string mdev_type_name; // its name file: "GRID T4-1Q"
+    Mdev mdev;
     bool operator==(const DraDevice&) const = default;
 
-    bool is_mdev() const { return !mdev_uuid.empty(); }
+    bool is_mdev() const { return !mdev.uuid.empty(); }
     // What the device is on the host, for checkpoints and messages: "0000:01:00.0", or the UUID.
-    std::string host_id() const { return is_mdev() ? mdev_uuid : address.str(); }
+    std::string host_id() const { return is_mdev() ? mdev.uuid : address.str(); }
 };
 
 // "pci-0000-01-00-0" for 0000:01:00.0, and back (nullopt for any other text).

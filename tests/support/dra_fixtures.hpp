@@ -16,9 +16,7 @@ inline dra::DraDevice dra_device(const std::string& address, unsigned group) {
     d.name = dra::device_name(d.address);
     d.group = group;
     d.resource_name = "nvidia.com/GH100";
-    d.vendor = 0x10de;
-    d.device = 0x2331;
-    d.class_code = 0x030200;
+    d.ids = {0x10de, 0x2331, 0x030200};
     d.driver = "vfio-pci";
     d.pcie_root = "pci0000:00";
     return d;
@@ -32,9 +30,7 @@ inline dra::DraDevice dra_mdev(const std::string& uuid, unsigned group) {
     d.group = group;
     d.resource_name = "nvidia.com/GRID_T4-1Q";
     d.pcie_root = "pci0000:00";
-    d.mdev_uuid = uuid;
-    d.mdev_type = "nvidia-222";
-    d.mdev_type_name = "GRID T4-1Q";
+    d.mdev = {uuid, "nvidia-222", "GRID T4-1Q"};
     return d;
 }
 

@@ -98,8 +98,8 @@ TEST(DraDevices, AbsentAttributes) {
     d.numa_node = -1;
     d.pcie_root.clear();
     d.resource_name.clear();
-    d.class_code = 0x000001;
-    d.vendor = 0x0001;
+    d.ids.class_code = 0x000001;
+    d.ids.vendor = 0x0001;
     std::vector<std::string> omitted;
     auto a = device_attributes(d, &omitted);
     EXPECT_FALSE(a.contains("numaNode"));
@@ -214,8 +214,8 @@ TEST(DraDevices, InventoryPublishesHealthyAllowlistedFunctionsOnly) {
     EXPECT_EQ(gpu->address, addr("0000:01:00.0"));
     EXPECT_EQ(gpu->group, 13u);
     EXPECT_EQ(gpu->resource_name, "nvidia.com/GH100");
-    EXPECT_EQ(gpu->vendor, 0x10de);
-    EXPECT_EQ(gpu->class_code, 0x030200u);
+    EXPECT_EQ(gpu->ids.vendor, 0x10de);
+    EXPECT_EQ(gpu->ids.class_code, 0x030200u);
     EXPECT_EQ(gpu->driver, "vfio-pci");
     EXPECT_EQ(gpu->numa_node, 0);
     EXPECT_EQ(gpu->pcie_root, "pci0000:00");
@@ -417,10 +417,10 @@ TEST(DraDevices, InventoryServesReadyMdevsOnly) {
     const DraDevice* a = inv->find(mdev_device_name(q1));
     const DraDevice* b = inv->find(mdev_device_name(q2));
     ASSERT_TRUE(a && b);
-    EXPECT_EQ(a->mdev_uuid, q1);
+    EXPECT_EQ(a->mdev.uuid, q1);
     EXPECT_EQ(a->group, 30u);
     EXPECT_EQ(a->numa_node, 0);
-    EXPECT_EQ(a->mdev_type_name, "nvidia-222 name");
+    EXPECT_EQ(a->mdev.type_name, "nvidia-222 name");
     EXPECT_EQ(a->pcie_root, "pci0000:00");  // the PCI parent's
     EXPECT_EQ(a->host_id(), q1);
     auto attrs_a = device_attributes(*a, nullptr), attrs_b = device_attributes(*b, nullptr);
@@ -499,7 +499,7 @@ TEST(DraDevices, TwoHundredFiftySixMdevsMakeFourStableSlicesOfSixtyFour) {
     std::reverse(changed.begin(), changed.end());  // order given does not matter either
     for (size_t i = 0; i < changed.size(); i += 3) {
         changed[i].numa_node = 1;
-        changed[i].mdev_type_name = std::string(65, 'n');  // omitted: an attribute fewer
+        changed[i].mdev.type_name = std::string(65, 'n');  // omitted: an attribute fewer
         changed[i].resource_name.clear();
     }
     EXPECT_EQ(members(changed), before);
