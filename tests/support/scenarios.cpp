@@ -97,17 +97,26 @@ void build_k8s_host(FakeTree& t) {
     t.add_function(nic);
 }
 
+namespace {
+
+// The T4's vGPU parent driver at kMdevPciParent: 16 GB of frame buffer, two types.
+MdevParentSpec t4_parent() {
+    MdevParentSpec vgpu;
+    vgpu.name = kMdevPciParent;
+    vgpu.mdev_driver = "nvidia-vgpu-vfio";
+    vgpu.budget = 16;
+    vgpu.types = {{"222", "GRID T4-1Q", 1, "num_heads=4, frl_config=60"},
+                  {"223", "GRID T4-2Q", 2, "num_heads=4, frl_config=60"}};
+    return vgpu;
+}
+
+}  // namespace
+
 void build_mdev_host(FakeTree& t) {
     build_gpu_host(t);
     t.add_function(fn(kMdevPciParent, "10de", "1eb8", "030200", "nvidia", 18));
     FakeKernel kernel(t);
-    MdevParentSpec vgpu;
-    vgpu.name = kMdevPciParent;
-    vgpu.mdev_driver = "nvidia-vgpu-vfio";
-    vgpu.budget = 16;  // GB of frame buffer
-    vgpu.types = {{"222", "GRID T4-1Q", 1, "num_heads=4, frl_config=60"},
-                  {"223", "GRID T4-2Q", 2, "num_heads=4, frl_config=60"}};
-    kernel.register_mdev_parent(vgpu, false);
+    kernel.register_mdev_parent(t4_parent(), false);
     kernel.register_mdev_parent(mtty_parent(), false);
     for (unsigned i = 0; i < 2; ++i)
         kernel.write(mdev_paths::create_file("mtty", "mtty-1"), mdev_uuid("mtty", "mtty-1", i));
@@ -194,12 +203,7 @@ void build_k8s_mdev_host(FakeTree& t) {
 std::vector<MdevParentSpec> scenario_mdev_parents(const std::string& name) {
     std::vector<MdevParentSpec> out;
     if (name == "k8s-mdev-host") {
-        MdevParentSpec t4;
-        t4.name = kMdevPciParent;
-        t4.mdev_driver = "nvidia-vgpu-vfio";
-        t4.budget = 16;
-        t4.types = {{"222", "GRID T4-1Q", 1, "num_heads=4, frl_config=60"}};
-        out = {t4, mbochs_parent()};
+        out = {t4_parent(), mbochs_parent()};
     }
     // "<scenario>+mbochs", "<scenario>+vgpu": the scenario with mbochs, or 8 vGPU-like parents.
     if (name.ends_with("+mbochs"))

@@ -56,12 +56,11 @@ address = "0000:00:02.0"
 )";
 
 // "k8s-mdev-host": k8s-host plus a T4 (10de:1eb8 on nvidia, group 19) at kMdevPciParent, whose
-// parent driver offers nvidia-222 ("GRID T4-1Q", 16 instances), and the mbochs sample parent;
+// parent driver offers nvidia-222 and -223 (16 units), and the mbochs sample parent;
 // no mdev yet; its parents are registered before vfiod starts (scenario_mdev_parents). No
 // vfiod.toml: tests write their own. Any scenario's name + "+mbochs" is that scenario with mbochs
 // registered, + "+vgpu" with 8 virtual parents vgpu0..vgpu7 of 64 units (types vgpu-1q, 1 unit,
 // and vgpu-2q, 2; fake_mdev's vgpu_parent).
-inline constexpr char kMdevPciParent[] = "0000:06:00.0";
 
 // The names build_scenario accepts (each also with a "+mbochs" or "+vgpu" suffix), and the
 // builder behind each.
