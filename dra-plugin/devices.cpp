@@ -149,20 +149,11 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
 
 std::vector<plugin::DeviceNode> device_nodes(const DraDevice& d, const plugin::Snapshot& snapshot,
                                              const HostFs& host) {
-    // An mdev's group is its own, with no PCI function in the snapshot: its container and group
-    // nodes come from the shared rule, its iommufd node from its own sysfs directory.
-    std::vector<plugin::DeviceNode> nodes = plugin::group_device_nodes(snapshot, {d.group}, host);
-    if (!d.is_mdev())
-        return nodes;
-    std::vector<plugin::DeviceNode> cdevs;
-    const std::string dir = std::string(mdev_paths::kDevices) + "/" + d.mdev.uuid + "/vfio-dev";
-    for (const auto& name : host.list(dir))
-        if (name.starts_with("vfio") && host.exists(pci_paths::vfio_cdev(name)))
-            cdevs.push_back({pci_paths::host_path(pci_paths::vfio_cdev(name))});
-    if (!cdevs.empty() && host.exists("dev/iommu"))
-        nodes.push_back({"/dev/iommu"});
-    nodes.insert(nodes.end(), cdevs.begin(), cdevs.end());
-    return nodes;
+    // An mdev's group is its own, with no PCI function in the snapshot: the device plugin's rule
+    // for mdevs (its group node, its own sysfs directory's iommufd node).
+    if (d.is_mdev())
+        return plugin::mdev_device_nodes({{d.mdev.uuid, d.group, d.numa_node}}, host);
+    return plugin::group_device_nodes(snapshot, {d.group}, host);
 }
 
 }  // namespace vfiod::dra

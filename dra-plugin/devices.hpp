@@ -78,10 +78,9 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
                                                    const HostFs& host,
                                                    const DraInventory* before = nullptr);
 
-// The device nodes a container needs for `d` (the CDI spec's): a function's whole group's
-// (plugin::group_device_nodes); an mdev's /dev/vfio/vfio and /dev/vfio/<N>, then /dev/iommu and
-// /dev/vfio/devices/vfio<M> where the kernel has them (sys/bus/mdev/devices/<uuid>/vfio-dev/
-// vfio<M> whose node exists). Host paths whatever the root.
+// The device nodes a container needs for `d` (the CDI spec's), from the rules the device plugin's
+// Allocate uses too: a function's whole group's (plugin::group_device_nodes), an mdev's own
+// (plugin::mdev_device_nodes). Host paths whatever the root.
 std::vector<plugin::DeviceNode> device_nodes(const DraDevice& d, const plugin::Snapshot& snapshot,
                                              const HostFs& host);
 
