@@ -98,6 +98,8 @@ void check_resource_names(const Config& c, std::vector<std::string>& errors) {
         if (name.empty())
             return;
         const First self{&name, &origin, table};
+        const std::string_view prefix =
+            &envs == &mdev_envs ? kMdevEnvPrefix : kPciEnvPrefix;
         // A resource is PCI functions or mdevs: KubeVirt reads the one kind from PCI_RESOURCE_
         // and the other from MDEV_PCI_RESOURCE_, so a VM asking for one could get the other.
         auto [k, fresh_kind] = kinds.try_emplace(name, self);
@@ -110,14 +112,15 @@ void check_resource_names(const Config& c, std::vector<std::string>& errors) {
                  name, std::string(table));
         for (auto* seen : {&sockets, &envs}) {
             std::string key =
-                seen == &sockets ? plugin_socket_name(name) : plugin_env_name(name);
+                seen == &sockets ? plugin_socket_name(name) : plugin_env_name(name, prefix);
             auto [it, fresh] = seen->try_emplace(key, self);
             if (fresh || *it->second.name == name)
                 continue;
             fail(origin.str() + ": " + table + " resource_name " + config_quote(name) +
                      " collides with " + config_quote(*it->second.name) + " of the entry at " +
                      it->second.origin->str() + ": " +
-                     resource_name_collision(*it->second.name, name) + "; rename one of them",
+                     resource_name_collision(*it->second.name, name, prefix) +
+                     "; rename one of them",
                  *it->second.name, name);
         }
     };

@@ -172,6 +172,12 @@ TEST(ConfigMdev, ResourceNamesAreCheckedWithDeviceNames) {
                              mdev("parent = \"mbochs\"\ntype = \"a_b\"\ncount = 1\n"),
                          "5:1",
                          "[[mdev]] resource_name \"vfiod.io/a_b\" collides with \"vfiod.io/a.b\""));
+    // Case alone: one variable, KubeVirt's for vGPUs.
+    EXPECT_TRUE(OneError(mdev("parent = \"mbochs\"\ntype = \"gpu\"\ncount = 1\n") +
+                             mdev("parent = \"mbochs\"\ntype = \"GPU\"\ncount = 1\n"),
+                         "5:1",
+                         "both would be handed to the VM in the environment variable "
+                         "MDEV_PCI_RESOURCE_VFIOD_IO_GPU"));
     EXPECT_TRUE(OneError(mdev("parent = \"mbochs\"\ntype = \"t\"\ncount = 1\n"
                               "resource_name = \"nvidia.com\"\n"),
                          "5:17", "mdev.resource_name: invalid resource name"));
