@@ -1,6 +1,6 @@
 // vfiod-dra-plugin serving 256 mdevs (issue 41), measured, not asserted in timed tests. The test
-// build of vfiod on the fake kernel ("many-mdevs": 8 virtual vGPU parents, [[mdev]] count 32 of
-// vgpu-1q on each, enforce mode), a private bus, the fake API server (HTTPS, real Kubernetes
+// build of vfiod on the fake kernel ("k8s-host+vgpu": 8 virtual vGPU parents, [[mdev]] count 32
+// of vgpu-1q on each, enforce mode), a private bus, the fake API server (HTTPS, real Kubernetes
 // JSON), the real plugin:
 //   1. the plugin's start -> the 256 mdevs published, checked: 4 slices of 64, each device
 //      mdev-<uuid> with its mdevUUID and no pciBusID;
@@ -63,7 +63,7 @@ bool pool_is_right(World& w) {
 
 bool at_256_mdevs() {
     World w;
-    if (!w.start_api() || !w.start_fake_vfiod("many-mdevs", config(kPerParent).c_str()))
+    if (!w.start_api() || !w.start_fake_vfiod("k8s-host+vgpu", config(kPerParent).c_str()))
         return false;
     std::set<std::string> all;
     for (unsigned p = 0; p < kParents; ++p)
