@@ -904,6 +904,7 @@ TEST(ConfigShipped, CommentedExamplesAreValidWhenUncommented) {
     while (std::getline(in, line)) {
         const auto eq = line.find(" = ");
         if (line == "# [[device]]" || line == "# [[protect]]" || line == "# [[sriov]]" ||
+            line == "# [[mdev]]" ||
             (line.rfind("# ", 0) == 0 && line[2] != ' ' && eq != std::string::npos && eq < 20))
             line = line.substr(2);
         text += line + "\n";
@@ -917,6 +918,11 @@ TEST(ConfigShipped, CommentedExamplesAreValidWhenUncommented) {
     ASSERT_EQ(c.sriovs.size(), 1u);
     EXPECT_EQ(c.sriovs[0].selector->str(), "15b3:101d");
     EXPECT_EQ(c.sriovs[0].num_vfs, 8);
+    ASSERT_EQ(c.mdevs.size(), 1u);
+    EXPECT_EQ(c.mdevs[0].address->str(), "0000:3b:00.0");
+    EXPECT_EQ(c.mdevs[0].type, "nvidia-222");
+    EXPECT_EQ(c.mdevs[0].count, 4u);
+    EXPECT_EQ(c.mdevs[0].resource_name, "nvidia.com/GRID_T4-1Q");
 }
 
 // ---- [[sriov]] (DESIGN §11) ---------------------------------------------------------------
