@@ -184,6 +184,23 @@ TEST(KubevirtCr, BadInputIsRefusedWithTheFileAndLine) {
               std::string::npos);
 }
 
+// Aliases of aliases (a "billion laughs" document: 9^10 strings if expanded) are read as the
+// shared nodes they are: refused at the first element of the wrong type, at once.
+TEST(KubevirtCr, AnAliasBombIsRefusedWithoutExpandingIt) {
+    std::string text = "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (int i = 1; i < 10; ++i) {
+        std::string list = "*a" + std::to_string(i - 1);
+        text += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + list;
+        for (int k = 1; k < 9; ++k)
+            text += ", " + list;
+        text += "]\n";
+    }
+    text = "apiVersion: kubevirt.io/v1\nkind: KubeVirt\n" + text +
+           "spec:\n  configuration:\n    mediatedDevicesConfiguration:\n"
+           "      mediatedDeviceTypes: *a9\n";
+    EXPECT_NE(refusal(text).find("mediatedDeviceTypes[0]: expected a string"), std::string::npos);
+}
+
 struct KubevirtCrFile : ::testing::Test {
     std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                 ("kvcr-" + std::to_string(::getpid()));
