@@ -309,24 +309,17 @@ bool Inventory::apply(sdbus::Message& m) {
 namespace {
 
 // DESIGN §12's order as far as the objects tell it: foreign last, then by parent, type (by name:
-// the config's order is not published), vfiod's index (its UUID's), then UUID. An index found
-// is kept in `indexes` (by parent, type and UUID): a consumer asks for the view on every signal,
-// and making a pair's 4,096 UUIDs again each time would cost tens of ms at a few pairs.
-std::vector<DaemonMdev> mdev_order(const std::map<std::string, DaemonMdev>& mdevs,
-                                   std::map<std::string, std::optional<unsigned>>* indexes) {
-    OwnMdevUuids own;
+// the config's order is not published), vfiod's index (its UUID's), then UUID. The index comes
+// from the process's bounded table of made UUIDs (OwnMdevUuids::shared()): a consumer asks for
+// the view on every signal, and a pair's UUIDs are made once while it stays among the recent.
+std::vector<DaemonMdev> mdev_order(const std::map<std::string, DaemonMdev>& mdevs) {
+    OwnMdevUuids& own = OwnMdevUuids::shared();
     using Key = std::tuple<bool, std::string, std::string, unsigned, std::string>;
     std::map<Key, const DaemonMdev*> sorted;
-    auto index_of = [&](const MdevPlan& p) {
-        auto [it, fresh] = indexes->try_emplace(p.parent + '\0' + p.type + '\0' + p.uuid);
-        if (fresh)
-            it->second = own.index_of(p.parent, p.type, p.uuid);
-        return it->second;
-    };
     for (const auto& [path, r] : mdevs) {
         const MdevPlan& p = r.plan;
         const bool foreign = r.state_value == MdevState::Foreign;
-        auto index = foreign ? std::nullopt : index_of(p);
+        auto index = foreign ? std::nullopt : own.index_of(p.parent, p.type, p.uuid);
         sorted.emplace(Key{foreign, p.parent, p.type, index.value_or(0), p.uuid}, &r);
     }
     std::vector<DaemonMdev> out;
@@ -372,7 +365,7 @@ DaemonView Inventory::view() const {
             view.pfs->push_back(*r);
     }
     if (!mdevs_.empty())
-        view.mdevs = mdev_order(mdevs_, &mdev_indexes_);
+        view.mdevs = mdev_order(mdevs_);
     return view;
 }
 

@@ -113,8 +113,6 @@ private:
     std::map<std::string, DeviceRecord> devices_;
     std::map<std::string, DaemonPf> pfs_;  // by object path
     std::map<std::string, DaemonMdev> mdevs_;  // by object path
-    // vfiod's index of each own mdev seen, by parent, type and UUID (view()'s order): made once.
-    mutable std::map<std::string, std::optional<unsigned>> mdev_indexes_;
     size_t decoded_ = 0;
 };
 

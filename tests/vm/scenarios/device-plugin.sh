@@ -48,12 +48,14 @@ monitor=$!
 sleep 1
 host_request qmp device_add '{"driver":"e1000e","bus":"rp3","id":"hp1","netdev":"hp","romfile":""}' >/dev/null
 bound_signal() { _g=$(group_of $HP 2>/dev/null) && [ -n "$_g" ] && signal_time /tmp/monitor.txt "/org/vfiod1/group/$_g" bound; }
-# The first list naming the hot-plugged function Healthy.
-listed_time() { grep "^list .* $RES .* $HP=Healthy" $OUT | head -1 | cut -d' ' -f2; }
+# The first list naming the hot-plugged function Healthy; fails while there is none (wait_for
+# waits on the exit status).
+listed_time() { grep "^list .* $RES .* $HP=Healthy" $OUT | head -1 | cut -d' ' -f2 | grep .; }
 if wait_for 20 bound_signal && wait_for 5 listed_time; then
     latency=$(awk -v a="$(bound_signal)" -v b="$(listed_time)" 'BEGIN { printf "%.3f", b - a }')
     measure bound-to-listed "$latency"
-    check hotplug-listed-within-5s awk -v l="$latency" 'BEGIN { exit !(l <= 5.0) }'
+    # The plugin and the monitor receive the same signal in either order: a few ms either way.
+    check hotplug-listed-within-5s awk -v l="$latency" 'BEGIN { exit !(l >= -0.25 && l <= 5.0) }'
     hp_group=/org/vfiod1/group/$(group_of $HP)
 else
     not_ok hotplug-listed-within-5s "bound: $(bound_signal) listed: $(listed_time); $(tail -3 $OUT)"
@@ -67,20 +69,21 @@ vfioctl release $HP >/dev/null 2>&1
 released_signal() { signal_time /tmp/monitor.txt "$hp_group" released; }
 unhealthy_time() {
     awk -v t0="$t_release" -v id="$HP=Unhealthy" \
-        '$1 == "list" && $2 > t0 && index($0, " " id) { print $2; exit }' $OUT
+        '$1 == "list" && $2 > t0 && index($0, " " id) { print $2; found = 1; exit }
+         END { exit !found }' $OUT
 }
 if wait_for 10 released_signal && wait_for 5 unhealthy_time; then
     latency=$(awk -v a="$t_release" -v b="$(unhealthy_time)" 'BEGIN { printf "%.3f", b - a }')
     measure release-call-to-unhealthy "$latency"
     measure released-signal-to-unhealthy "$(awk -v a="$(released_signal)" -v b="$(unhealthy_time)" 'BEGIN { printf "%.3f", b - a }')"
-    check release-unhealthy-within-5s awk -v l="$latency" 'BEGIN { exit !(l <= 5.0) }'
+    check release-unhealthy-within-5s awk -v l="$latency" 'BEGIN { exit !(l >= 0 && l <= 5.0) }'
 else
     not_ok release-unhealthy-within-5s "$(tail -3 $OUT)"
 fi
 kill $monitor
 
 echo "allocate $RES $GPU" >&7
-answer() { grep "^allocate " $OUT | tail -1; }
+answer() { grep "^allocate " $OUT | tail -1 | grep .; }
 wait_for 10 answer
 a=$(answer)
 note "$a"

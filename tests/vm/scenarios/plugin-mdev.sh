@@ -78,7 +78,7 @@ if wait_for 10 listed2; then ok dp-listed; else not_ok dp-listed "$(last_list)";
 note "$(last_list)"
 
 echo "allocate $RES $S0" >&8
-answer() { grep "^allocate " $OUT | tail -1; }
+answer() { grep "^allocate " $OUT | tail -1 | grep .; }
 wait_for 10 answer
 a=$(answer)
 note "$a"
