@@ -6,6 +6,8 @@
 #     --head   export the committed HEAD (git archive), as CI does; without it, the files git
 #              knows here (tracked and untracked, not ignored) with their working-tree content
 #   DEB_BUILD_OPTIONS (e.g. nocheck, parallel=2) is passed on to dpkg-buildpackage.
+#   VFIOD_DEB_WORK: where the export and the build happen (default /tmp), e.g. under a ccache
+#   base directory shared with another build of the same source (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,7 +17,7 @@ out=${1:?usage: build-deb.sh [--head] OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-work=$(mktemp -d /tmp/vfiod-deb.XXXXXX)
+work=$(mktemp -d "${VFIOD_DEB_WORK:-/tmp}/vfiod-deb.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 src=$work/vfiod
 mkdir -p "$src"
