@@ -229,10 +229,12 @@ if wanted sanitize; then
   ((status == 0))
 fi
 
-# Fuzzing: a bounded libFuzzer run per target (tests/fuzz/fuzz.sh; FUZZ_SECONDS, default 60).
+# Fuzzing: a bounded libFuzzer run per target (tests/fuzz/fuzz.sh), 20 s each here: a smoke run
+# that catches a shallow regression within the CI budget; the corpora replay in every suite run
+# (fuzz-replay) and FUZZ_SECONDS=600 tests/fuzz/fuzz.sh searches deeper.
 if wanted fuzz; then
   start=$SECONDS
-  FUZZ_BUILD_DIR=${build}-fuzz tests/fuzz/fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_BUILD_DIR=${build}-fuzz tests/fuzz/fuzz.sh
   echo "test.sh: fuzz step: $((SECONDS - start)) s"
 fi
 
