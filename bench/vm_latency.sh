@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/vm_latency.sh [BUILD_DIR] [RUNS]: the real-kernel latencies and their goals, as medians of
-# RUNS (default 3) boots of the vm-daemon-hotplug and vm-device-plugin scenarios. Root (the
+# RUNS (default 3) boots of vm-daemon-hotplug and of vm-daemon-calls's device-plugin part. Root (the
 # systemd guest); takes the machine-wide VM lock like scripts/test.sh's package step.
 #
 #   hotplug-to-bound          device_add asked -> State "bound" signal, e1000e loaded       <= 1 s
@@ -20,11 +20,11 @@ runs=${2:-3}
 
 times=$(mktemp)
 trap 'rm -f "$times"' EXIT
-for ((i = 1; i <= runs; i++)); do
-    echo "vm_latency.sh: run $i of $runs (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-    flock /tmp/vm.lock meson test -C "$build" --no-rebuild vm-daemon-hotplug vm-device-plugin \
-        >/dev/null || echo "vm_latency.sh: run $i: a scenario failed (its times still count)" >&2
-    # Every "time NAME SECONDS" line the guests reported, from meson's log of this run.
+# boot [VAR=VALUE...] TEST: one meson test of TEST, then every "time NAME SECONDS" line its guest
+# reported (meson's log of that run) appended to $times.
+boot() {
+    flock /tmp/vm.lock env "${@:1:$#-1}" meson test -C "$build" --no-rebuild "${@: -1}" >/dev/null ||
+        echo "vm_latency.sh: ${*: -1}: a scenario failed (its times still count)" >&2
     python3 - "$build/meson-logs/testlog.json" >>"$times" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -33,6 +33,11 @@ for line in open(sys.argv[1]):
         if len(parts) == 3 and parts[0] == "time":
             print(parts[1], parts[2])
 EOF
+}
+for ((i = 1; i <= runs; i++)); do
+    echo "vm_latency.sh: run $i of $runs (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    boot vm-daemon-hotplug
+    boot VMTEST_ONLY=device-plugin vm-daemon-calls
 done
 
 python3 - "$times" "$runs" <<'EOF'

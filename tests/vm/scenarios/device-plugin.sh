@@ -99,3 +99,7 @@ expect_eq plugin-no-errors "" "$errs"
 systemctl stop vfiod-device-plugin.service
 journalctl -u vfiod-device-plugin -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done
 cat $OUT | while read -r line; do note "kubelet: $line"; done
+
+# As found, for the parts after this one in the boot: the hot-plugged function unplugged.
+host_request qmp device_del '{"id":"hp1"}' >/dev/null
+wait_for 20 sh -c "! test -e /sys/bus/pci/devices/$HP" || note "$HP still present after device_del"
