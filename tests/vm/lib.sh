@@ -97,6 +97,13 @@ SRIOV_HOTPLUG_PF=0000:03:00.0
 pci_dev() { echo "/sys/bus/pci/devices/$1"; }
 driver_of() { _l=$(readlink "$(pci_dev "$1")/driver" 2>/dev/null) && basename "$_l"; }
 group_of() { basename "$(readlink "$(pci_dev "$1")/iommu_group")"; }
+# pci_move BDF DRIVER: libvirt's (and vfiod's) order: override, unbind, reprobe. An empty DRIVER
+# clears the override (the kernel needs a write of "\n"), so the host driver comes back.
+pci_move() {
+    if [ -n "$2" ]; then printf '%s' "$2"; else echo; fi >"$(pci_dev "$1")/driver_override"
+    [ -e "$(pci_dev "$1")/driver" ] && printf '%s' "$1" >"$(pci_dev "$1")/driver/unbind"
+    printf '%s' "$1" >/sys/bus/pci/drivers_probe
+}
 
 # Plan JSON helpers (the busybox guest has no JSON tool). Texts are compacted to one line without
 # blanks around punctuation first, so patterns are written against compact JSON.

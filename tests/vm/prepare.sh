@@ -25,7 +25,7 @@ flock 9
 
 # Modules the guests load by name; their dependencies are resolved below, so only the names the
 # scenarios and /init ask for are listed here.
-modules=(e1000e snd-hda-intel vfio-pci nvme virtio_pci virtio_net 9pnet_virtio 9p overlay)
+modules=(e1000e snd-hda-intel vfio-pci nvme virtio_pci virtio_net 9pnet_virtio 9p overlay aer_inject)
 
 log() { echo "prepare: $*" >&2; }
 

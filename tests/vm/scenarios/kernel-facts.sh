@@ -18,14 +18,8 @@ check mgmt-nic-own-group test "$(group_of $MGMT)" != "$grp"
 expect_eq host-drivers-bound "e1000e snd_hda_intel" "$(driver_of $GPU) $(driver_of $AUDIO)"
 expect_eq override-reads-null "(null)" "$(cat "$(pci_dev $GPU)/driver_override")"
 
-# libvirt's order: override, unbind, reprobe.
-move() { # BDF DRIVER ("" clears the override: the kernel needs a write of "\n")
-    if [ -n "$2" ]; then printf '%s' "$2"; else echo; fi >"$(pci_dev "$1")/driver_override"
-    [ -e "$(pci_dev "$1")/driver" ] && printf '%s' "$1" >"$(pci_dev "$1")/driver/unbind"
-    printf '%s' "$1" >/sys/bus/pci/drivers_probe
-}
-move $GPU vfio-pci
-move $AUDIO vfio-pci
+pci_move $GPU vfio-pci
+pci_move $AUDIO vfio-pci
 expect_eq bind-gpu-vfio vfio-pci "$(driver_of $GPU)"
 expect_eq bind-audio-vfio vfio-pci "$(driver_of $AUDIO)"
 check vfio-dev-node test -c /dev/vfio/$grp
@@ -40,8 +34,8 @@ fi
 exec 3<&-
 
 # Release: an empty override ("\n") clears it; the host driver comes back on reprobe.
-move $GPU ""
-move $AUDIO ""
+pci_move $GPU ""
+pci_move $AUDIO ""
 expect_eq release-gpu-e1000e e1000e "$(driver_of $GPU)"
 expect_eq release-audio-hda snd_hda_intel "$(driver_of $AUDIO)"
 expect_eq override-cleared "(null) (null)" \
@@ -80,7 +74,7 @@ fi
 ids=$(for vf in $vfs; do echo "$(cut -c3- "$(pci_dev "$vf")/vendor"):$(cut -c3- "$(pci_dev "$vf")/device")"; done | xargs)
 expect_eq sriov-vfs-pf-id "1b36:0010 1b36:0010" "$ids"
 vf0=${vfs%% *}
-move "$vf0" vfio-pci
+pci_move "$vf0" vfio-pci
 check sriov-vf-vfio-node test -c "/dev/vfio/$(group_of "$vf0")"
 if out=$( (echo 1 >"$(pci_dev $PF)/sriov_numvfs") 2>&1); then
     not_ok sriov-change-ebusy "2 -> 1 succeeded"
