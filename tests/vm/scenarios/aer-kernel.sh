@@ -86,7 +86,7 @@ aer_cap() {
     done
 }
 
-vfiod-aer-inject listen 120 >"$LOG" 2>&1 &
+vfiod-aer-inject listen 240 >"$LOG" 2>&1 &
 listener=$!
 wait_for 10 grep -q '^listening' "$LOG" || note "the uevent listener did not start: $(cat "$LOG")"
 
