@@ -82,7 +82,8 @@ build=${BUILD_DIR:-build}
 # front of the compiler wherever it is installed, hands the package step (dpkg-buildpackage from
 # a clean export under $PWD) every object the main build made: about 10 minutes of compiling on
 # two cores. The trees differ only where the cache is told to look past: their place (BASEDIR,
-# the -ffile-prefix-map each tree gets, NOHASHDIR) and -Werror, which changes no object.
+# the -ffile-prefix-map each tree gets, NOHASHDIR) and -Werror, which changes no object. The
+# locale is hashed too: both compile under debhelper's LC_ALL=C.UTF-8.
 export CCACHE_DIR=${CCACHE_DIR:-$PWD/$build-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 \
     CCACHE_IGNOREOPTIONS=-Werror
 deb_flags() { DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"; }
@@ -121,7 +122,7 @@ if [[ -f $build/build.ninja ]]; then
 else
   meson setup "$build" "${layout[@]}"
 fi
-ninja -C "$build"
+LC_ALL=C.UTF-8 ninja -C "$build"
 took "build" "$start"
 
 # The sanitizer build (step "sanitize" below) is -O0, where ASan's compile costs a fifth of what
