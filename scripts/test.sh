@@ -84,7 +84,7 @@ build=${BUILD_DIR:-build}
 # two cores. The trees differ only where the cache is told to look past: their place (BASEDIR,
 # the -ffile-prefix-map each tree gets, NOHASHDIR) and -Werror, which changes no object. The
 # locale is hashed too: both compile under debhelper's LC_ALL=C.UTF-8.
-export CCACHE_DIR=${CCACHE_DIR:-$PWD/$build-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 \
+export CCACHE_DIR=${CCACHE_DIR:-$(realpath -m "$build")-ccache} CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 \
     CCACHE_IGNOREOPTIONS=-Werror
 deb_flags() { DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"; }
 # The VM suite's guest kernel, and the kernel's sample mdev parents built for it (the real-kernel
