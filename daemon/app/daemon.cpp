@@ -125,9 +125,12 @@ LoopHooks Daemon::loop_hooks() {
         call_log_.flush();
         if (!readiness_.ready && std::chrono::steady_clock::now() >= readiness_.by)
             say_ready("; a group still waits for a write blocked in the kernel");
+        service_.flush_health();
     };
     hooks.next_deadline = [this] {
         auto log = call_log_.next_deadline();
+        if (auto health = service_.health_due())
+            log = log ? std::min(*log, *health) : *health;
         if (readiness_.ready)
             return log;
         return std::optional(log ? std::min(*log, readiness_.by) : readiness_.by);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -40,6 +41,7 @@ struct UdevBursts {
     std::set<PciAddress> touched;
     std::set<std::string> parents;
     std::set<std::string> mdevs;
+    std::map<PciAddress, Recovery> recovery;  // DESIGN §13: at most one entry per function
     bool coalescing = false;
 
     bool empty() const { return touched.empty() && parents.empty() && mdevs.empty(); }
@@ -55,6 +57,8 @@ struct UdevBursts {
         if (e.address) {
             spdlog::debug("udev: {} {}", e.action, e.address->str());
             touched.insert(*e.address);
+            if (e.recovery.failed || e.recovery.recovered)
+                recovery[*e.address].merge(e.recovery);
         }
     }
 };
@@ -71,6 +75,11 @@ void watch_udev(Loop& loop, Service& service, PciEventSource& events, UdevBursts
             std::set<PciAddress> batch = std::exchange(b.touched, {});
             std::set<std::string> parents = std::exchange(b.parents, {});
             std::set<std::string> mdevs = std::exchange(b.mdevs, {});
+            std::map<PciAddress, Recovery> recovery = std::exchange(b.recovery, {});
+            // The recovery first: the health check it queues is the one the burst's other
+            // events join, so the finding names the recovery, not the count it moved.
+            if (!recovery.empty())
+                service.handle_recovery(recovery);
             if (!batch.empty())
                 service.handle_events(batch);
             if (!parents.empty())

@@ -43,8 +43,11 @@ std::vector<PciEvent> UdevMonitor::receive() {
         const char* subsystem = udev_device_get_subsystem(d);
         const char* state = udev_device_get_property_value(d, "MDEV_STATE");
         PciEvent e{action ? action : "", std::nullopt, "", ""};
-        if (name && subsystem && std::strcmp(subsystem, "pci") == 0)
+        if (name && subsystem && std::strcmp(subsystem, "pci") == 0) {
             e.address = PciAddress::parse(name);
+            if (e.action == "change")
+                e.recovery = recovery_of(udev_device_get_property_value(d, "ERROR_EVENT"));
+        }
         if (name && subsystem && std::strcmp(subsystem, "mdev") == 0 && is_canonical_uuid(name))
             e.mdev = name;
         if (name && state && e.action == "change" &&

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/health.hpp"
 #include "core/pci_address.hpp"
 
 struct udev;
@@ -22,7 +23,12 @@ struct PciEvent {
     std::string mdev_parent;
     // An mdev's own event (subsystem mdev: add, bind, unbind, remove): its UUID.
     std::string mdev;
+    // A PCI function's change with ERROR_EVENT=SUCCESSFUL_RECOVERY or FAILED_RECOVERY (DESIGN
+    // §13); BEGIN_RECOVERY and unknown values set nothing here (the event still names the
+    // function, whose health is then read).
+    Recovery recovery{};
 };
+
 
 // Where the event loop gets PCI uevents: the udev monitor, or a test's scripted source.
 class PciEventSource {

@@ -32,6 +32,9 @@ constexpr Property<DeviceInfo> kProperties[] = {
     property<DeviceInfo, [](const DeviceInfo& d) {
         return sdbus::ObjectPath(group_object_path(d.group));
     }>("Group"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return std::string(to_string(d.health)); }>(
+        "Health"),
+    property<DeviceInfo, [](const DeviceInfo& d) { return d.health_reason; }>("HealthReason"),
 };
 
 const ObjectKind<PciAddress, DeviceInfo> kDevices{

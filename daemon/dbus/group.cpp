@@ -39,6 +39,8 @@ constexpr Property<GroupInfo> kProperties[] = {
             out.emplace_back(device_object_path(a));
         return out;
     }>("Devices"),
+    property<GroupInfo, [](const GroupInfo& g) { return std::string(to_string(g.health)); }>(
+        "Health"),
 };
 
 const ObjectKind<unsigned, GroupInfo> kGroups{

@@ -31,6 +31,9 @@ constexpr Property<MdevInfo> kProperties[] = {
     property<MdevInfo, [](const MdevInfo& m) { return std::string(to_string(m.reason)); }>(
         "Reason"),
     property<MdevInfo, [](const MdevInfo& m) { return m.blockers; }>("Blockers"),
+    property<MdevInfo, [](const MdevInfo& m) { return std::string(to_string(m.health)); }>(
+        "Health"),
+    property<MdevInfo, [](const MdevInfo& m) { return m.health_reason; }>("HealthReason"),
 };
 
 const ObjectKind<std::string, MdevInfo> kMdevs{"org.vfiod1.MediatedDevice", kPrefix,

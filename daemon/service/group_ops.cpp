@@ -68,6 +68,14 @@ void GroupWriteOp::run(ServiceParts& s) {
 OpResult GroupWriteOp::complete(ServiceParts& s) {
     const GroupWrite& w = write_;
     GroupStatus st = w.after ? *w.after : from_outcome(outcome_);
+    // The drivers the functions go back to, as published before the release (DESIGN §13:
+    // quarantine when one does not take its function back).
+    std::map<PciAddress, std::string> originals;
+    if (w.releasing)
+        for (const auto& d : w.plan.devices)
+            if (auto it = s.store.inventory().devices.find(d.address);
+                it != s.store.inventory().devices.end())
+                originals[d.address] = it->second.original_driver;
     // First, so the state-change line names the drivers the functions went to.
     std::set<PciAddress> written = s.host.members({w.group});
     for (const auto& d : w.plan.devices)
@@ -76,6 +84,17 @@ OpResult GroupWriteOp::complete(ServiceParts& s) {
     s.store.set_status(w.group, st);
     if (w.releasing || w.trigger == Trigger::Operator)
         s.then.retry_pfs();
+    if (w.releasing && st.state == GroupState::Released) {
+        s.then.check_health(w.group, HealthCheck::Event, originals);
+    } else if (w.releasing && st.state == GroupState::Failed) {
+        // Rolled back because a function's driver did not take it ("ADDR: verify: …"): that
+        // function alone is a quarantine candidate; its companions were put back with it.
+        auto colon = st.message.find(": verify: ");
+        auto fn = colon == std::string::npos ? std::nullopt
+                                             : PciAddress::parse(st.message.substr(0, colon));
+        if (fn && originals.count(*fn))
+            s.then.check_health(w.group, HealthCheck::Event, {{*fn, originals[*fn]}});
+    }
     GroupState want = w.releasing ? GroupState::Released : GroupState::Bound;
     if (st.state == want)
         return {};
@@ -101,6 +120,12 @@ GroupWrite BindOp::decide(ServiceParts& s) {
     GroupWrite w = s.decider.bind(address_);
     if (w.redecide)
         s.then.decide(*w.redecide);
+    // An operator's Bind clears the group's health states once its functions read fine
+    // (DESIGN §13): checked after this operation, in the group's queue.
+    if (!w.done || w.done->ok())
+        if (auto a = PciAddress::parse(address_))
+            if (auto g = s.host.group_of(*a))
+                s.then.check_health(*g, HealthCheck::Clear);
     return w;
 }
 

@@ -10,16 +10,25 @@
 #include <string>
 #include <vector>
 
+#include "core/health.hpp"
 #include "core/pci_address.hpp"
 #include "core/plan.hpp"
 #include "core/state.hpp"
 
 namespace vfiod {
 
+// A published object's health (DESIGN §13): a function's own, an mdev's its parent's.
+struct HealthInfo {
+    Health health = Health::Unknown;
+    std::string health_reason;  // "" for ok; "CODE: text" otherwise
+
+    bool operator==(const HealthInfo&) const = default;
+};
+
 // A published function: the planner's record of it (core/plan.hpp), and what only the daemon
 // knows about it. Published as "" where the record holds nullopt (a bridge's target, no
 // resource_name).
-struct DeviceInfo : DeviceRecord {
+struct DeviceInfo : DeviceRecord, HealthInfo {
     std::string original_driver;  // "" when unknown or none
     unsigned group = 0;
 
@@ -32,6 +41,7 @@ struct GroupInfo {
     Reason reason = Reason::None;
     std::vector<PciAddress> blockers;
     std::vector<PciAddress> devices;
+    Health health = Health::Ok;  // the worst of its functions'
 
     bool operator==(const GroupInfo&) const = default;
 };
@@ -51,7 +61,7 @@ struct PfInfo {
 
 // An mdev (DESIGN §12): one an [[mdev]] entry wants (present or not), one of vfiod's own on
 // its way out, or a foreign one: /org/vfiod1/mdev/…, org.vfiod1.MediatedDevice.
-struct MdevInfo {
+struct MdevInfo : HealthInfo {
     std::string uuid;           // canonical lower case
     std::string parent;         // its name under /sys/class/mdev_bus
     std::string type;           // the type's directory

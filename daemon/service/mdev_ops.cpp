@@ -16,7 +16,7 @@ namespace {
 // while its /dev/vfio/<N> is there.
 MdevInfo record_of(const MdevPlan& p, const MdevHost& host, const Topology& topo,
                    const HostFs& fs) {
-    MdevInfo m{p.uuid, p.parent, p.type, p.type_name, p.resource_name, std::nullopt, -1,
+    MdevInfo m{{}, p.uuid, p.parent, p.type, p.type_name, p.resource_name, std::nullopt, -1,
                planned_state(p.action, p.reason), p.reason, p.blockers};
     auto parent = host.parents.find(p.parent);
     if (parent != host.parents.end() && parent->second.address)

@@ -5,11 +5,13 @@
 // class, not a branch through them (docs/ARCHITECTURE.md, "Where a new operation kind plugs in").
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "core/health.hpp"
 #include "core/pci_address.hpp"
 #include "service/op_result.hpp"
 
@@ -29,6 +31,10 @@ public:
     virtual void probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing) = 0;
     // The group the current entry decides: published `failed` if the entry throws.
     virtual void deciding(unsigned group) = 0;
+    // The group's health checked (DESIGN §13); `released`: after a release, the driver each
+    // function went back to.
+    virtual void check_health(unsigned group, HealthCheck why,
+                              const std::map<PciAddress, std::string>& released = {}) = 0;
 
 protected:
     ~FollowUps() = default;

@@ -13,6 +13,7 @@
 #include "io/proc_fds.hpp"
 #include "io/vfio_use.hpp"
 #include "service/group_ops.hpp"
+#include "service/health_ops.hpp"
 #include "service/mdev_ops.hpp"
 #include "service/pf_ops.hpp"
 #include "service/service_parts.hpp"
@@ -25,14 +26,15 @@ namespace {
 constexpr unsigned kMdevQueue = ~0u;
 }  // namespace
 
-ServiceParts::ServiceParts(HostFs& fs_, const std::function<Mode()>& mode, FollowUps& then_)
+ServiceParts::ServiceParts(HostFs& fs_, const std::function<Mode()>& mode_, FollowUps& then_)
     : fs(fs_),
       journal(fs),
       executor(fs, &journal),
       host(fs),
-      store(host, journal, mode),
-      decider(host, store, executor, journal, mode),
-      pf_decider(host, store, mode),
+      health(fs),
+      store(host, journal, health, mode_),
+      decider(host, store, executor, journal, mode_),
+      pf_decider(host, store, mode_),
       mdev_writer(fs, std::chrono::seconds(10), &journal),
       then(then_) {}
 
@@ -111,6 +113,7 @@ bool Service::start() {
         spdlog::info("configuration {}: {} device entries, {} protect entries, mode {}",
                      join(config.files), config.devices.size(), config.protects.size(),
                      to_string(mode()));
+    s_.health.load();
     std::map<unsigned, std::vector<PciAddress>> interrupted;
     if (mode() == Mode::Enforce)
         interrupted = reconcile();
@@ -135,6 +138,7 @@ bool Service::start() {
     }
     decide_pfs(s_.host.governed_pfs());
     decide_mdevs(nullptr);
+    check_all_health(HealthCheck::Start);
     if (!s_.host.snapshot().topology.iommu_enabled) {
         Plan plan = s_.host.whole_plan();
         if (!plan.groups.empty())
@@ -239,6 +243,75 @@ void Service::apply_events(const std::set<PciAddress>& touched) {
     }
     decide(groups, true);
     pf_events(touched, std::move(pfs_before));
+    // Correctable errors send no uevent: any event of a function reads its totals (DESIGN §13).
+    std::set<unsigned> checked;
+    for (const auto& a : touched) {
+        if (!s_.host.snapshot().topology.find(a)) {
+            s_.health.forget(a);
+            continue;
+        }
+        if (auto g = s_.host.group_of(a); g && checked.insert(*g).second)
+            check_health(*g, HealthCheck::Event);
+    }
+}
+
+void Service::handle_recovery(const std::map<PciAddress, Recovery>& recovery) {
+    guarded("recovery events", [&] {
+        for (const auto& [a, r] : recovery) {
+            auto g = s_.host.group_of(a);
+            if (!g)
+                continue;
+            check_health(*g, HealthCheck::Event, {}, {{a, r}});
+        }
+        return OpResult{};
+    });
+}
+
+void Service::check_health(unsigned g, HealthCheck why,
+                           const std::map<PciAddress, std::string>& released,
+                           const std::map<PciAddress, Recovery>& recovery) {
+    if (auto waiting = health_waiting_.find(g); waiting != health_waiting_.end()) {
+        waiting->second->add(why);
+        waiting->second->add_released(released);
+        for (const auto& [a, r] : recovery)
+            waiting->second->add_recovery(a, r);
+        return;
+    }
+    auto op = std::make_shared<HealthOp>(g, why);
+    op->add_released(released);
+    for (const auto& [a, r] : recovery)
+        op->add_recovery(a, r);
+    health_waiting_.emplace(g, op);
+    // Without workers the queue may run it at once, before enqueue() returns.
+    queue_->enqueue(g, {[this, op, g] {
+                            health_waiting_.erase(g);
+                            return start(op, g);
+                        },
+                        {}});
+}
+
+void Service::check_all_health(HealthCheck why) {
+    std::set<unsigned> groups;
+    for (const auto& [g, st] : s_.store.statuses())
+        groups.insert(g);
+    for (const auto& [uuid, m] : s_.store.mdevs())
+        if (auto a = PciAddress::parse(m.parent))
+            if (auto g = s_.host.group_of(*a))
+                groups.insert(*g);
+    for (unsigned g : groups)
+        check_health(g, why);
+}
+
+std::optional<std::chrono::steady_clock::time_point> Service::health_due() const {
+    return s_.health.due();
+}
+
+void Service::flush_health() {
+    if (auto due = s_.health.due(); !due || *due > std::chrono::steady_clock::now())
+        return;
+    for (const auto& a : s_.health.flush(std::chrono::steady_clock::now()))
+        s_.store.health_changed(a);
+    s_.store.publish();
 }
 
 void Service::pf_events(const std::set<PciAddress>& touched, std::set<PciAddress> before) {
@@ -459,6 +532,7 @@ OpResult Service::apply_reload() {
     decide(groups, false);
     decide_pfs(s_.host.governed_pfs());
     decide_mdevs(nullptr);
+    check_all_health(HealthCheck::Reload);
     return {};
 }
 

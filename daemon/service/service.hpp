@@ -6,6 +6,7 @@
 // reload) and the entries' error guard. The D-Bus adaptor and the event loop only call into it.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -29,6 +30,7 @@
 
 namespace vfiod {
 
+class HealthOp;
 class OperatorOp;
 class Workers;
 
@@ -73,6 +75,14 @@ public:
     // DESIGN §12's triggers: one of vfiod's removed by hand shows pending until the next one,
     // and a create failing in the probe, which sends add and remove, cannot trigger itself).
     void handle_mdev_changes(const std::set<std::string>& uuids);
+    // The PCIe error recovery uevents of a burst (DESIGN §13), by function: each one's group
+    // checks its health, whatever the function's role (the kernel sends them to every function
+    // below the port, the port's other functions included).
+    void handle_recovery(const std::map<PciAddress, Recovery>& recovery);
+    // Health reasons whose count alone changed wait up to a second (DESIGN §13): when the next
+    // is due, and publishing those due by now (the event loop's deadline and after-dispatch).
+    std::optional<std::chrono::steady_clock::time_point> health_due() const;
+    void flush_health();
 
     // D-Bus Reload / SIGHUP: a bad config is rejected and the running one kept.
     OpResult reload();
@@ -156,6 +166,17 @@ private:
     // except those whose PF's group is busy, unless that PF is `finishing` its operation.
     void probe_left(const std::set<PciAddress>& vfs, const PciAddress* finishing) override;
     void deciding(unsigned group) override;
+    void check_health(unsigned group, HealthCheck why,
+                      const std::map<PciAddress, std::string>& released = {}) override {
+        check_health(group, why, released, {});
+    }
+    // With the recovery uevents the check takes into account.
+    void check_health(unsigned group, HealthCheck why,
+                      const std::map<PciAddress, std::string>& released,
+                      const std::map<PciAddress, Recovery>& recovery);
+    // One check each, of every group health is watched in: the published ones and those of
+    // PCI mdev parents (start, Reload).
+    void check_all_health(HealthCheck why);
     // An operator's Bind or Release: queued in its group, or answered at once from the plan.
     void submit(std::shared_ptr<OperatorOp> op, Reply reply);
     void enqueue(unsigned group, OperationPtr op);
@@ -180,6 +201,9 @@ private:
     std::set<MdevPair> mdev_waiting_;  // pairs queued, not started
     // Pairs whose last operation was refused or failed: the §11 retries queue these alone.
     std::set<MdevPair> mdev_unsettled_;
+    // A group's health check queued and not started: later triggers join it, so an error storm
+    // costs one check per group at a time (DESIGN §13).
+    std::map<unsigned, std::shared_ptr<HealthOp>> health_waiting_;
 };
 
 }  // namespace vfiod

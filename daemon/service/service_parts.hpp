@@ -8,6 +8,7 @@
 #include "exec/journal.hpp"
 #include "exec/mdev_writer.hpp"
 #include "service/decider.hpp"
+#include "service/health_tracker.hpp"
 #include "service/host_model.hpp"
 #include "service/operation.hpp"
 #include "service/pf_decider.hpp"
@@ -26,6 +27,7 @@ struct ServiceParts {
     Journal journal;
     Executor executor;
     HostModel host;
+    HealthTracker health;  // DESIGN §13; on the loop only
     StatusStore store;
     Decider decider;
     PfDecider pf_decider;

@@ -7,6 +7,7 @@
 #include "core/plan_text.hpp"
 #include "core/strings.hpp"
 #include "exec/journal.hpp"
+#include "service/health_tracker.hpp"
 #include "service/host_model.hpp"
 
 namespace vfiod {
@@ -28,7 +29,7 @@ void StatusStore::set_status(unsigned group, GroupStatus s) {
     auto it = status_.find(group);
     if (it != status_.end() && it->second == s)
         return;
-    const GroupPlan* gp = host_.group_plan(group);
+    const GroupPlan* gp = in_.host.group_plan(group);
     // A released group's plan would bind it again; what matters is where its functions are now.
     std::string devices = gp ? describe_devices(*gp, s.state != GroupState::Released) : "";
     switch (s.state) {
@@ -77,7 +78,7 @@ void StatusStore::set_pf_status(const PciAddress& pf, PfStatus s) {
 
 void StatusStore::update_pfs(InventoryChange* change) {
     std::map<PciAddress, PfInfo> now;
-    for (const auto& [a, plan] : host_.pf_plans()) {
+    for (const auto& [a, plan] : in_.host.pf_plans()) {
         auto st = pf_status_.find(a);
         if (st == pf_status_.end())
             continue;  // not decided yet
@@ -91,7 +92,7 @@ void StatusStore::update_pfs(InventoryChange* change) {
         info.blockers = st->second.blockers;
     }
     // A PF no entry governs any more (or gone) has its object and status dropped.
-    std::erase_if(pf_status_, [&](const auto& kv) { return !host_.pf_plan(kv.first); });
+    std::erase_if(pf_status_, [&](const auto& kv) { return !in_.host.pf_plan(kv.first); });
     for (const auto& [a, info] : inventory_.pfs)
         if (!now.count(a))
             change->pfs.insert(a);
@@ -120,8 +121,10 @@ void log_mdev(const MdevInfo& m) {
 void StatusStore::set_mdevs(const std::function<bool(const MdevInfo&)>& replaced,
                             std::vector<MdevInfo> now) {
     std::map<std::string, MdevInfo> next;
-    for (auto& m : now)
+    for (auto& m : now) {
+        stamp_health(&m);
         next.insert_or_assign(m.uuid, std::move(m));
+    }
     auto& published = inventory_.mdevs;
     // Straight into the inventory, each change noted for the next publication: an mdev's
     // record is what its operation read, and nothing else derives it.
@@ -144,6 +147,34 @@ void StatusStore::set_mdevs(const std::function<bool(const MdevInfo&)>& replaced
     }
 }
 
+void StatusStore::stamp_health(MdevInfo* m) const {
+    if (auto parent = PciAddress::parse(m->parent)) {
+        m->health = in_.health.health(*parent);
+        m->health_reason = in_.health.reason(*parent);
+    } else {
+        m->health = Health::Unknown;
+        m->health_reason = "no-aer: the parent is not a PCI function";
+    }
+}
+
+void StatusStore::health_changed(const PciAddress& fn) {
+    if (auto g = in_.host.group_of(fn))
+        dirty_.groups.insert(*g);
+    const std::string name = fn.str();
+    for (auto& [uuid, m] : inventory_.mdevs) {
+        if (m.parent != name)
+            continue;
+        stamp_health(&m);
+        unsent_.mdevs.insert(uuid);
+    }
+}
+
+bool StatusStore::is_mdev_parent(const PciAddress& fn) const {
+    const std::string name = fn.str();
+    return std::any_of(inventory_.mdevs.begin(), inventory_.mdevs.end(),
+                       [&](const auto& kv) { return kv.second.parent == name; });
+}
+
 void StatusStore::forget_group(unsigned group) {
     dirty_.groups.insert(group);
     if (status_.erase(group))
@@ -152,7 +183,7 @@ void StatusStore::forget_group(unsigned group) {
 
 // The published view of one group (nullopt: not published): its object and its functions'.
 std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> StatusStore::group_view(unsigned id) const {
-    const GroupPlan* gp = host_.group_plan(id);
+    const GroupPlan* gp = in_.host.group_plan(id);
     auto st = status_.find(id);
     if (!gp || st == status_.end())
         return std::nullopt;
@@ -162,7 +193,7 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> StatusStore::group_
     gi.state = st->second.state;
     gi.reason = st->second.reason;
     gi.blockers = st->second.blockers;
-    const auto orig = journal_.originals(id);
+    const auto orig = in_.journal.originals(id);
     for (const auto& d : gp->devices) {
         gi.devices.push_back(d.address);
         DeviceInfo di;
@@ -173,6 +204,9 @@ std::optional<std::pair<GroupInfo, std::vector<DeviceInfo>>> StatusStore::group_
         else if (!d.target || d.driver != *d.target)
             di.original_driver = d.driver;  // still on it: the host driver is the original
         di.group = id;
+        di.health = in_.health.health(d.address);
+        di.health_reason = in_.health.reason(d.address);
+        gi.health = worst(gi.health, di.health);
         out.second.push_back(std::move(di));
     }
     return out;
@@ -186,7 +220,7 @@ void StatusStore::publish() {
         // failed, and everything not acknowledged goes again.
         spdlog::error("publishing: {}; the groups it was publishing are marked failed", e.what());
         for (unsigned g : unsent_.groups)
-            if (host_.group_plan(g) && status_.count(g))
+            if (in_.host.group_plan(g) && status_.count(g))
                 set_status(g, {GroupState::Failed, Reason::None,
                                std::string("internal error: publishing: ") + e.what(), {}});
         try {
@@ -252,7 +286,7 @@ void StatusStore::publish_changes() {
     // groups or four thousand.
     std::set<unsigned> groups;
     if (dirty_.all) {
-        for (const auto& [g, gp] : host_.plans())
+        for (const auto& [g, gp] : in_.host.plans())
             groups.insert(g);
         for (const auto& [g, gi] : inventory_.groups)
             groups.insert(g);
@@ -261,7 +295,7 @@ void StatusStore::publish_changes() {
     }
     InventoryChange change;
     std::string m = to_string(mode_());
-    const bool iommu = host_.snapshot().topology.iommu_enabled;
+    const bool iommu = in_.host.snapshot().topology.iommu_enabled;
     if (inventory_.mode != m || inventory_.iommu != iommu) {
         inventory_.mode = std::move(m);
         inventory_.iommu = iommu;

@@ -17,15 +17,18 @@
 
 namespace vfiod {
 
+class HealthTracker;
 class HostModel;
 class Journal;
 
 class StatusStore {
 public:
-    StatusStore(const HostModel& host, const Journal& journal, std::function<Mode()> mode)
-        : host_(host), journal_(journal), mode_(std::move(mode)) {}
+    StatusStore(const HostModel& host, const Journal& journal, const HealthTracker& health,
+                std::function<Mode()> mode)
+        : in_{host, journal, health}, mode_(std::move(mode)) {}
 
     void set_on_change(OnChange cb) { on_change_ = std::move(cb); }
+    Mode mode() const { return mode_(); }
     const Inventory& inventory() const { return inventory_; }
 
     const std::map<unsigned, GroupStatus>& statuses() const { return status_; }
@@ -46,6 +49,12 @@ public:
                    std::vector<MdevInfo> now);
     const std::map<std::string, MdevInfo>& mdevs() const { return inventory_.mdevs; }
 
+    // Device health (DESIGN §13): the function's state changed in the HealthTracker; its group
+    // and the mdevs it is the parent of are published again.
+    void health_changed(const PciAddress& fn);
+    // Whether a published mdev has the function as its parent.
+    bool is_mdev_parent(const PciAddress& fn) const;
+
     // Sends `reply` once what this dispatch changed is published (publish()).
     void answer(Reply reply, OpResult r);
     // Service::publish(): never throws.
@@ -61,9 +70,15 @@ private:
     // Brings every PF's part of inventory_ up to date: a host has few PFs, and their counts
     // change with any read of the host.
     void update_pfs(InventoryChange* change);
+    // An mdev's health, its parent's (a virtual parent is not a PCI function: unknown).
+    void stamp_health(MdevInfo* m) const;
 
-    const HostModel& host_;
-    const Journal& journal_;
+    // What it reads, never changes.
+    struct {
+        const HostModel& host;
+        const Journal& journal;
+        const HealthTracker& health;
+    } in_;
     std::function<Mode()> mode_;
     std::map<unsigned, GroupStatus> status_;
     std::map<PciAddress, PfStatus> pf_status_;

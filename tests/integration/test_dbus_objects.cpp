@@ -272,8 +272,8 @@ TEST_F(DbusObjectsTest, EveryKeyByItsOwnPathAndNoOtherSpelling) {
     EXPECT_EQ(paths, (std::set<std::string>{"/org/vfiod1/device/10000_00_00_0",
                                             "/org/vfiod1/device/ffff_ff_1f_7",
                                             "/org/vfiod1/group/0", "/org/vfiod1/group/4294967295"}));
-    EXPECT_EQ(all["/org/vfiod1/device/ffff_ff_1f_7"]["org.vfiod1.Device"].size(), 12u);
-    EXPECT_EQ(all["/org/vfiod1/group/0"]["org.vfiod1.Group"].size(), 6u);
+    EXPECT_EQ(all["/org/vfiod1/device/ffff_ff_1f_7"]["org.vfiod1.Device"].size(), 14u);
+    EXPECT_EQ(all["/org/vfiod1/group/0"]["org.vfiod1.Group"].size(), 7u);
 }
 
 TEST_F(DbusObjectsTest, PropertiesChangedNamesOnlyWhatChanged) {
@@ -755,10 +755,11 @@ TEST_F(DbusObjectsTest, MediatedDevicesByTheirUuidWithEveryPropertyAndReadBack) 
     const std::string own = "6d966230-f3a1-5551-97f3-4aec0da0213a";  // mbochs/mbochs-small/0
     const std::string other = "0a1b2c3d-0000-4000-8000-000000000001";
     Inventory inv;
-    inv.mdevs[own] = {own, "mbochs", "mbochs-small", "mbochs-64mb", "vfiod.io/mbochs-small", 14u,
-                      -1, MdevState::Ready, Reason::None, {}};
-    inv.mdevs[other] = {other, "0000:3b:00.0", "nvidia-222", "GRID \xff T4", "", std::nullopt,
-                        1, MdevState::Foreign, Reason::InUseMdev, {"pid 7 (q\xfe)"}};
+    inv.mdevs[own] = {{Health::Ok, ""}, own, "mbochs", "mbochs-small", "mbochs-64mb",
+                      "vfiod.io/mbochs-small", 14u, -1, MdevState::Ready, Reason::None, {}};
+    inv.mdevs[other] = {{Health::Failed, "aer-fatal: recovery failed \xff"}, other,
+                        "0000:3b:00.0", "nvidia-222", "GRID \xff T4", "", std::nullopt, 1,
+                        MdevState::Foreign, Reason::InUseMdev, {"pid 7 (q\xfe)"}};
     objects_->publish(inv, everything(inv));
     serve();
     auto get = [&](const std::string& path, const char* prop) {
@@ -781,6 +782,11 @@ TEST_F(DbusObjectsTest, MediatedDevicesByTheirUuidWithEveryPropertyAndReadBack) 
     EXPECT_EQ(get(foreign_path, "IommuGroup").get<uint32_t>(), 0u);
     EXPECT_EQ(get(foreign_path, "VfioPath").get<std::string>(), "");
     EXPECT_EQ(get(foreign_path, "TypeName").get<std::string>(), "GRID \xef\xbf\xbd T4");
+    EXPECT_EQ(get(path, "Health").get<std::string>(), "ok");
+    EXPECT_EQ(get(path, "HealthReason").get<std::string>(), "");
+    EXPECT_EQ(get(foreign_path, "Health").get<std::string>(), "failed");
+    EXPECT_EQ(get(foreign_path, "HealthReason").get<std::string>(),
+              "aer-fatal: recovery failed \xef\xbf\xbd");
     // Upper case, or a UUID cut short: not an object ('-' kept is no object path at all).
     for (const char* spelling : {"/org/vfiod1/mdev/6D966230_F3A1_5551_97F3_4AEC0DA0213A",
                                  "/org/vfiod1/mdev/6d966230_f3a1_5551_97f3_4aec0da0213"})
@@ -788,7 +794,7 @@ TEST_F(DbusObjectsTest, MediatedDevicesByTheirUuidWithEveryPropertyAndReadBack) 
                   "org.freedesktop.DBus.Error.UnknownObject") << spelling;
 
     auto [declared, live] = served_and_declared(path, "org.vfiod1.MediatedDevice");
-    EXPECT_EQ(declared.size(), 11u);
+    EXPECT_EQ(declared.size(), 13u);
     EXPECT_TRUE(declared.count("Uuid s read const"));
     EXPECT_EQ(live, declared);
 

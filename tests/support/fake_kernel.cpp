@@ -1,6 +1,8 @@
 #include "fake_kernel.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <utility>
 
 #include "core/pci_address.hpp"
@@ -102,6 +104,84 @@ void FakeKernel::hot_add(const FakeTree::Function& fn) {
     add_device(fn, fn.driver);
     probe_new_device(fn.address);
     deliver_uevents(lock);
+}
+
+namespace {
+
+// The three files as 6.1 prints them (drivers/pci/pcie/aer.c): one line per error bit, then the
+// total. Only RxErr and CmpltTO are counted here, the errors the VM test injects.
+void write_aer_files(FakeTree& tree, const std::string& dev, const AerTotalsText& t) {
+    tree.write_file(dev + "/aer_dev_correctable",
+                    "RxErr " + std::to_string(t.cor) + "\nBadTLP 0\nBadDLLP 0\nRollover 0\n"
+                    "Timeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR " +
+                    std::to_string(t.cor) + "\n");
+    tree.write_file(dev + "/aer_dev_nonfatal",
+                    "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO " +
+                    std::to_string(t.nonfatal) + "\nCmpltAbrt 0\nUnxCmplt 0\n"
+                    "TOTAL_ERR_NONFATAL " + std::to_string(t.nonfatal) + "\n");
+    tree.write_file(dev + "/aer_dev_fatal", "Undefined 0\nDLP " + std::to_string(t.fatal) +
+                                                "\nSDES 0\nTOTAL_ERR_FATAL " +
+                                                std::to_string(t.fatal) + "\n");
+}
+
+}  // namespace
+
+void FakeKernel::add_aer(const std::string& bdf) {
+    std::lock_guard lock(m_);
+    aer_[bdf] = {};
+    write_aer_files(tree_, tree_.devpath(bdf), aer_[bdf]);
+}
+
+void FakeKernel::lacks_error_handlers(const std::string& driver) {
+    std::lock_guard lock(m_);
+    no_error_handlers_.insert(driver);
+}
+
+void FakeKernel::inject_aer(const std::string& bdf, AerKind kind, bool recovers) {
+    std::unique_lock lock(m_);
+    auto it = aer_.find(bdf);
+    if (it == aer_.end())
+        return;  // aer_inject refuses a function without AER (EPROTONOSUPPORT)
+    if (kind == AerKind::Correctable)
+        ++it->second.cor;
+    else if (kind == AerKind::NonFatal)
+        ++it->second.nonfatal;
+    write_aer_files(tree_, tree_.devpath(bdf), it->second);
+    if (kind == AerKind::Correctable)
+        return;
+    // Every function below the port: the devices in the same directory as bdf's.
+    const std::string dev = tree_.devpath(bdf);
+    std::vector<std::string> below;
+    for (const auto& e : std::filesystem::directory_iterator(root() + "/" +
+                                                             dev.substr(0, dev.rfind('/'))))
+        if (PciAddress::parse(e.path().filename().string()))
+            below.push_back(e.path().filename().string());
+    std::sort(below.begin(), below.end());
+    auto recovery = [&](const std::string& fn, const char* event, const char* online) {
+        pci_uevent("change", fn);
+        uevents_.back().env.emplace_back("ERROR_EVENT", event);
+        uevents_.back().env.emplace_back("DEVICE_ONLINE", online);
+    };
+    bool handlers = true;
+    for (const auto& fn : below) {
+        std::string drv = driver_of(fn);
+        if (no_error_handlers_.count(drv))
+            handlers = false;
+        else
+            recovery(fn, "BEGIN_RECOVERY", "0");
+    }
+    for (const auto& fn : below) {
+        if (recovers && handlers)
+            recovery(fn, "SUCCESSFUL_RECOVERY", "1");
+        else
+            recovery(fn, "FAILED_RECOVERY", "0");
+    }
+    deliver_uevents(lock);
+}
+
+void FakeKernel::lose_device(const std::string& bdf) {
+    std::lock_guard lock(m_);
+    tree_.write_file(tree_.devpath(bdf) + "/config", std::string(64, '\xff'));
 }
 
 void FakeKernel::on_uevent(std::function<void(const std::string&, const std::string&)> sink) {

@@ -21,6 +21,11 @@
 
 namespace vfiod::test {
 
+// A function's AER counts, as its aer_dev_* files show them.
+struct AerTotalsText {
+    unsigned long cor = 0, nonfatal = 0, fatal = 0;
+};
+
 class FakeKernel : public KernelHostFs, private FakePciCore, private FakeMdevCore {
 public:
     // Each function's native driver (what its ID tables match without an override) starts as the
@@ -85,6 +90,21 @@ public:
     // The parent driver's probe of new mdevs fails with err (0: it works again).
     void fail_mdev_probe(const std::string& parent, int err);
 
+    // PCIe AER (DESIGN §13) as Debian's 6.1 kernel does it (docs/DESIGN.md, "Observed on
+    // Debian's 6.1 kernel"). add_aer: bdf has an AER capability, its aer_dev_* files counting
+    // from 0. inject_aer, an error reported for bdf: a correctable one counts and raises no
+    // uevent; a non-fatal one counts and runs the recovery; a fatal one runs it and counts
+    // nothing of the endpoint. The recovery sends BEGIN_RECOVERY to every function below bdf's
+    // upstream port (its siblings), then SUCCESSFUL_RECOVERY, or FAILED_RECOVERY to all when
+    // `recovers` is false or one of them is on a driver that lacks_error_handlers().
+    enum class AerKind { Correctable, NonFatal, Fatal };
+    void add_aer(const std::string& bdf);
+    void inject_aer(const std::string& bdf, AerKind kind, bool recovers = true);
+    void lacks_error_handlers(const std::string& driver);
+    // The function stops answering: its config space reads all ones, as a device that fell off
+    // the bus does (the cached vendor file keeps its value).
+    void lose_device(const std::string& bdf);
+
     struct Record {
         std::string path;
         std::string value;
@@ -133,6 +153,8 @@ private:
     mutable std::mutex m_;
     mutable std::condition_variable cv_;
     std::map<std::string, std::string> native_;
+    std::map<std::string, AerTotalsText> aer_;  // bdf -> its counts
+    std::set<std::string> no_error_handlers_;
     std::set<std::string> literal_null_;  // functions whose override was written as "(null)"
     std::map<std::string, std::vector<std::string>> failing_probes_;
     std::map<std::string, std::map<unsigned, int>> path_faults_;  // rel -> nth -> errno

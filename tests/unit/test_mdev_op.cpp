@@ -21,6 +21,7 @@ struct NoFollowUps final : FollowUps {
     void retry_pfs() override {}
     void probe_left(const std::set<PciAddress>&, const PciAddress*) override {}
     void deciding(unsigned) override {}
+    void check_health(unsigned, HealthCheck, const std::map<PciAddress, std::string>&) override {}
 };
 
 std::string entry(const char* type, unsigned count) {
