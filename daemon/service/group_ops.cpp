@@ -84,6 +84,8 @@ OpResult GroupWriteOp::complete(ServiceParts& s) {
     s.store.set_status(w.group, st);
     if (w.releasing || w.trigger == Trigger::Operator)
         s.then.retry_pfs();
+    if (!w.releasing && w.trigger == Trigger::Operator && st.state == GroupState::Bound)
+        s.then.check_health(w.group, HealthCheck::Clear);
     if (w.releasing && st.state == GroupState::Released) {
         s.then.check_health(w.group, HealthCheck::Event, originals);
     } else if (w.releasing && st.state == GroupState::Failed) {
@@ -121,8 +123,8 @@ GroupWrite BindOp::decide(ServiceParts& s) {
     if (w.redecide)
         s.then.decide(*w.redecide);
     // An operator's Bind clears the group's health states once its functions read fine
-    // (DESIGN §13): checked after this operation, in the group's queue.
-    if (!w.done || w.done->ok())
+    // (DESIGN §13): checked now when there is nothing to write, else once the writes end.
+    if (w.done && w.done->ok())
         if (auto a = PciAddress::parse(address_))
             if (auto g = s.host.group_of(*a))
                 s.then.check_health(*g, HealthCheck::Clear);

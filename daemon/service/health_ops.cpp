@@ -1,7 +1,5 @@
 #include "service/health_ops.hpp"
 
-#include <algorithm>
-
 #include "io/health_reader.hpp"
 
 namespace vfiod {
@@ -9,10 +7,11 @@ namespace vfiod {
 std::optional<OpResult> HealthOp::prepare(ServiceParts& s) {
     // A published group's every function; of another group (a PCI mdev parent's), the parents.
     const bool published = s.host.group_plan(group_) && s.store.status(group_);
-    const std::vector<PciAddress> stuck = s.executor.stuck();
     for (const auto& a : s.host.members({group_})) {
-        if (std::find(stuck.begin(), stuck.end(), a) != stuck.end())
-            continue;  // a write blocked in the kernel holds it; its read could block too
+        // Being written, or a write stuck in the kernel holds it: a read could block too (the
+        // next trigger reads it).
+        if (s.host.fenced(a))
+            continue;
         if (published || s.store.is_mdev_parent(a))
             functions_.push_back(a);
     }

@@ -1,8 +1,9 @@
-// The health check of a group's functions (DESIGN §13): an operation in the group's queue, so it
-// never reads a function while vfiod writes it. Its reads (the AER totals, the live config
-// space, after a release whether a driver has the function) run on a worker, since a config
-// read sleeps while a reset blocks config access; its findings go to the HealthTracker and the
-// StatusStore back on the loop. It writes nothing to the host.
+// The health check of a group's functions (DESIGN §13), run by Service in a queue of its own
+// (one check per group at a time, beside the group's writes: it writes nothing, and neither a
+// write nor a Reload waits for it). Its reads (the AER totals, the live config space, after a
+// release whether a driver has the function) run on a worker, since a config read sleeps while
+// a reset blocks config access; its findings go to the HealthTracker and the StatusStore back
+// on the loop. A function fenced (being written, or stuck) is not read.
 #pragma once
 
 #include <map>

@@ -282,6 +282,8 @@ void HostModel::fence_mdevs(const std::set<std::string>& names) { view_->fence_m
 
 const HostFs& HostModel::view() const { return *view_; }
 
+bool HostModel::fenced(const PciAddress& a) const { return view_->fenced().count(a) != 0; }
+
 void HostModel::refresh_fences(const std::vector<PciAddress>& stuck) {
     std::set<PciAddress> keep;
     for (const auto& [g, fns] : writing_)

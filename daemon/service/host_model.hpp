@@ -78,6 +78,8 @@ public:
     void refresh_fences(const std::vector<PciAddress>& stuck);
     // Fences exactly these mdev parents and mdevs (being written, or stuck; FencedHostFs).
     void fence_mdevs(const std::set<std::string>& names);
+    // Whether the function is fenced now (being written, or stuck).
+    bool fenced(const PciAddress& a) const;
     // The loop's reads of the host, through the fences: an operation's prepare() reads here.
     const HostFs& view() const;
 

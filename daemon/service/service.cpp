@@ -54,6 +54,11 @@ Service::Service(HostFs& fs, ServiceOptions options)
           },
           .reload = [this] { return reload(); },
           .group_idle = [this](unsigned g) { group_idle(g); },
+      })),
+      health_queue_(std::make_unique<GroupQueue>(GroupQueue::Hooks{
+          .answer = [](Reply, OpResult) {},
+          .reload = [] { return OpResult{}; },
+          .group_idle = {},
       })) {
     s_.host.set_on_replan([this](std::optional<unsigned> g) { s_.store.mark(g); });
     if (fs.live()) {
@@ -70,7 +75,10 @@ Mode Service::mode() const {
     return options_.force_observe ? Mode::Observe : s_.host.config().mode;
 }
 
-void Service::set_workers(Workers* workers) { queue_->set_workers(workers); }
+void Service::set_workers(Workers* workers) {
+    queue_->set_workers(workers);
+    health_queue_->set_workers(workers);
+}
 void Service::set_table_watch(std::unique_ptr<TableWatch> watch) {
     s_.host.set_table_watch(std::move(watch));
 }
@@ -283,11 +291,25 @@ void Service::check_health(unsigned g, HealthCheck why,
         op->add_recovery(a, r);
     health_waiting_.emplace(g, op);
     // Without workers the queue may run it at once, before enqueue() returns.
-    queue_->enqueue(g, {[this, op, g] {
-                            health_waiting_.erase(g);
-                            return start(op, g);
-                        },
-                        {}});
+    health_queue_->enqueue(g, {[this, op, g] {
+                                   health_waiting_.erase(g);
+                                   return start_health(op);
+                               },
+                               {}});
+}
+
+GroupQueue::Started Service::start_health(const std::shared_ptr<HealthOp>& op) {
+    // Not fenced, and not in the group's queue: the check writes nothing and reads on a worker
+    // (no read of it can block the loop), so neither a group's writes nor a Reload waits for it.
+    std::optional<OpResult> done;
+    OpResult failed = guarded(op->what(), [&] {
+        done = op->prepare(s_);
+        return OpResult{};
+    });
+    if (!failed.ok() || done)
+        return {failed.ok() ? done : failed, {}, {}};
+    return {std::nullopt, [this, op] { op->run(s_); },
+            [this, op] { return guarded(op->what(), [&] { return op->complete(s_); }); }};
 }
 
 void Service::check_all_health(HealthCheck why) {

@@ -183,6 +183,7 @@ private:
     // An operation as the group queue carries it: prepared, fenced, run and completed.
     GroupQueue::Op queued(OperationPtr op, unsigned group, Reply reply);
     GroupQueue::Started start(const OperationPtr& op, unsigned group);
+    GroupQueue::Started start_health(const std::shared_ptr<HealthOp>& op);
     OpResult finish(Operation& op, unsigned group);
     // A group's queue emptied: the events it held back are heard now.
     void group_idle(unsigned group);
@@ -192,6 +193,8 @@ private:
     // they end, and the workers go before the service (set_workers()).
     ServiceParts s_;
     const std::unique_ptr<GroupQueue> queue_;
+    // The health checks (DESIGN §13), one at a time per group, beside the group's writes.
+    const std::unique_ptr<GroupQueue> health_queue_;
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;
     std::set<unsigned> deciding_;  // groups the current entry has started to decide

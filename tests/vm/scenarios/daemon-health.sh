@@ -1,0 +1,80 @@
+# Device health (docs/DESIGN.md §13) on the real kernel: the kernel's aer_inject sends PCIe errors
+# for the bound GPU group's first function through the AER driver, as if its root port had
+# received them, and vfiod's Health follows from the kernel's own signals: the recovery uevents
+# (no Reload between the injection and the check), the AER totals at the next Reload for a
+# correctable error (no uevent exists for it), its record across a restart, the operator's Bind.
+# overlay: overlays/e1000e-any
+# checks: bound-at-start health-at-start audio-no-aer
+# checks: nonfatal-degraded nonfatal-audio-degraded nonfatal-no-reload nonfatal-still-bound
+# checks: fatal-failed fatal-audio-failed fatal-group-failed fatal-still-bound
+# checks: restart-keeps-failed bind-clears bind-audio-unknown
+# checks: cor-no-change cor-degraded-at-reload cor-reason cor-reload-clears
+. /vmtest/lib.sh
+
+modprobe aer_inject
+grp=$(group_of $GPU)
+wait_for 60 state_is "$grp" bound
+expect_eq bound-at-start "vfio-pci vfio-pci" "$(driver_of $GPU) $(driver_of $AUDIO)"
+
+dev_prop() {
+    busctl get-property org.vfiod1 "/org/vfiod1/device/$(echo "$1" | tr ':.' '__')" \
+        org.vfiod1.Device "$2" 2>/dev/null | sed -n 's/^s "\(.*\)"$/\1/p'
+}
+health_is() { [ "$(dev_prop "$1" Health)" = "$2" ]; }
+group_health() { group_prop "$grp" Health | sed -n 's/^s "\(.*\)"$/\1/p'; }
+# inject ARGS...: an error for $GPU; $injected_at: the uptime just before.
+inject() {
+    injected_at=$(uptime_s)
+    vfiod-aer-inject inject $GPU "$@" >/dev/null || note "inject $*: failed"
+}
+show_health() { note "health: $GPU $(dev_prop $GPU Health) ($(dev_prop $GPU HealthReason)), $AUDIO $(dev_prop $AUDIO Health) ($(dev_prop $AUDIO HealthReason)), group $(group_health)"; }
+
+wait_for 10 health_is $GPU ok
+expect_eq health-at-start "ok" "$(dev_prop $GPU Health)"
+expect_eq audio-no-aer "unknown no-aer: the function has no AER capability" \
+    "$(dev_prop $AUDIO Health) $(dev_prop $AUDIO HealthReason)"
+
+mark_journal /tmp/health-cursor
+# Non-fatal (completion timeout), recovered: both functions below the port get the uevents.
+inject --uncor 0x4000
+check nonfatal-degraded wait_for 5 health_is $GPU degraded
+measure nonfatal-degraded "$(elapsed_since "$injected_at")"
+check nonfatal-audio-degraded wait_for 5 health_is $AUDIO degraded
+show_health
+check nonfatal-no-reload sh -c "! journalctl -u vfiod -q --no-pager \
+    --after-cursor '$(cat /tmp/health-cursor)' | grep -q 'configuration reloaded'"
+expect_eq nonfatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
+
+# Fatal (data link protocol error): QEMU's port link does not come back, recovery fails.
+inject --uncor 0x10
+check fatal-failed wait_for 15 health_is $GPU failed
+measure fatal-failed "$(elapsed_since "$injected_at")"
+check fatal-audio-failed wait_for 5 health_is $AUDIO failed
+expect_eq fatal-group-failed failed "$(group_health)"
+show_health
+expect_eq fatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
+
+systemctl restart vfiod.service
+wait_for 30 state_is "$grp" bound
+wait_for 10 health_is $GPU failed
+expect_eq restart-keeps-failed "failed aer-fatal: recovery failed" \
+    "$(dev_prop $GPU Health) $(dev_prop $GPU HealthReason)"
+
+# The device reads fine (aer_inject fakes the AER registers only): the operator's Bind clears.
+manager Bind s $GPU >/dev/null
+check bind-clears wait_for 10 health_is $GPU ok
+check bind-audio-unknown wait_for 10 health_is $AUDIO unknown
+show_health
+
+# Correctable: counted, no uevent; seen at the next Reload, cleared by a quiet one.
+inject --cor 0x1
+sleep 1
+expect_eq cor-no-change ok "$(dev_prop $GPU Health)"
+manager Reload >/dev/null
+check cor-degraded-at-reload wait_for 10 health_is $GPU degraded
+expect_eq cor-reason "aer-correctable: 1 since start" "$(dev_prop $GPU HealthReason)"
+manager Reload >/dev/null
+check cor-reload-clears wait_for 10 health_is $GPU ok
+journal_since /tmp/health-cursor -o short-monotonic | grep -i health | while read -r line; do
+    note "$line"
+done
