@@ -25,6 +25,7 @@ constexpr const char* kUsage =
     "\n"
     "Files: DIR/etc/vfiod/vfiod.toml, DIR/etc/vfiod/conf.d/*.toml (configuration);\n"
     "       DIR/run/vfiod/group-N (journal of binds and releases; survives restarts)\n"
+    "       DIR/run/vfiod/health (device health states and AER baselines; enforce mode)\n"
     "\n"
     "Exit status: 0 stopped cleanly; 1 runtime failure (no system bus, name taken, bus lost);\n"
     "2 bad arguments or a bad configuration (the unit does not restart on it).\n"
