@@ -89,8 +89,10 @@ int offline(const Args& args) {
     const Plan plan = plan_host(fs, *config).plan;
     DaemonView view;
     view.iommu = plan.iommu;
-    for (const auto& g : plan.groups)
-        view.groups.push_back({g, to_string(planned_state(g.action)), {}, {}});  // what vfiod would publish
+    for (const auto& g : plan.groups) {  // what vfiod would publish; no health offline
+        view.groups.emplace_back().plan = g;
+        view.groups.back().state = to_string(planned_state(g.action));
+    }
     if (plan.pfs) {
         view.pfs.emplace();
         for (const auto& pf : *plan.pfs) {
@@ -102,7 +104,7 @@ int offline(const Args& args) {
         view.mdevs.emplace();
         for (const auto& m : *plan.mdevs) {
             MdevState s = planned_state(m.action, m.reason);
-            view.mdevs->push_back({m, to_string(s), "", -1, s});
+            view.mdevs->push_back({m, to_string(s), "", -1, s, {}});
         }
     }
     return print(view, args.json, host_use_scope(fs));

@@ -113,7 +113,14 @@ struct InventoryEditor {
         }
     }
 
-    static void device(DeviceRecord* d, const Properties& p) {
+    static void health(Health* h, const Properties& p) {
+        take(p, "Health", &h->state);
+        take(p, "HealthReason", &h->reason);
+    }
+
+    static void device(Inventory::DeviceEntry* e, const Properties& p) {
+        health(&e->health, p);
+        DeviceRecord* d = &e->record;
         std::string s;
         if (take(p, "Address", &s))
             d->address = PciAddress::parse(s).value_or(PciAddress{});
@@ -143,6 +150,7 @@ struct InventoryEditor {
         if (take(p, "Id", &id))
             g.plan.group = id;
         take(p, "VfioPath", &g.vfio_path);
+        take(p, "Health", &g.health);
         reason_and_blockers(p, &g.plan.reason, &g.plan.details, &g.plan.blockers);
         std::vector<sdbus::ObjectPath> devices;
         if (take(p, "Devices", &devices))
@@ -162,6 +170,7 @@ struct InventoryEditor {
     }
 
     static void mdev(DaemonMdev* r, const Properties& p) {
+        health(&r->health, p);
         take(p, "Uuid", &r->plan.uuid);
         take(p, "Parent", &r->plan.parent);
         take(p, "Type", &r->plan.type);
@@ -200,8 +209,8 @@ struct InventoryEditor {
             ++inv->decoded_;
         }
         if (auto it = ifaces.find("org.vfiod1.Device"); it != ifaces.end()) {
-            DeviceRecord r;
-            r.target = std::string();  // a function published without Target moves to ""
+            Inventory::DeviceEntry r;
+            r.record.target = std::string();  // a function published without Target moves to ""
             device(&r, it->second);
             inv->devices_[path] = std::move(r);
             ++inv->decoded_;
@@ -347,11 +356,12 @@ DaemonView Inventory::view() const {
             if (d == devices_.end())
                 continue;
             PlannedDevice pd;
-            static_cast<DeviceRecord&>(pd) = d->second;
+            static_cast<DeviceRecord&>(pd) = d->second.record;
             // Target is what the daemon moves a function to (vfio-pci or a variant driver); a
             // bridge stays with the host, as in the planner's record.
             if (pd.role == Role::Bridge)
                 pd.target.reset();
+            g.device_health[pd.address] = d->second.health;
             g.plan.devices.push_back(std::move(pd));
         }
         view.groups.push_back(std::move(g));

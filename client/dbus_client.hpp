@@ -25,6 +25,20 @@ class Error;
 
 namespace vfiod::client {
 
+// A function's health as vfiod publishes it (DESIGN §13): `state` is "ok", "unknown",
+// "degraded" or "failed" (a newer daemon's word as it came), "" from a vfiod that publishes no
+// Health (nothing known, never failed); `reason` is "" when ok, else "<code>: <text>".
+struct Health {
+    std::string state;
+    std::string reason;
+    bool operator==(const Health&) const = default;
+};
+inline bool health_failed(const std::string& state) { return state == "failed"; }
+// Degraded or failed: what an operator should look at (unknown only says it is not watched).
+inline bool health_troubled(const std::string& state) {
+    return health_failed(state) || state == "degraded";
+}
+
 struct DaemonGroup {
     // Group, reason, blockers and devices as the daemon publishes them: each device the
     // daemon's record of it (core/plan.hpp DeviceRecord, NumaNode included), without writes.
@@ -33,6 +47,9 @@ struct DaemonGroup {
     std::string vfio_path;  // VfioPath: "/dev/vfio/N"
     // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
     std::optional<GroupState> state_value = std::nullopt;
+    std::string health;  // the group's Health: the worst of its functions' ("" unpublished)
+    // Each function's Health and HealthReason, by address; empty when not read from vfiod.
+    std::map<PciAddress, Health> device_health = {};
 };
 
 struct DaemonPf {
@@ -53,6 +70,7 @@ struct DaemonMdev {
     int numa_node = -1;
     // `state` decoded (core/state.hpp); nullopt for a state this build does not know.
     std::optional<MdevState> state_value = std::nullopt;
+    Health health = {};  // its parent's (DESIGN §13)
 };
 
 struct DaemonView {
@@ -108,9 +126,13 @@ private:
     std::string version_, mode_;
     bool iommu_ = false;
     std::map<std::string, GroupRecord> groups_;  // by object path
+    struct DeviceEntry {
+        DeviceRecord record;
+        Health health;
+    };
     // By object path, as published: a bridge's Target is kept here and dropped by view(), so
     // the order in which Role and Target arrive does not matter.
-    std::map<std::string, DeviceRecord> devices_;
+    std::map<std::string, DeviceEntry> devices_;
     std::map<std::string, DaemonPf> pfs_;  // by object path
     std::map<std::string, DaemonMdev> mdevs_;  // by object path
     size_t decoded_ = 0;

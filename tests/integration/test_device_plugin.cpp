@@ -894,6 +894,43 @@ TEST_F(DevicePluginTest, AStateChangeIsServedWithoutReadingTheInventoryAgain) {
     EXPECT_TRUE(eventually([&] { return peer.reads() == reads + 1; }, kServedLimit));
 }
 
+// DESIGN §13: Health and HealthReason of functions and Health of groups, decoded from a whole
+// read and from the PropertiesChanged that carry them; a vfiod that publishes none reads "".
+TEST_F(DevicePluginTest, HealthIsDecodedFromAReadAndFromItsSignals) {
+    auto functions = peer_functions(1, 3);  // groups 100, 101, 102
+    functions[1].health = "degraded";
+    functions[1].health_reason = "aer-correctable: 3 since start";
+    functions[2].health = "ok";
+    start_peer(functions);
+    auto bus = sdbus::createSystemBusConnection();
+    client::Inventory inv;
+    ASSERT_TRUE(read_whole(*bus, &inv));
+    // "Health | HealthReason" of function `a` of the g-th group.
+    auto device_health = [&](size_t g, const char* a) -> std::string {
+        const auto dh = inv.view().groups.at(g).device_health;
+        auto it = dh.find(*PciAddress::parse(a));
+        return it == dh.end() ? "absent" : it->second.state + " | " + it->second.reason;
+    };
+    auto view = inv.view();
+    EXPECT_EQ(view.groups[0].health, "");
+    EXPECT_EQ(device_health(0, "0000:01:00.0"), " | ");
+    EXPECT_EQ(view.groups[1].health, "degraded");
+    EXPECT_EQ(device_health(1, "0000:01:01.0"), "degraded | aer-correctable: 3 since start");
+    EXPECT_EQ(view.groups[2].health, "ok");
+
+    int applied = 0;
+    auto watch = client::watch_inventory(
+        *bus, [&](sdbus::Message& m) { applied += inv.apply(m); }, [](bool) {});
+    peer.emit_health(101, "failed", "aer-fatal: recovery failed");
+    ASSERT_TRUE(pump(*bus, [&] { return applied == 2; }, 5s));  // the function, then the group
+    EXPECT_EQ(inv.view().groups[1].health, "failed");
+    EXPECT_EQ(device_health(1, "0000:01:01.0"), "failed | aer-fatal: recovery failed");
+    peer.emit_health(101, "ok", "");
+    ASSERT_TRUE(pump(*bus, [&] { return applied == 4; }, 5s));
+    EXPECT_EQ(inv.view().groups[1].health, "ok");
+    EXPECT_EQ(device_health(1, "0000:01:01.0"), "ok | ");
+}
+
 // Issue 22: a removal costs the objects it names, not the inventory. 2,000 one-function groups:
 // two groups dropped by a Reload are four InterfacesRemoved, four objects, and no read.
 TEST_F(DevicePluginTest, ARemovalDecodesTheObjectsItNamesNotTheInventory) {

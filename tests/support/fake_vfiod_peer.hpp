@@ -2,7 +2,8 @@
 // cue: it owns org.vfiod1 and answers GetManagedObjects and the Manager's GetAll from an
 // inventory the test sets, or holds every call unanswered (a frozen vfiod: the calls stay queued
 // as they would in a SIGSTOPped process), or answers garbage; it emits PropertiesChanged (with
-// or without the new value) and InterfacesRemoved, gives up or takes its name on request, and
+// or without the new value; a group's State or a function's Health) and InterfacesRemoved, gives
+// up or takes its name on request, and
 // stops the way vfiod does. Raw sd-bus: sdbus-c++ refuses to serve the standard ObjectManager
 // and Properties interfaces by hand.
 #pragma once
@@ -29,6 +30,9 @@ public:
         unsigned group = 0;
         std::string resource;
         std::string state = "bound";
+        // Health and HealthReason (DESIGN §13); "": not published, as by a vfiod without them.
+        std::string health = "";
+        std::string health_reason = "";
     };
 
     FakeVfiodPeer() = default;
@@ -91,6 +95,29 @@ public:
         sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
                            "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 1, "State", "s",
                            state.c_str(), 0);
+    }
+    // What vfiod says when the health of a group's functions changes: their Health and
+    // HealthReason, then the group's Health (the worst of them), values included. Later reads
+    // answer the new health too.
+    void emit_health(unsigned group, const std::string& health, const std::string& reason) {
+        std::lock_guard l(mu_);
+        std::vector<const Function*> fns;
+        for (auto& f : functions_)
+            if (f.group == group) {
+                f.health = health;
+                f.health_reason = reason;
+                fns.push_back(&f);
+                sd_bus_emit_signal(bus_, device_path(f).c_str(), "org.freedesktop.DBus.Properties",
+                                   "PropertiesChanged", "sa{sv}as", "org.vfiod1.Device", 2,
+                                   "Health", "s", health.c_str(), "HealthReason", "s",
+                                   reason.c_str(), 0);
+            }
+        if (fns.empty())
+            return;
+        std::string path = "/org/vfiod1/group/" + std::to_string(group);
+        sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
+                           "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 1, "Health", "s",
+                           worst_health(fns).c_str(), 0);
     }
     // What vfiod says when a Reload drops a group: InterfacesRemoved for its functions, then for
     // the group. Later reads answer without it.
@@ -168,12 +195,38 @@ private:
         for (const auto& [g, fns] : groups) {
             append_group(r, g, fns);
             for (const Function* f : fns)
-                sd_bus_message_append(r, "{oa{sa{sv}}}", device_path(*f).c_str(), 1,
-                                      "org.vfiod1.Device", 4, "Address", "s", f->address.c_str(),
-                                      "ResourceName", "s", f->resource.c_str(), "Role", "s",
-                                      "allowlisted", "NumaNode", "i", -1);
+                append_device(r, *f);
         }
         sd_bus_message_close_container(r);
+    }
+
+    // {o a{s a{sv}}} of one function; Health and HealthReason only when it has them.
+    static void append_device(sd_bus_message* r, const Function& f) {
+        sd_bus_message_open_container(r, 'e', "oa{sa{sv}}");
+        sd_bus_message_append(r, "o", device_path(f).c_str());
+        sd_bus_message_open_container(r, 'a', "{sa{sv}}");
+        sd_bus_message_open_container(r, 'e', "sa{sv}");
+        sd_bus_message_append(r, "s", "org.vfiod1.Device");
+        sd_bus_message_open_container(r, 'a', "{sv}");
+        sd_bus_message_append(r, "{sv}{sv}{sv}{sv}", "Address", "s", f.address.c_str(),
+                              "ResourceName", "s", f.resource.c_str(), "Role", "s", "allowlisted",
+                              "NumaNode", "i", -1);
+        if (!f.health.empty())
+            sd_bus_message_append(r, "{sv}{sv}", "Health", "s", f.health.c_str(), "HealthReason",
+                                  "s", f.health_reason.c_str());
+        for (int i = 0; i < 4; ++i)  // a{sv}, e(sa{sv}), a{sa{sv}}, e(oa{sa{sv}})
+            sd_bus_message_close_container(r);
+    }
+
+    // The worst of the functions' Health, vfiod's order: failed, degraded, unknown, ok; "" when
+    // none publishes one.
+    static std::string worst_health(const std::vector<const Function*>& fns) {
+        static const char* const kOrder[] = {"failed", "degraded", "unknown", "ok"};
+        for (const char* h : kOrder)
+            for (const Function* f : fns)
+                if (f->health == h)
+                    return h;
+        return "";
     }
 
     // {o a{s a{sv}}} of one group; its Devices (an array of paths) needs containers by hand.
@@ -189,6 +242,8 @@ private:
         sd_bus_message_append(r, "{sv}{sv}{sv}{sv}", "Id", "u", g, "State", "s",
                               fns.front()->state.c_str(), "VfioPath", "s", vfio.c_str(), "Reason",
                               "s", "none");
+        if (std::string health = worst_health(fns); !health.empty())
+            sd_bus_message_append(r, "{sv}", "Health", "s", health.c_str());
         sd_bus_message_open_container(r, 'e', "sv");
         sd_bus_message_append(r, "s", "Devices");
         sd_bus_message_open_container(r, 'v', "ao");
