@@ -110,10 +110,13 @@ bool groups_of_container(const Snapshot& snap, const std::string& resource,
         const std::string g = std::to_string(d->group);
         if (!d->healthy) {
             *err = error(Code::FailedPrecondition,
-                         "device " + shown + " is unhealthy: IOMMU group " + g +
-                             " is not bound to vfio (or " +
-                             pci_paths::host_path(pci_paths::vfio_group(d->group)) +
-                             " is missing)");
+                         "device " + shown + " is unhealthy: " +
+                             (d->failed ? "vfiod reports it or a function of IOMMU group " + g +
+                                              " failed (vfioctl doctor says what to do)"
+                                        : "IOMMU group " + g + " is not bound to vfio (or " +
+                                              pci_paths::host_path(
+                                                  pci_paths::vfio_group(d->group)) +
+                                              " is missing)"));
             return false;
         }
         auto [owner, fresh] = tally->group_owner.emplace(d->group, c);
@@ -129,7 +132,8 @@ bool groups_of_container(const Snapshot& snap, const std::string& resource,
 }
 
 // The served mdevs container `c` asks for, in request order, or false with *err naming the
-// first ID that is unknown, withdrawn (and why) or repeated. An mdev is its own IOMMU group.
+// first ID that is unknown, withdrawn (and why), unhealthy or repeated. An mdev is its own
+// IOMMU group.
 bool mdevs_of_container(const Snapshot& snap, const std::string& resource, const DeviceIds& ids,
                         RequestTally* tally, std::vector<PluginMdev>* mdevs,
                         AllocateError* err) {
@@ -147,6 +151,12 @@ bool mdevs_of_container(const Snapshot& snap, const std::string& resource, const
         }
         if (!tally->seen_mdevs.insert(id.uuid).second) {
             *err = requested_twice(shown);
+            return false;
+        }
+        if (!m->healthy) {
+            *err = error(AllocateError::Code::FailedPrecondition,
+                         "mdev " + shown + " is unhealthy: vfiod reports its parent failed "
+                         "(vfioctl status says why)");
             return false;
         }
         mdevs->push_back(*m);

@@ -62,7 +62,7 @@ void Plugin::stop_servers(const std::vector<ResourceServer*>& servers) {
 namespace {
 
 // One line per health change, none for an unchanged list: a function's health, an mdev listed
-// (served) or withdrawn (DESIGN §12).
+// (served) or withdrawn (DESIGN §12), or its health (§13).
 void log_changes(const Snapshot& before, const Snapshot& after) {
     for (const auto& [name, devices] : after.resources)
         for (const auto& d : devices) {
@@ -72,9 +72,12 @@ void log_changes(const Snapshot& before, const Snapshot& after) {
                              d.healthy ? "Healthy" : "Unhealthy");
         }
     for (const auto& [name, mdevs] : after.mdev_resources)
-        for (const auto& m : mdevs)
-            if (!before.find_mdev(name, m.uuid))
-                spdlog::info("{}: mdev {} (IOMMU group {}) Healthy", name, m.uuid, m.group);
+        for (const auto& m : mdevs) {
+            const PluginMdev* old = before.find_mdev(name, m.uuid);
+            if (!old || old->healthy != m.healthy)
+                spdlog::info("{}: mdev {} (IOMMU group {}) {}", name, m.uuid, m.group,
+                             m.healthy ? "Healthy" : "Unhealthy");
+        }
     for (const auto& [name, mdevs] : before.mdev_resources)
         for (const auto& m : mdevs) {
             if (after.find_mdev(name, m.uuid))

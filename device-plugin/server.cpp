@@ -36,8 +36,8 @@ void add_device(ListAndWatchResponse* r, std::string id, bool healthy, int numa_
         dev->mutable_topology()->add_nodes()->set_id(numa_node);
 }
 
-// A resource's functions, healthy or not; or its served mdevs, each healthy (DESIGN §12: one
-// not served is withdrawn, not listed).
+// A resource's functions, healthy or not; or its served mdevs (DESIGN §12: one not served is
+// withdrawn, not listed), healthy unless vfiod's Health of their parent is failed (§13).
 ListAndWatchResponse list_of(const Snapshot& snap, const std::string& resource) {
     ListAndWatchResponse r;
     if (auto it = snap.resources.find(resource); it != snap.resources.end())
@@ -45,7 +45,7 @@ ListAndWatchResponse list_of(const Snapshot& snap, const std::string& resource) 
             add_device(&r, d.address.str(), d.healthy, d.numa_node);
     if (auto it = snap.mdev_resources.find(resource); it != snap.mdev_resources.end())
         for (const auto& m : it->second)
-            add_device(&r, m.uuid, true, m.numa_node);
+            add_device(&r, m.uuid, m.healthy, m.numa_node);
     return r;
 }
 

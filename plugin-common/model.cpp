@@ -116,7 +116,8 @@ void add_mdevs(const client::DaemonView& view, const std::function<bool(unsigned
         if (!is_canonical_uuid(m.plan.uuid) || !seen.insert(m.plan.uuid).second)
             continue;
         if (mdev_served(m, vfio_exists))
-            pool.push_back({m.plan.uuid, *m.plan.group, m.numa_node});
+            pool.push_back({m.plan.uuid, *m.plan.group, m.numa_node,
+                            !client::health_failed(m.health.state)});
         else
             s->withdrawn.try_emplace(m.plan.uuid, name, withdrawn_because(m));
     }
@@ -142,7 +143,11 @@ Snapshot make_snapshot(const client::DaemonView& view,
             functions.push_back(d.address);
             if (!d.resource_name || d.resource_name->empty())
                 continue;
-            s.resources[*d.resource_name].push_back({d.address, id, d.numa_node, usable});
+            auto h = g.device_health.find(d.address);
+            bool failed = client::health_failed(g.health) ||
+                          (h != g.device_health.end() && client::health_failed(h->second.state));
+            s.resources[*d.resource_name].push_back(
+                {d.address, id, d.numa_node, usable && !failed, failed});
         }
     }
     for (auto& [name, devices] : s.resources)

@@ -25,6 +25,8 @@ struct PluginDevice {
     unsigned group = 0;
     int numa_node = -1;
     bool healthy = false;
+    // vfiod's Health is failed for it or its group (DESIGN §13): unhealthy whatever its State.
+    bool failed = false;
     bool operator==(const PluginDevice&) const = default;
 };
 
@@ -33,6 +35,9 @@ struct PluginMdev {
     std::string uuid;  // canonical lower case
     unsigned group = 0;
     int numa_node = -1;  // its parent's
+    // False while vfiod's Health of it (its parent's) is failed: listed Unhealthy, not withdrawn,
+    // so a running VM's device shows what became of it (DESIGN §13).
+    bool healthy = true;
     bool operator==(const PluginMdev&) const = default;
 };
 
@@ -83,8 +88,11 @@ size_t examined_on_this_thread();
 // Counts `n` more: a walk over the snapshot's records outside this file.
 void count_examined(size_t n);
 
-// Healthy = the group's State is bound and its /dev/vfio/<N> exists (asked of vfio_exists); an
-// mdev is listed when mdev_served() and its UUID is canonical (the only ID form Allocate takes).
+// Healthy = the group's State is bound, its /dev/vfio/<N> exists (asked of vfio_exists), and
+// vfiod's Health is not failed, neither the group's (the worst of its functions) nor the
+// function's (DESIGN §13: degraded and unknown stay healthy). An mdev is listed when
+// mdev_served() and its UUID is canonical (the only ID form Allocate takes), and healthy unless
+// its Health (its parent's) is failed.
 Snapshot make_snapshot(const client::DaemonView& view,
                        const std::function<bool(unsigned group)>& vfio_exists);
 

@@ -931,6 +931,33 @@ TEST_F(DevicePluginTest, HealthIsDecodedFromAReadAndFromItsSignals) {
     EXPECT_EQ(device_health(1, "0000:01:01.0"), "ok | ");
 }
 
+// DESIGN §13: a group whose Health turns failed is Unhealthy within the served limit, from the
+// signal alone (no read), its other groups untouched; cleared, Healthy again. A degraded one
+// stays Healthy.
+TEST_F(DevicePluginTest, AFailedGroupIsUnhealthyAndHealthyOnceCleared) {
+    start_peer(peer_functions(1, 2));  // groups 100 and 101, no Health published
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({"example.com/r0"}));
+    const std::string r0 = "example.com/r0", fn = "0000:01:00.0", other = "0000:01:01.0";
+    ASSERT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, 5s));
+    const int reads = peer.reads();
+    auto t0 = Clock::now();
+    peer.emit_health(100, "failed", "aer-fatal: recovery failed");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Unhealthy"; }, kServedLimit));
+    std::printf("# failed health -> Unhealthy: %ld ms\n", ms_since(t0));
+    EXPECT_EQ(health(r0, other), "Healthy");
+    peer.emit_health(100, "degraded", "aer-recovered: an uncorrectable error, recovered by the "
+                                      "kernel");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, kServedLimit));
+    peer.emit_health(100, "failed", "gone: config space reads all ones");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Unhealthy"; }, kServedLimit));
+    peer.emit_health(100, "ok", "");
+    EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, kServedLimit));
+    EXPECT_EQ(peer.reads(), reads) << "a health change with its value read the inventory again";
+    EXPECT_EQ(log_count(r0 + ": " + fn + " (IOMMU group 100) Unhealthy"), 2u);
+}
+
 // Issue 22: a removal costs the objects it names, not the inventory. 2,000 one-function groups:
 // two groups dropped by a Reload are four InterfacesRemoved, four objects, and no read.
 TEST_F(DevicePluginTest, ARemovalDecodesTheObjectsItNamesNotTheInventory) {

@@ -3,6 +3,8 @@
 // preferred allocation's group and NUMA order; the same for mdevs (DESIGN §12).
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "allocation.hpp"
 #include "core/mdev.hpp"
 #include "core/strings.hpp"
@@ -103,6 +105,46 @@ TEST(PluginModel, HealthNeedsBoundAndTheVfioNode) {
     EXPECT_EQ(s.find("gpu", addr("0000:05:00.0"))->numa_node, 1);
     EXPECT_EQ(s.find("gpu", addr("0000:05:00.1")), nullptr);  // companion without a resource
     EXPECT_EQ(s.group_functions.at(17).size(), 2u);      // the bridge is not a function to hand out
+}
+
+// DESIGN §13: a failed group (the worst of its functions) makes every function of it
+// Unhealthy, its companion's failure too; a function's own failed Health does, even where the
+// group's is not published; degraded, unknown and a vfiod without Health stay Healthy; cleared,
+// Healthy again. Allocate's refusal says vfiod reported the failure.
+TEST(PluginModel, FailedHealthIsUnhealthyOtherHealthIsNot) {
+    auto view = [](const char* group_health, const char* fn_health) {
+        client::DaemonView v;
+        v.groups.push_back(group(13, "bound", {dev("0000:01:00.0", "gpu"),
+                                               dev("0000:01:00.1", "gpu")}, 0));
+        v.groups.push_back(group(15, "bound", {dev("0000:03:00.0", "gpu")}, 0));
+        v.groups[0].health = group_health;
+        v.groups[0].device_health[addr("0000:01:00.1")] = {fn_health, ""};
+        v.groups[1].health = "ok";
+        return make_snapshot(v, [](unsigned) { return true; });
+    };
+    for (auto [group_health, fn_health, healthy] :
+         {std::tuple{"failed", "failed", false}, std::tuple{"", "failed", false},
+          std::tuple{"failed", "ok", false}, std::tuple{"degraded", "degraded", true},
+          std::tuple{"unknown", "unknown", true}, std::tuple{"", "", true},
+          std::tuple{"ok", "ok", true}}) {
+        Snapshot s = view(group_health, fn_health);
+        const std::string why = std::string(group_health) + "/" + fn_health;
+        // 01:00.0's own Health is not published: its group's decides.
+        EXPECT_EQ(s.find("gpu", addr("0000:01:00.0"))->healthy,
+                  healthy || *group_health != 'f') << why;
+        EXPECT_EQ(s.find("gpu", addr("0000:01:00.1"))->healthy, healthy) << why;
+        EXPECT_TRUE(s.find("gpu", addr("0000:03:00.0"))->healthy) << why;
+    }
+    Snapshot s = view("failed", "failed");
+    test::FakeTree tree;
+    KernelHostFs fs(tree.root());
+    std::vector<ContainerAllocation> out;
+    AllocateError err;
+    EXPECT_FALSE(allocate(s, "gpu", request({{"0000:01:00.0"}}), {}, fs, &out, &err));
+    EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
+    EXPECT_EQ(err.message, "device 0000:01:00.0 is unhealthy: vfiod reports it or a function of "
+                           "IOMMU group 13 failed (vfioctl doctor says what to do)");
+    EXPECT_TRUE(allocate(s, "gpu", request({{"0000:03:00.0"}}), {}, fs, &out, &err));
 }
 
 TEST(PluginModel, AllocateWholeGroupsAndRefusals) {
@@ -474,6 +516,39 @@ TEST(PluginModelMdev, AnMdevNoLongerServedIsWithdrawn) {
     EXPECT_TRUE(after.serves(kVgpu));
     EXPECT_TRUE(after.mdev_resources.at(kVgpu).empty());
     EXPECT_FALSE(after.withdrawn.count(a));
+}
+
+// DESIGN §13: an mdev whose Health (its parent's) is failed stays listed, Unhealthy, so a running
+// VM's device shows what became of it; Allocate refuses it; degraded or cleared, it is Healthy.
+TEST(PluginModelMdev, AnMdevOnAFailedParentIsListedUnhealthy) {
+    client::DaemonView v = mdev_view();
+    const std::string a = uuid("0000:3b:00.0", "nvidia-222", 0);
+    const std::string b = uuid("0000:af:00.0", "nvidia-223", 0);
+    auto& m = (*v.mdevs)[0];
+    m.health = {"failed", "aer-fatal: recovery failed"};
+    Snapshot failed = mdev_host(v);
+    ASSERT_NE(failed.find_mdev(kVgpu, a), nullptr) << "withdrawn rather than listed";
+    EXPECT_FALSE(failed.find_mdev(kVgpu, a)->healthy);
+    EXPECT_TRUE(failed.find_mdev(kVgpu, b)->healthy);
+    EXPECT_FALSE(failed.withdrawn.count(a));
+    test::FakeTree tree;
+    KernelHostFs fs(tree.root());
+    std::vector<ContainerAllocation> out;
+    AllocateError err;
+    EXPECT_FALSE(allocate(failed, kVgpu, request({{a}}), {}, fs, &out, &err));
+    EXPECT_EQ(err.code, AllocateError::Code::FailedPrecondition);
+    EXPECT_EQ(err.message, "mdev " + a + " is unhealthy: vfiod reports its parent failed "
+                           "(vfioctl status says why)");
+    for (const char* h : {"degraded", "unknown", "ok", ""}) {
+        m.health = {h, ""};
+        Snapshot cleared = mdev_host(v);
+        ASSERT_NE(cleared.find_mdev(kVgpu, a), nullptr) << h;
+        EXPECT_TRUE(cleared.find_mdev(kVgpu, a)->healthy) << h;
+        EXPECT_TRUE(allocate(cleared, kVgpu, request({{a}}), {}, fs, &out, &err)) << h;
+    }
+    // A failed parent does not serve an mdev that is otherwise withdrawn.
+    (*v.mdevs)[2].health = {"failed", "gone: config space reads all ones"};
+    EXPECT_EQ(mdev_host(v).find_mdev(kVgpu, uuid("0000:3b:00.0", "nvidia-222", 1)), nullptr);
 }
 
 // A name is functions or mdevs: one published for both kinds, or an mdev name sharing a socket
