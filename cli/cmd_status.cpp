@@ -14,6 +14,59 @@ namespace {
 
 using client::DaemonView;
 
+// A published Health as JSON: null where vfiod publishes none (an older vfiod).
+void health_json(JsonWriter& w, const char* key, const std::string& health,
+                 const std::string& value) {
+    w.key(key);
+    if (health.empty())
+        w.null();
+    else
+        w.value(value);
+}
+
+// DESIGN §13's members of the status shape: "health" and "health_reason" of each function and
+// mdev, "health" of each group; left out offline, where no health is known.
+JsonExtras health_members(const client::DaemonGroup& g) {
+    JsonExtras x;
+    x.device = [&g](JsonWriter& w, const PlannedDevice& d) {
+        auto it = g.device_health.find(d.address);
+        const client::Health h = it == g.device_health.end() ? client::Health{} : it->second;
+        health_json(w, "health", h.state, h.state);
+        health_json(w, "health_reason", h.state, h.reason);
+    };
+    x.object = [&g](JsonWriter& w) { health_json(w, "health", g.health, g.health); };
+    return x;
+}
+
+JsonExtras health_members(const client::Health& h) {
+    JsonExtras x;
+    x.object = [h](JsonWriter& w) {
+        health_json(w, "health", h.state, h.state);
+        health_json(w, "health_reason", h.state, h.reason);
+    };
+    return x;
+}
+
+// " (failed: aer-fatal: recovery failed)" for a health an operator should look at, else "".
+std::string troubled(const client::Health& h) {
+    if (!client::health_troubled(h.state))
+        return "";
+    return " " + printable(h.state) + (h.reason.empty() ? "" : " (" + printable(h.reason) + ")");
+}
+
+// One group as render_group() has it, its heading with the group's health, and a line for
+// each function whose health is degraded or failed.
+void print_group(const client::DaemonGroup& g) {
+    std::string state = g.state;
+    if (client::health_troubled(g.health))
+        state += ", health " + g.health;
+    std::printf("\n%s", render_group(g.plan, false, state).c_str());
+    for (const auto& d : g.plan.devices)
+        if (auto h = g.device_health.find(d.address); h != g.device_health.end())
+            if (std::string t = troubled(h->second); !t.empty())
+                std::printf("  health of %s:%s\n", d.address.str().c_str(), t.c_str());
+}
+
 // One mdev's lines: what it is, its state, and what a consumer or an operator needs of it.
 void print_mdev(const client::DaemonMdev& m) {
     const MdevPlan& p = m.plan;
@@ -32,17 +85,20 @@ void print_mdev(const client::DaemonMdev& m) {
                     printable(p.resource_name).c_str());
     for (const auto& b : p.blockers)
         std::printf("  held by %s\n", printable(b).c_str());
+    if (std::string t = troubled(m.health); !t.empty())
+        std::printf("  health of its parent:%s\n", t.c_str());
 }
 
 // scope: what the offline reading checked of the host's use (host_use_scope); null for the daemon's.
 int print(const DaemonView& view, bool json, const char* scope = nullptr) {
+    const bool health = scope == nullptr;  // only vfiod knows it
     if (json) {
         JsonWriter w;
         w.begin_object();
         w.key("iommu").value(view.iommu);
         w.key("groups").begin_array();
         for (const auto& g : view.groups)
-            write_group_json(w, g.plan, g.state);
+            write_group_json(w, g.plan, g.state, health ? health_members(g) : JsonExtras{});
         w.end_array();
         // DESIGN §11: only where PFs are published (offline: [[sriov]] entries configured), so
         // that other hosts' output stays byte for byte what it was.
@@ -55,7 +111,8 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
         if (view.mdevs) {  // DESIGN §12: likewise, only where [[mdev]] entries are
             w.key("mdevs").begin_array();
             for (const auto& m : *view.mdevs)
-                write_mdev_json(w, m.plan, m.state);
+                write_mdev_json(w, m.plan, m.state,
+                                health ? health_members(m.health) : JsonExtras{});
             w.end_array();
         }
         w.end_object();
@@ -71,7 +128,7 @@ int print(const DaemonView& view, bool json, const char* scope = nullptr) {
     if (view.groups.empty())
         std::printf("\nNo IOMMU group holds an allowlisted device.\n");
     for (const auto& g : view.groups)
-        std::printf("\n%s", render_group(g.plan, false, g.state).c_str());
+        print_group(g);
     if (view.pfs)  // the counts now and wanted, under the PF's state
         for (const auto& pf : *view.pfs)
             std::printf("\n%s", render_pf(pf.plan, false, pf.state).c_str());

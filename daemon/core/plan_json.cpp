@@ -66,7 +66,8 @@ void write_group_head(JsonWriter& w, const std::optional<unsigned>& group,
     w.end_array();
 }
 
-void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state) {
+void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std::string>& state,
+                      const JsonExtras& extras) {
     w.begin_object();
     if (state)
         write_group_head(w, g.group, "state", *state, g.reason, g.blockers);
@@ -86,11 +87,15 @@ void write_group_json(JsonWriter& w, const GroupPlan& g, const std::optional<std
         w.key("role").value(to_string(d.role));
         w.key("resource_name");
         optional_string(w, d.resource_name);
+        if (extras.device)
+            extras.device(w, d);
         w.end_object();
     }
     w.end_array();
     if (!state)
         write_writes(w, g.writes());
+    if (extras.object)
+        extras.object(w);
     w.end_object();
 }
 
@@ -111,7 +116,8 @@ void write_pf_json(JsonWriter& w, const PfPlan& pf, const std::optional<std::str
     w.end_object();
 }
 
-void write_mdev_json(JsonWriter& w, const MdevPlan& m, const std::optional<std::string>& state) {
+void write_mdev_json(JsonWriter& w, const MdevPlan& m, const std::optional<std::string>& state,
+                     const JsonExtras& extras) {
     w.begin_object();
     w.key("uuid").value(m.uuid);
     w.key("parent").value(m.parent);
@@ -137,6 +143,8 @@ void write_mdev_json(JsonWriter& w, const MdevPlan& m, const std::optional<std::
         }
         w.end_array();
     }
+    if (extras.object)
+        extras.object(w);
     w.end_object();
 }
 

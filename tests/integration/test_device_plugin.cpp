@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -45,6 +46,8 @@ long ms_since(Clock::time_point t0) {
 const char* const kGpu = "nvidia.com/GH100";
 const char* const kNic = "intel.com/I210";
 const char* const kNvme = "samsung.com/PM9A1";
+
+std::vector<FakeVfiodPeer::Function> peer_functions(int resources, int per);  // below
 
 class DevicePluginTest : public ::testing::Test {
 protected:
@@ -106,6 +109,16 @@ protected:
             spit(root + "/dev/vfio/" + std::to_string(f.group), "");
         peer.set_inventory(std::move(functions));
         ASSERT_TRUE(peer.start());
+    }
+
+    // The fake vfiod with three one-function groups of example.com/r0: 100 without Health (an
+    // older vfiod's), 101 with `health` and `reason`, 102 ok.
+    void start_health_peer(const char* health, const char* reason) {
+        auto functions = peer_functions(1, 3);
+        functions[1].health = health;
+        functions[1].health_reason = reason;
+        functions[2].health = "ok";
+        start_peer(functions);
     }
 
     // The fake vfiod with 2,000 one-function groups (4,000 objects), read whole, as the plugin
@@ -897,11 +910,7 @@ TEST_F(DevicePluginTest, AStateChangeIsServedWithoutReadingTheInventoryAgain) {
 // DESIGN §13: Health and HealthReason of functions and Health of groups, decoded from a whole
 // read and from the PropertiesChanged that carry them; a vfiod that publishes none reads "".
 TEST_F(DevicePluginTest, HealthIsDecodedFromAReadAndFromItsSignals) {
-    auto functions = peer_functions(1, 3);  // groups 100, 101, 102
-    functions[1].health = "degraded";
-    functions[1].health_reason = "aer-correctable: 3 since start";
-    functions[2].health = "ok";
-    start_peer(functions);
+    start_health_peer("degraded", "aer-correctable: 3 since start");
     auto bus = sdbus::createSystemBusConnection();
     client::Inventory inv;
     ASSERT_TRUE(read_whole(*bus, &inv));
@@ -929,6 +938,58 @@ TEST_F(DevicePluginTest, HealthIsDecodedFromAReadAndFromItsSignals) {
     ASSERT_TRUE(pump(*bus, [&] { return applied == 4; }, 5s));
     EXPECT_EQ(inv.view().groups[1].health, "ok");
     EXPECT_EQ(device_health(1, "0000:01:01.0"), "ok | ");
+}
+
+// `vfioctl ARGS` on the test's bus: its stdout, and its exit status in *code.
+std::string vfioctl(const std::string& args, int* code) {
+    FILE* p = popen((std::string(VFIOCTL) + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;)
+        out.append(buf, n);
+    int status = p ? pclose(p) : -1;
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+// DESIGN §13 in vfioctl status, against the fake vfiod (the real one publishes no Health yet):
+// the JSON has each function's health and reason and each group's health, null where vfiod
+// publishes none; the text names a failed or degraded group and function, and says nothing of
+// an ok one.
+TEST_F(DevicePluginTest, VfioctlStatusShowsWhatVfiodSaysOfHealth) {
+    start_health_peer("failed", "aer-fatal: recovery failed");
+    int code = -1;
+    std::string json = vfioctl("status --json", &code);
+    EXPECT_EQ(code, 0) << json;
+    auto has = [](const std::string& out, const std::string& what) {
+        return out.find(what) != std::string::npos;
+    };
+    // Each object's members in order: a function's after its resource_name, a group's last.
+    EXPECT_TRUE(has(json, R"("resource_name": "example.com/r0",
+          "health": null,
+          "health_reason": null
+        }
+      ],
+      "health": null
+    },)")) << json;
+    EXPECT_TRUE(has(json, R"("health": "failed",
+          "health_reason": "aer-fatal: recovery failed"
+        }
+      ],
+      "health": "failed")")) << json;
+    EXPECT_TRUE(has(json, R"("health": "ok",
+          "health_reason": ""
+        }
+      ],
+      "health": "ok")")) << json;
+    std::string text = vfioctl("status", &code);
+    EXPECT_EQ(code, 0) << text;
+    EXPECT_TRUE(has(text, "group 101: bound, health failed\n")) << text;
+    EXPECT_TRUE(has(text, "  health of 0000:01:01.0: failed (aer-fatal: recovery failed)\n"))
+        << text;
+    EXPECT_TRUE(has(text, "group 102: bound\n")) << text;
+    EXPECT_FALSE(has(text, "health ok")) << text;
+    EXPECT_FALSE(has(text, "of 0000:01:02.0")) << text;
 }
 
 // DESIGN §13: a group whose Health turns failed is Unhealthy within the served limit, from the
