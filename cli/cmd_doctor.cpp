@@ -9,6 +9,7 @@
 #include "core/json.hpp"
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
+#include "dbus_client.hpp"
 #include "doctor.hpp"
 #include "host_plan.hpp"
 
@@ -83,6 +84,13 @@ void print_json(const Diagnosis& dx) {
         w.key("resource_name");
         optional_value(w, f.d->resource_name.has_value(), f.d->resource_name.value_or(""));
         w.key("kubevirt_counts").value(f.fn && kubevirt_counts(*f.fn));
+        // DESIGN §13, as vfiod publishes it; null where it was not read.
+        w.key("health");
+        optional_value(w, !f.health.state.empty(), f.health.state);
+        w.key("health_reason");
+        optional_value(w, !f.health.state.empty(), f.health.reason);
+        w.key("health_fix");
+        optional_value(w, !f.health_fix.empty(), f.health_fix);
         w.end_object();
     }
     w.end_array();
@@ -116,6 +124,21 @@ void print_decision(const Finding& f) {
     }
 }
 
+// Its health as vfiod publishes it (DESIGN §13), a failed group-mate's, and what to do.
+void print_health(const Finding& f) {
+    const client::Health& h = f.health;
+    if (!h.state.empty())
+        std::printf("  health: %s%s\n", printable(h.state).c_str(),
+                    h.reason.empty() ? "" : (" (" + printable(h.reason) + ")").c_str());
+    if (f.failed_mate)
+        std::printf("  health: %s of its IOMMU group failed, so the kubelet plugins list this "
+                    "function Unhealthy too\n", f.failed_mate->str().c_str());
+    if (f.health_fix.empty())
+        return;
+    const bool failed = client::health_failed(h.state) || f.failed_mate;
+    std::printf("  %s: %s\n", failed ? "fix" : "note", f.health_fix.c_str());
+}
+
 void print_finding(const Finding& f) {
     const PlannedDevice& d = *f.d;
     std::printf("\n%s  %s  %s\n", d.address.str().c_str(),
@@ -126,6 +149,7 @@ void print_finding(const Finding& f) {
                 d.driver.empty() ? "(none)" : printable(d.driver).c_str(),
                 d.target.value_or("-").c_str());
     print_decision(f);
+    print_health(f);
     if (f.fn && kubevirt_counts(*f.fn))
         std::printf("  KubeVirt: counted (device ID = IOMMU group %u)\n", *f.fn->iommu_group);
     else if (d.target && *d.target != "vfio-pci")
@@ -195,10 +219,33 @@ void print_mdev(const MdevFinding& m) {
         std::printf("  fix: %s\n", printable(m.fix, 4096).c_str());
 }
 
-void print_text(const Diagnosis& dx, bool allowlist, const char* scope) {
+// vfiod's health of each function (DESIGN §13): only the daemon watches it, so it is read from
+// the daemon on the live host, never for a --root tree (another host's). A note when it was not
+// read, else "".
+std::string read_health(const Args& args, HealthByAddress* health) {
+    if (args.root != "/")
+        return "device health not read: it is vfiod's, of the live host, not of a --root tree";
+    client::DaemonView view;
+    client::ClientResult r = client::fetch_view(&view);
+    if (r.code == client::ClientResult::Code::Unavailable)
+        return "device health not read: vfiod is not running";
+    if (!r.ok())
+        return "device health not read: " + r.message;
+    for (const auto& g : view.groups)
+        for (const auto& [address, h] : g.device_health)
+            if (!h.state.empty())
+                health->emplace(address, h);
+    return health->empty() && !view.groups.empty()
+               ? "device health not read: this vfiod does not publish it"
+               : "";
+}
+
+void print_text(const Diagnosis& dx, bool allowlist, const char* scope, const std::string& note) {
     for (const auto& c : dx.checks)
         std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
     std::printf("%s\n", scope);
+    if (!note.empty())
+        std::printf("%s\n", note.c_str());
     if (dx.findings.empty() && allowlist)
         std::printf("\nNo PCI function on this host matches the allowlist.\n");
     for (const auto& f : dx.findings)
@@ -236,7 +283,10 @@ int run_doctor(const Args& args) {
     }
     KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
-    Diagnosis dx = diagnose(fs, hp.snapshot.topology, *config, hp.plan, hp.snapshot.mdevs);
+    HealthByAddress health;
+    const std::string health_note = read_health(args, &health);
+    Diagnosis dx =
+        diagnose(fs, hp.snapshot.topology, *config, hp.plan, hp.snapshot.mdevs, health);
     if (cr) {
         dx.checks.push_back(kubevirt_cr_check(*cr, dx.mdevs));
         dx.healthy = dx.healthy && dx.checks.back().ok;
@@ -244,7 +294,7 @@ int run_doctor(const Args& args) {
     if (args.json)
         print_json(dx);
     else
-        print_text(dx, !config->devices.empty(), host_use_scope(fs));
+        print_text(dx, !config->devices.empty(), host_use_scope(fs), health_note);
     return dx.healthy ? kExitOk : kExitFailed;
 }
 

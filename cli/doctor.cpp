@@ -138,8 +138,28 @@ std::optional<std::vector<MdevFinding>> mdev_findings(const MdevHost& host, cons
 
 bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && fn.iommu_group; }
 
+namespace {
+
+// A finding's health: its own, and a group-mate's failure when its own is not failed.
+void add_health(Finding& f, const HealthByAddress& health) {
+    if (auto h = health.find(f.d->address); h != health.end())
+        f.health = h->second;
+    f.health_fix = health_advice(f.health, f.d->address);
+    if (client::health_failed(f.health.state))
+        return;
+    for (const auto& mate : f.g->devices)
+        if (auto h = health.find(mate.address);
+            h != health.end() && client::health_failed(h->second.state)) {
+            f.failed_mate = mate.address;
+            f.health_fix = health_advice(h->second, mate.address);
+            return;
+        }
+}
+
+}  // namespace
+
 Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
-                   const MdevHost& mdevs) {
+                   const MdevHost& mdevs, const HealthByAddress& health) {
     Diagnosis dx;
     dx.checks = host_checks(fs, t, config);
     for (const auto& g : plan.groups)
@@ -148,6 +168,7 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
                 continue;
             const PciFunction* fn = t.find(d.address);
             dx.findings.push_back({fn, &g, &d});
+            add_health(dx.findings.back(), health);
             auto& counts = dx.per_resource[d.resource_name.value_or("(no resource_name)")];
             counts.first += fn && kubevirt_counts(*fn);
             counts.second += g.action != Action::Refuse && d.target == "vfio-pci";
@@ -160,7 +181,8 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
     for (const auto& p : dx.pfs.value_or(std::vector<PfFinding>{}))
         dx.healthy = dx.healthy && p.pf->action == PfAction::Ready;
     for (const auto& f : dx.findings)
-        dx.healthy = dx.healthy && f.g->action == Action::Bound && f.fn && kubevirt_counts(*f.fn);
+        dx.healthy = dx.healthy && f.g->action == Action::Bound && f.fn && kubevirt_counts(*f.fn) &&
+                     !client::health_failed(f.health.state) && !f.failed_mate;
     // As with groups and PFs: healthy once every wanted mdev is there, not when it is planned.
     for (const auto& m : dx.mdevs.value_or(std::vector<MdevFinding>{}))
         dx.healthy = dx.healthy && m.ready == m.wanted;
@@ -223,6 +245,26 @@ std::string advice(Reason r, const PciAddress& a) {
     case Reason::Drift:
         return "";  // not planning reasons: make_plan() never gives them
     }
+    return "";
+}
+
+// vfiod clears failed and degraded on an operator's Bind of the group, or on a Reload that finds
+// the function readable with no new errors (DESIGN §13); a Reload while it reads all ones keeps
+// failed.
+std::string health_advice(const client::Health& h, const PciAddress& a) {
+    const std::string clear = "clear the state with `vfioctl bind " + a.str() +
+                              "` once it reads fine, or `systemctl reload vfiod` (a reload "
+                              "clears it when the device reads fine with no new errors)";
+    if (h.state == "failed")
+        return "vfiod hands it to no VM: reseat the card, check the slot and its power (the "
+               "kernel log, journalctl -k, names the errors), and replace it if it fails again; "
+               "then " + clear;
+    if (h.state == "degraded")
+        return "it raised errors the kernel recovered from: watch the counts (vfioctl status, "
+               "journalctl -k); if they keep rising, reseat or replace it; " + clear;
+    if (h.state == "unknown")
+        return "vfiod cannot watch this function's errors (no AER capability, or its files do "
+               "not read); nothing to fix";
     return "";
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/config.hpp"
 #include "core/plan.hpp"
+#include "health.hpp"
 #include "io/host_fs.hpp"
 #include "kubevirt_cr.hpp"
 
@@ -26,7 +27,15 @@ struct Finding {
     const PciFunction* fn;  // null when the function could not be read
     const GroupPlan* g;
     const PlannedDevice* d;
+    client::Health health = {};  // as vfiod publishes it (DESIGN §13); "" when not read
+    // A function of its IOMMU group whose health is failed, when its own is not: the plugins
+    // list the whole group Unhealthy.
+    std::optional<PciAddress> failed_mate = std::nullopt;
+    std::string health_fix = {};  // health_advice() for it (or its failed mate)
 };
+
+// Each function's health as vfiod publishes it, by address.
+using HealthByAddress = std::map<PciAddress, client::Health>;
 
 // An SR-IOV PF of an [[sriov]] entry (DESIGN §11), and what stands in the way of its VF count.
 struct PfFinding {
@@ -75,10 +84,12 @@ struct Diagnosis {
 // vfio-pci (variant drivers are skipped) and it has an iommu_group link.
 bool kubevirt_counts(const PciFunction& fn);
 
-// Everything doctor reports, from the host (fs: proc/cmdline), its topology, the plan, and the
-// mdev parents (for the types a parent has and their available_instances).
+// Everything doctor reports, from the host (fs: proc/cmdline), its topology, the plan, the
+// mdev parents (for the types a parent has and their available_instances), and the health vfiod
+// publishes (empty when not read): a failed function, or one whose group-mate failed, is not
+// ready.
 Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
-                   const MdevHost& mdevs = {});
+                   const MdevHost& mdevs = {}, const HealthByAddress& health = {});
 
 // The plan's (parent, type) pairs (DESIGN §12) in its order, each with its counts, reason and fix,
 // and a pair per selector entry that reaches no parent (no-parent, its type as its name);
@@ -97,6 +108,12 @@ Check kubevirt_cr_check(const KubevirtMdevConfig& cr,
 // What the operator can do about a planning reason, "" when there is nothing to say (and for
 // the reasons make_plan() never gives).
 std::string advice(Reason r, const PciAddress& a);
+
+// What the operator can do about a function's health (DESIGN §13): for failed, reseat, check
+// the slot, replace, and how to clear the state (a Bind of `a`, or a Reload once it reads
+// fine); for degraded, watch the counts and the same clearing; for unknown, only what vfiod
+// cannot watch; "" for ok or not published.
+std::string health_advice(const client::Health& h, const PciAddress& a);
 
 // What the operator can do about a PF whose count vfiod will not or cannot change: the VFs in
 // use (the plan's details say who holds them), the count to stay under, the [[protect]] entry,

@@ -14,6 +14,7 @@
 
 #include "core/plan.hpp"
 #include "core/state.hpp"
+#include "health.hpp"
 
 namespace sdbus {
 class IConnection;
@@ -24,20 +25,6 @@ class Error;
 }
 
 namespace vfiod::client {
-
-// A function's health as vfiod publishes it (DESIGN §13): `state` is "ok", "unknown",
-// "degraded" or "failed" (a newer daemon's word as it came), "" from a vfiod that publishes no
-// Health (nothing known, never failed); `reason` is "" when ok, else "<code>: <text>".
-struct Health {
-    std::string state;
-    std::string reason;
-    bool operator==(const Health&) const = default;
-};
-inline bool health_failed(const std::string& state) { return state == "failed"; }
-// Degraded or failed: what an operator should look at (unknown only says it is not watched).
-inline bool health_troubled(const std::string& state) {
-    return health_failed(state) || state == "degraded";
-}
 
 struct DaemonGroup {
     // Group, reason, blockers and devices as the daemon publishes them: each device the

@@ -83,6 +83,64 @@ TEST_F(DoctorHost, SaysWhyTheIommuIsMissing) {
     EXPECT_FALSE(dx.healthy);
 }
 
+// DESIGN §13: the GPU host with only group 13 allowlisted and already on vfio-pci, so that the
+// health vfiod publishes is all that decides whether it is ready.
+struct DoctorHealth : DoctorHost {
+    Diagnosis diagnose_bound(const HealthByAddress& health) {
+        ConfigResult cr = parse_config("[[device]]\nselector = \"10de:*\"\n"
+                                       "resource_name = \"nvidia.com/GH100\"\n", "t.toml");
+        EXPECT_TRUE(cr.config);
+        config = cr.config.value_or(Config{});
+        fs = std::make_unique<KernelHostFs>(tree.root());
+        snapshot = read_snapshot(*fs);
+        for (const char* a : {"0000:01:00.0", "0000:01:00.1"})
+            snapshot.topology.functions.at(A(a)).driver = "vfio-pci";
+        snapshot.topology.drivers.insert("vfio-pci");
+        plan = make_plan(snapshot.topology, snapshot.use, config);
+        return diagnose(*fs, snapshot.topology, config, plan, {}, health);
+    }
+};
+
+TEST_F(DoctorHealth, AFailedFunctionIsNotReadyAndSaysToReseatReplaceAndClear) {
+    Diagnosis ok = diagnose_bound({{A("0000:01:00.0"), {"ok", ""}}});
+    ASSERT_EQ(ok.findings.size(), 2u);
+    EXPECT_TRUE(ok.healthy);
+    EXPECT_EQ(ok.findings[0].health_fix, "");
+    EXPECT_EQ(diagnose_bound({}).findings[1].health.state, "");  // not read: nothing said
+
+    Diagnosis dx = diagnose_bound({{A("0000:01:00.0"), {"failed", "aer-fatal: recovery failed"}},
+                                   {A("0000:01:00.1"), {"unknown", "no-aer: no AER capability"}}});
+    EXPECT_FALSE(dx.healthy);
+    const Finding& gpu = dx.findings[0];
+    EXPECT_EQ(gpu.health.reason, "aer-fatal: recovery failed");
+    EXPECT_FALSE(gpu.failed_mate);
+    for (const char* what : {"reseat the card", "slot and its power", "replace it if it fails again",
+                             "`vfioctl bind 0000:01:00.0`", "systemctl reload vfiod"})
+        EXPECT_NE(gpu.health_fix.find(what), std::string::npos) << what << ": " << gpu.health_fix;
+    // Its group-mate's own health is only unknown, but the group failed: the fix is the GPU's.
+    const Finding& audio = dx.findings[1];
+    EXPECT_EQ(audio.health.state, "unknown");
+    ASSERT_TRUE(audio.failed_mate);
+    EXPECT_EQ(*audio.failed_mate, A("0000:01:00.0"));
+    EXPECT_EQ(audio.health_fix, gpu.health_fix);
+}
+
+TEST_F(DoctorHealth, DegradedIsANoteAndUnknownOnlyInformation) {
+    Diagnosis dx = diagnose_bound(
+        {{A("0000:01:00.0"), {"degraded", "aer-correctable: 3 since start"}},
+         {A("0000:01:00.1"), {"unknown", "no-aer: no AER capability"}}});
+    EXPECT_TRUE(dx.healthy) << "degraded is a warning, not a failure";
+    const std::string& fix = dx.findings[0].health_fix;
+    for (const char* what : {"watch the counts", "`vfioctl bind 0000:01:00.0`",
+                             "systemctl reload vfiod"})
+        EXPECT_NE(fix.find(what), std::string::npos) << what << ": " << fix;
+    EXPECT_EQ(fix.find("replace it if it fails again"), std::string::npos) << fix;
+    EXPECT_FALSE(dx.findings[1].failed_mate);
+    EXPECT_NE(dx.findings[1].health_fix.find("nothing to fix"), std::string::npos);
+    EXPECT_EQ(health_advice({"ok", ""}, A("0000:01:00.0")), "");
+    EXPECT_EQ(health_advice({"", ""}, A("0000:01:00.0")), "");
+}
+
 // Issue 24's host (the sriov-host fixture) under the fake kernel, whose sriov_numvfs writes make
 // real-looking VFs: each PF of an [[sriov]] entry is a finding, with a fix when vfiod will not or
 // cannot change its count.
