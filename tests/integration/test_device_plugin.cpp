@@ -955,8 +955,11 @@ std::string vfioctl(const std::string& args, int* code) {
 // DESIGN §13 in vfioctl status, against the fake vfiod (the real one publishes no Health yet):
 // the JSON has each function's health and reason and each group's health, null where vfiod
 // publishes none; the text names a failed or degraded group and function, and says nothing of
-// an ok one.
+// an ok one; an mdev has its parent's.
 TEST_F(DevicePluginTest, VfioctlStatusShowsWhatVfiodSaysOfHealth) {
+    const std::string mdev = mdev_uuid("0000:3b:00.0", "t", 0);
+    peer.set_mdevs({{mdev, "0000:3b:00.0", 40, "example.com/vgpu", "failed",
+                     "gone: config space reads all ones"}});
     start_health_peer("failed", "aer-fatal: recovery failed");
     int code = -1;
     std::string json = vfioctl("status --json", &code);
@@ -982,6 +985,10 @@ TEST_F(DevicePluginTest, VfioctlStatusShowsWhatVfiodSaysOfHealth) {
         }
       ],
       "health": "ok")")) << json;
+    EXPECT_TRUE(has(json, R"("blockers": [],
+      "health": "failed",
+      "health_reason": "gone: config space reads all ones"
+    })")) << json;
     std::string text = vfioctl("status", &code);
     EXPECT_EQ(code, 0) << text;
     EXPECT_TRUE(has(text, "group 101: bound, health failed\n")) << text;
@@ -990,6 +997,8 @@ TEST_F(DevicePluginTest, VfioctlStatusShowsWhatVfiodSaysOfHealth) {
     EXPECT_TRUE(has(text, "group 102: bound\n")) << text;
     EXPECT_FALSE(has(text, "health ok")) << text;
     EXPECT_FALSE(has(text, "of 0000:01:02.0")) << text;
+    EXPECT_TRUE(has(text, "  health of its parent: failed (gone: config space reads all ones)\n"))
+        << text;
 }
 
 // DESIGN §13: a group whose Health turns failed is Unhealthy within the served limit, from the
@@ -1017,6 +1026,29 @@ TEST_F(DevicePluginTest, AFailedGroupIsUnhealthyAndHealthyOnceCleared) {
     EXPECT_TRUE(eventually([&] { return health(r0, fn) == "Healthy"; }, kServedLimit));
     EXPECT_EQ(peer.reads(), reads) << "a health change with its value read the inventory again";
     EXPECT_EQ(log_count(r0 + ": " + fn + " (IOMMU group 100) Unhealthy"), 2u);
+}
+
+// DESIGN §13: an mdev whose parent fails stays listed, Unhealthy (a running VM's device shows
+// it), from the signal alone; cleared, Healthy again. The other mdev is untouched.
+TEST_F(DevicePluginTest, AnMdevOnAFailedParentIsListedUnhealthyAndHealthyOnceCleared) {
+    const std::string vgpu = "example.com/vgpu", a = mdev_uuid("0000:3b:00.0", "t", 0),
+                      b = mdev_uuid("0000:3b:00.0", "t", 1);
+    peer.set_mdevs({{a, "0000:3b:00.0", 40, vgpu}, {b, "0000:3b:00.0", 41, vgpu}});
+    start_peer(peer_functions(1, 1));
+    for (unsigned g : {40, 41})  // start_peer makes the functions' group nodes only
+        spit(root + "/dev/vfio/" + std::to_string(g), "");
+    ASSERT_TRUE(kubelet->start());
+    start_plugin();
+    ASSERT_TRUE(listed({vgpu}));
+    ASSERT_TRUE(eventually([&] { return health(vgpu, a) == "Healthy"; }, 5s));
+    const int reads = peer.reads();
+    peer.emit_mdev_health(a, "failed", "aer-fatal: recovery failed");
+    EXPECT_TRUE(eventually([&] { return health(vgpu, a) == "Unhealthy"; }, kServedLimit));
+    EXPECT_EQ(health(vgpu, b), "Healthy");
+    peer.emit_mdev_health(a, "ok", "");
+    EXPECT_TRUE(eventually([&] { return health(vgpu, a) == "Healthy"; }, kServedLimit));
+    EXPECT_EQ(peer.reads(), reads) << "a health change with its value read the inventory again";
+    EXPECT_EQ(log_count(vgpu + ": mdev " + a + " (IOMMU group 40) Unhealthy"), 1u);
 }
 
 // Issue 22: a removal costs the objects it names, not the inventory. 2,000 one-function groups:

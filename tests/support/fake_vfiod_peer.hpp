@@ -35,6 +35,16 @@ public:
         std::string health_reason = "";
     };
 
+    // A ready mediated device (DESIGN §12) with its own IOMMU group.
+    struct Mdev {
+        std::string uuid;  // canonical
+        std::string parent;
+        unsigned group = 0;
+        std::string resource;
+        std::string health = "";  // its parent's; "" not published
+        std::string health_reason = "";
+    };
+
     FakeVfiodPeer() = default;
     FakeVfiodPeer(const FakeVfiodPeer&) = delete;
     FakeVfiodPeer& operator=(const FakeVfiodPeer&) = delete;
@@ -63,6 +73,10 @@ public:
     void set_inventory(std::vector<Function> functions) {
         std::lock_guard l(mu_);
         functions_ = std::move(functions);
+    }
+    void set_mdevs(std::vector<Mdev> mdevs) {
+        std::lock_guard l(mu_);
+        mdevs_ = std::move(mdevs);
     }
     void set_mode(Mode m) {
         std::lock_guard l(mu_);
@@ -107,10 +121,7 @@ public:
                 f.health = health;
                 f.health_reason = reason;
                 fns.push_back(&f);
-                sd_bus_emit_signal(bus_, device_path(f).c_str(), "org.freedesktop.DBus.Properties",
-                                   "PropertiesChanged", "sa{sv}as", "org.vfiod1.Device", 2,
-                                   "Health", "s", health.c_str(), "HealthReason", "s",
-                                   reason.c_str(), 0);
+                emit_health_locked(device_path(f), "org.vfiod1.Device", health, reason);
             }
         if (fns.empty())
             return;
@@ -118,6 +129,17 @@ public:
         sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
                            "PropertiesChanged", "sa{sv}as", "org.vfiod1.Group", 1, "Health", "s",
                            worst_health(fns).c_str(), 0);
+    }
+    // The same for an mdev: its Health and HealthReason (its parent's), values included.
+    void emit_mdev_health(const std::string& uuid, const std::string& health,
+                          const std::string& reason) {
+        std::lock_guard l(mu_);
+        for (auto& m : mdevs_)
+            if (m.uuid == uuid) {
+                m.health = health;
+                m.health_reason = reason;
+                emit_health_locked(mdev_path(m), "org.vfiod1.MediatedDevice", health, reason);
+            }
     }
     // What vfiod says when a Reload drops a group: InterfacesRemoved for its functions, then for
     // the group. Later reads answer without it.
@@ -197,25 +219,59 @@ private:
             for (const Function* f : fns)
                 append_device(r, *f);
         }
+        for (const Mdev& m : mdevs_)
+            append_mdev(r, m);
         sd_bus_message_close_container(r);
     }
 
     // {o a{s a{sv}}} of one function; Health and HealthReason only when it has them.
     static void append_device(sd_bus_message* r, const Function& f) {
-        sd_bus_message_open_container(r, 'e', "oa{sa{sv}}");
-        sd_bus_message_append(r, "o", device_path(f).c_str());
-        sd_bus_message_open_container(r, 'a', "{sa{sv}}");
-        sd_bus_message_open_container(r, 'e', "sa{sv}");
-        sd_bus_message_append(r, "s", "org.vfiod1.Device");
-        sd_bus_message_open_container(r, 'a', "{sv}");
+        open_object(r, device_path(f), "org.vfiod1.Device");
         sd_bus_message_append(r, "{sv}{sv}{sv}{sv}", "Address", "s", f.address.c_str(),
                               "ResourceName", "s", f.resource.c_str(), "Role", "s", "allowlisted",
                               "NumaNode", "i", -1);
-        if (!f.health.empty())
-            sd_bus_message_append(r, "{sv}{sv}", "Health", "s", f.health.c_str(), "HealthReason",
-                                  "s", f.health_reason.c_str());
+        append_health(r, f.health, f.health_reason);
+        close_object(r);
+    }
+
+    // An object's {o a{s a{sv}}} up to its one interface's properties, and its end.
+    static void open_object(sd_bus_message* r, const std::string& path, const char* iface) {
+        sd_bus_message_open_container(r, 'e', "oa{sa{sv}}");
+        sd_bus_message_append(r, "o", path.c_str());
+        sd_bus_message_open_container(r, 'a', "{sa{sv}}");
+        sd_bus_message_open_container(r, 'e', "sa{sv}");
+        sd_bus_message_append(r, "s", iface);
+        sd_bus_message_open_container(r, 'a', "{sv}");
+    }
+    static void close_object(sd_bus_message* r) {
         for (int i = 0; i < 4; ++i)  // a{sv}, e(sa{sv}), a{sa{sv}}, e(oa{sa{sv}})
             sd_bus_message_close_container(r);
+    }
+    // Health and HealthReason, unless not published ("").
+    static void append_health(sd_bus_message* r, const std::string& health,
+                              const std::string& reason) {
+        if (!health.empty())
+            sd_bus_message_append(r, "{sv}{sv}", "Health", "s", health.c_str(), "HealthReason",
+                                  "s", reason.c_str());
+    }
+
+    // {o a{s a{sv}}} of one mdev, ready, with Health and HealthReason when it has them.
+    static void append_mdev(sd_bus_message* r, const Mdev& m) {
+        std::string vfio = "/dev/vfio/" + std::to_string(m.group);
+        open_object(r, mdev_path(m), "org.vfiod1.MediatedDevice");
+        sd_bus_message_append(r, "{sv}{sv}{sv}{sv}{sv}{sv}{sv}", "Uuid", "s", m.uuid.c_str(),
+                              "Parent", "s", m.parent.c_str(), "Type", "s", "nvidia-222",
+                              "ResourceName", "s", m.resource.c_str(), "IommuGroup", "u", m.group,
+                              "VfioPath", "s", vfio.c_str(), "State", "s", "ready");
+        append_health(r, m.health, m.health_reason);
+        close_object(r);
+    }
+
+    static std::string mdev_path(const Mdev& m) {
+        std::string p = "/org/vfiod1/mdev/";
+        for (char c : m.uuid)
+            p += c == '-' ? '_' : c;
+        return p;
     }
 
     // The worst of the functions' Health, vfiod's order: failed, degraded, unknown, ok; "" when
@@ -253,6 +309,13 @@ private:
         for (int i = 0; i < 6; ++i)  // a, v, e(sv), a{sv}, e(sa{sv}), a{sa{sv}}
             sd_bus_message_close_container(r);
         sd_bus_message_close_container(r);  // e(oa{sa{sv}})
+    }
+
+    void emit_health_locked(const std::string& path, const char* iface, const std::string& health,
+                            const std::string& reason) {
+        sd_bus_emit_signal(bus_, path.c_str(), "org.freedesktop.DBus.Properties",
+                           "PropertiesChanged", "sa{sv}as", iface, 2, "Health", "s",
+                           health.c_str(), "HealthReason", "s", reason.c_str(), 0);
     }
 
     void emit_removed_locked(unsigned group) {
@@ -309,6 +372,7 @@ private:
     std::atomic<bool> quit_{false};
     Mode mode_ = Mode::Answer;
     std::vector<Function> functions_;
+    std::vector<Mdev> mdevs_;
     std::vector<sd_bus_message*> held_;
     std::atomic<int> reads_{0};
 };
