@@ -220,11 +220,11 @@ void print_mdev(const MdevFinding& m) {
 }
 
 // vfiod's health of each function (DESIGN §13): only the daemon watches it, so it is read from
-// the daemon on the live host, never for a --root tree (another host's). A note when it was not
-// read, else "".
+// the daemon on the live host, never for a --root tree (another host's, where the scope line
+// already says what a tree cannot show). A note when the live host's was not read, else "".
 std::string read_health(const Args& args, HealthByAddress* health) {
     if (args.root != "/")
-        return "device health not read: it is vfiod's, of the live host, not of a --root tree";
+        return "";
     client::DaemonView view;
     client::ClientResult r = client::fetch_view(&view);
     if (r.code == client::ClientResult::Code::Unavailable)

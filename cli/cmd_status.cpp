@@ -14,14 +14,19 @@ namespace {
 
 using client::DaemonView;
 
-// A published Health as JSON: null where vfiod publishes none (an older vfiod).
-void health_json(JsonWriter& w, const char* key, const std::string& health,
-                 const std::string& value) {
-    w.key(key);
-    if (health.empty())
-        w.null();
-    else
-        w.value(value);
+// "health" and, with `h`'s reason, "health_reason" as JSON: null where vfiod publishes no
+// Health (an older vfiod).
+void health_json(JsonWriter& w, const client::Health& h, bool with_reason = true) {
+    auto member = [&](const char* key, const std::string& value) {
+        w.key(key);
+        if (h.state.empty())
+            w.null();
+        else
+            w.value(value);
+    };
+    member("health", h.state);
+    if (with_reason)
+        member("health_reason", h.reason);
 }
 
 // DESIGN §13's members of the status shape: "health" and "health_reason" of each function and
@@ -30,24 +35,19 @@ JsonExtras health_members(const client::DaemonGroup& g) {
     JsonExtras x;
     x.device = [&g](JsonWriter& w, const PlannedDevice& d) {
         auto it = g.device_health.find(d.address);
-        const client::Health h = it == g.device_health.end() ? client::Health{} : it->second;
-        health_json(w, "health", h.state, h.state);
-        health_json(w, "health_reason", h.state, h.reason);
+        health_json(w, it == g.device_health.end() ? client::Health{} : it->second);
     };
-    x.object = [&g](JsonWriter& w) { health_json(w, "health", g.health, g.health); };
+    x.object = [&g](JsonWriter& w) { health_json(w, {g.health, ""}, false); };
     return x;
 }
 
 JsonExtras health_members(const client::Health& h) {
     JsonExtras x;
-    x.object = [h](JsonWriter& w) {
-        health_json(w, "health", h.state, h.state);
-        health_json(w, "health_reason", h.state, h.reason);
-    };
+    x.object = [h](JsonWriter& w) { health_json(w, h); };
     return x;
 }
 
-// " (failed: aer-fatal: recovery failed)" for a health an operator should look at, else "".
+// " failed (aer-fatal: recovery failed)" for a health an operator should look at, else "".
 std::string troubled(const client::Health& h) {
     if (!client::health_troubled(h.state))
         return "";
