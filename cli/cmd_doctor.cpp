@@ -24,6 +24,16 @@ void optional_value(JsonWriter& w, bool present, const std::string& v) {
         w.null();
 }
 
+// DESIGN §13's health as vfiod publishes it, and what to do; null where it was not read.
+void write_health_json(JsonWriter& w, const client::Health& h, const std::string& fix) {
+    w.key("health");
+    optional_value(w, !h.state.empty(), h.state);
+    w.key("health_reason");
+    optional_value(w, !h.state.empty(), h.reason);
+    w.key("health_fix");
+    optional_value(w, !fix.empty(), fix);
+}
+
 void write_pfs_json(JsonWriter& w, const std::vector<PfFinding>& pfs) {
     w.key("pfs").begin_array();
     for (const auto& p : pfs) {
@@ -57,6 +67,7 @@ void write_mdevs_json(JsonWriter& w, const std::vector<MdevFinding>& mdevs) {
         write_reason_key(w, m.reason);
         w.key("fix");
         optional_value(w, !m.fix.empty(), m.fix);
+        write_health_json(w, m.health, m.health_fix);
         w.end_object();
     }
     w.end_array();
@@ -84,13 +95,7 @@ void print_json(const Diagnosis& dx) {
         w.key("resource_name");
         optional_value(w, f.d->resource_name.has_value(), f.d->resource_name.value_or(""));
         w.key("kubevirt_counts").value(f.fn && kubevirt_counts(*f.fn));
-        // DESIGN §13, as vfiod publishes it; null where it was not read.
-        w.key("health");
-        optional_value(w, !f.health.state.empty(), f.health.state);
-        w.key("health_reason");
-        optional_value(w, !f.health.state.empty(), f.health.reason);
-        w.key("health_fix");
-        optional_value(w, !f.health_fix.empty(), f.health_fix);
+        write_health_json(w, f.health, f.health_fix);
         w.end_object();
     }
     w.end_array();
@@ -124,19 +129,19 @@ void print_decision(const Finding& f) {
     }
 }
 
-// Its health as vfiod publishes it (DESIGN §13), a failed group-mate's, and what to do.
-void print_health(const Finding& f) {
-    const client::Health& h = f.health;
+// A health as vfiod publishes it (DESIGN §13; `whose`: "" for the device's own, "parent " for
+// an mdev pair's), a failed group-mate's, and what to do: a fix for a failure, else a note.
+void print_health(const char* whose, const client::Health& h,
+                  const std::optional<PciAddress>& failed_mate, const std::string& fix) {
     if (!h.state.empty())
-        std::printf("  health: %s%s\n", printable(h.state).c_str(),
+        std::printf("  %shealth: %s%s\n", whose, printable(h.state).c_str(),
                     h.reason.empty() ? "" : (" (" + printable(h.reason) + ")").c_str());
-    if (f.failed_mate)
+    if (failed_mate)
         std::printf("  health: %s of its IOMMU group failed, so the kubelet plugins list this "
-                    "function Unhealthy too\n", f.failed_mate->str().c_str());
-    if (f.health_fix.empty())
-        return;
-    const bool failed = client::health_failed(h.state) || f.failed_mate;
-    std::printf("  %s: %s\n", failed ? "fix" : "note", f.health_fix.c_str());
+                    "function Unhealthy too\n", failed_mate->str().c_str());
+    if (!fix.empty())
+        std::printf("  %s: %s\n", client::health_failed(h.state) || failed_mate ? "fix" : "note",
+                    fix.c_str());
 }
 
 void print_finding(const Finding& f) {
@@ -149,7 +154,7 @@ void print_finding(const Finding& f) {
                 d.driver.empty() ? "(none)" : printable(d.driver).c_str(),
                 d.target.value_or("-").c_str());
     print_decision(f);
-    print_health(f);
+    print_health("", f.health, f.failed_mate, f.health_fix);
     if (f.fn && kubevirt_counts(*f.fn))
         std::printf("  KubeVirt: counted (device ID = IOMMU group %u)\n", *f.fn->iommu_group);
     else if (d.target && *d.target != "vfio-pci")
@@ -217,12 +222,13 @@ void print_mdev(const MdevFinding& m) {
     }
     if (!m.fix.empty())  // it names the parent's types, as sysfs spells them
         std::printf("  fix: %s\n", printable(m.fix, 4096).c_str());
+    print_health("parent ", m.health, std::nullopt, m.health_fix);
 }
 
 // vfiod's health of each function (DESIGN §13): only the daemon watches it, so it is read from
 // the daemon on the live host, never for a --root tree (another host's, where the scope line
 // already says what a tree cannot show). A note when the live host's was not read, else "".
-std::string read_health(const Args& args, HealthByAddress* health) {
+std::string read_health(const Args& args, DaemonHealth* health) {
     if (args.root != "/")
         return "";
     client::DaemonView view;
@@ -234,8 +240,12 @@ std::string read_health(const Args& args, HealthByAddress* health) {
     for (const auto& g : view.groups)
         for (const auto& [address, h] : g.device_health)
             if (!h.state.empty())
-                health->emplace(address, h);
-    return health->empty() && !view.groups.empty()
+                health->functions.emplace(address, h);
+    for (const auto& m : view.mdevs.value_or(std::vector<client::DaemonMdev>{}))
+        if (!m.health.state.empty())
+            health->mdev_parents.emplace(m.plan.parent, m.health);
+    const bool published = !health->functions.empty() || !health->mdev_parents.empty();
+    return !published && (!view.groups.empty() || view.mdevs)
                ? "device health not read: this vfiod does not publish it"
                : "";
 }
@@ -283,7 +293,7 @@ int run_doctor(const Args& args) {
     }
     KernelHostFs fs(args.root);
     HostPlan hp = plan_host(fs, *config);
-    HealthByAddress health;
+    DaemonHealth health;
     const std::string health_note = read_health(args, &health);
     Diagnosis dx =
         diagnose(fs, hp.snapshot.topology, *config, hp.plan, hp.snapshot.mdevs, health);

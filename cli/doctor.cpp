@@ -141,7 +141,7 @@ bool kubevirt_counts(const PciFunction& fn) { return fn.driver == "vfio-pci" && 
 namespace {
 
 // A finding's health: its own, and a group-mate's failure when its own is not failed.
-void add_health(Finding& f, const HealthByAddress& health) {
+void add_health(Finding& f, const std::map<PciAddress, client::Health>& health) {
     if (auto h = health.find(f.d->address); h != health.end())
         f.health = h->second;
     f.health_fix = health_advice(f.health, f.d->address);
@@ -159,7 +159,7 @@ void add_health(Finding& f, const HealthByAddress& health) {
 }  // namespace
 
 Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
-                   const MdevHost& mdevs, const HealthByAddress& health) {
+                   const MdevHost& mdevs, const DaemonHealth& health) {
     Diagnosis dx;
     dx.checks = host_checks(fs, t, config);
     for (const auto& g : plan.groups)
@@ -168,13 +168,20 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
                 continue;
             const PciFunction* fn = t.find(d.address);
             dx.findings.push_back({fn, &g, &d});
-            add_health(dx.findings.back(), health);
+            add_health(dx.findings.back(), health.functions);
             auto& counts = dx.per_resource[d.resource_name.value_or("(no resource_name)")];
             counts.first += fn && kubevirt_counts(*fn);
             counts.second += g.action != Action::Refuse && d.target == "vfio-pci";
         }
     dx.pfs = pf_findings(t, plan);
     dx.mdevs = mdev_findings(mdevs, t, config, plan);
+    for (size_t i = 0; dx.mdevs && i < dx.mdevs->size(); ++i) {
+        MdevFinding& m = (*dx.mdevs)[i];
+        if (auto h = health.mdev_parents.find(m.parent); h != health.mdev_parents.end()) {
+            m.health = h->second;  // an mdev parent is never bound: a Reload clears it
+            m.health_fix = health_advice(m.health, std::nullopt);
+        }
+    }
     for (const auto& c : dx.checks)
         dx.healthy = dx.healthy && c.ok;
     // Until a PF has its VFs, the VFs to pass through are not there.
@@ -185,7 +192,7 @@ Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, co
                      !client::health_failed(f.health.state) && !f.failed_mate;
     // As with groups and PFs: healthy once every wanted mdev is there, not when it is planned.
     for (const auto& m : dx.mdevs.value_or(std::vector<MdevFinding>{}))
-        dx.healthy = dx.healthy && m.ready == m.wanted;
+        dx.healthy = dx.healthy && m.ready == m.wanted && !client::health_failed(m.health.state);
     return dx;
 }
 
@@ -251,10 +258,13 @@ std::string advice(Reason r, const PciAddress& a) {
 // vfiod clears failed and degraded on an operator's Bind of the group, or on a Reload that finds
 // the function readable with no new errors (DESIGN §13); a Reload while it reads all ones keeps
 // failed.
-std::string health_advice(const client::Health& h, const PciAddress& a) {
-    const std::string clear = "clear the state with `vfioctl bind " + a.str() +
-                              "` once it reads fine, or `systemctl reload vfiod` (a reload "
-                              "clears it when the device reads fine with no new errors)";
+std::string health_advice(const client::Health& h, const std::optional<PciAddress>& bindable) {
+    const std::string reload = "`systemctl reload vfiod` (a reload clears it when the device "
+                               "reads fine with no new errors)";
+    const std::string clear =
+        "clear the state with " +
+        (bindable ? "`vfioctl bind " + bindable->str() + "` once it reads fine, or " + reload
+                  : reload);
     if (h.state == "failed")
         return "vfiod hands it to no VM: reseat the card, check the slot and its power (the "
                "kernel log, journalctl -k, names the errors), and replace it if it fails again; "

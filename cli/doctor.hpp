@@ -34,8 +34,12 @@ struct Finding {
     std::string health_fix = {};  // health_advice() for it (or its failed mate)
 };
 
-// Each function's health as vfiod publishes it, by address.
-using HealthByAddress = std::map<PciAddress, client::Health>;
+// Health as vfiod publishes it (DESIGN §13): each function's by address, and each mdev parent's
+// (its mdevs carry it) by the parent's name.
+struct DaemonHealth {
+    std::map<PciAddress, client::Health> functions;
+    std::map<std::string, client::Health> mdev_parents;
+};
 
 // An SR-IOV PF of an [[sriov]] entry (DESIGN §11), and what stands in the way of its VF count.
 struct PfFinding {
@@ -60,6 +64,8 @@ struct MdevFinding {
     Reason reason = Reason::None;
     std::vector<std::string> details;  // the plan's why, the holders of an in-use-mdev
     std::string fix;                   // "" when nothing stands in the way
+    client::Health health = {};        // the parent's, as vfiod publishes it; "" when not read
+    std::string health_fix = {};       // health_advice() for the parent
 };
 
 // The one-line note doctor adds when the config has [[mdev]] entries.
@@ -89,7 +95,7 @@ bool kubevirt_counts(const PciFunction& fn);
 // publishes (empty when not read): a failed function, or one whose group-mate failed, is not
 // ready.
 Diagnosis diagnose(const HostFs& fs, const Topology& t, const Config& config, const Plan& plan,
-                   const MdevHost& mdevs = {}, const HealthByAddress& health = {});
+                   const MdevHost& mdevs = {}, const DaemonHealth& health = {});
 
 // The plan's (parent, type) pairs (DESIGN §12) in its order, each with its counts, reason and fix,
 // and a pair per selector entry that reaches no parent (no-parent, its type as its name);
@@ -109,11 +115,12 @@ Check kubevirt_cr_check(const KubevirtMdevConfig& cr,
 // the reasons make_plan() never gives).
 std::string advice(Reason r, const PciAddress& a);
 
-// What the operator can do about a function's health (DESIGN §13): for failed, reseat, check
-// the slot, replace, and how to clear the state (a Bind of `a`, or a Reload once it reads
-// fine); for degraded, watch the counts and the same clearing; for unknown, only what vfiod
-// cannot watch; "" for ok or not published.
-std::string health_advice(const client::Health& h, const PciAddress& a);
+// What the operator can do about a device's health (DESIGN §13): for failed, reseat, check the
+// slot, replace, and how to clear the state (a Bind of `bindable`, or a Reload once it reads
+// fine; an mdev parent is never bound, so nullopt: the Reload only); for degraded, watch the
+// counts and the same clearing; for unknown, only what vfiod cannot watch; "" for ok or not
+// published.
+std::string health_advice(const client::Health& h, const std::optional<PciAddress>& bindable);
 
 // What the operator can do about a PF whose count vfiod will not or cannot change: the VFs in
 // use (the plan's details say who holds them), the count to stay under, the [[protect]] entry,

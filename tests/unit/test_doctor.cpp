@@ -86,7 +86,7 @@ TEST_F(DoctorHost, SaysWhyTheIommuIsMissing) {
 // DESIGN §13: the GPU host with only group 13 allowlisted and already on vfio-pci, so that the
 // health vfiod publishes is all that decides whether it is ready.
 struct DoctorHealth : DoctorHost {
-    Diagnosis diagnose_bound(const HealthByAddress& health) {
+    Diagnosis diagnose_bound(const std::map<PciAddress, client::Health>& health) {
         ConfigResult cr = parse_config("[[device]]\nselector = \"10de:*\"\n"
                                        "resource_name = \"nvidia.com/GH100\"\n", "t.toml");
         EXPECT_TRUE(cr.config);
@@ -97,7 +97,7 @@ struct DoctorHealth : DoctorHost {
             snapshot.topology.functions.at(A(a)).driver = "vfio-pci";
         snapshot.topology.drivers.insert("vfio-pci");
         plan = make_plan(snapshot.topology, snapshot.use, config);
-        return diagnose(*fs, snapshot.topology, config, plan, {}, health);
+        return diagnose(*fs, snapshot.topology, config, plan, {}, {health, {}});
     }
 };
 
@@ -276,14 +276,14 @@ struct DoctorMdev : ::testing::Test, vfiod::test::FakeMdevHost {
         return "[[mdev]]\nparent = \"" + std::string(parent) + "\"\ntype = \"" + type +
                "\"\ncount = " + std::to_string(count) + "\n";
     }
-    Diagnosis diagnose_with(const std::string& toml) {
+    Diagnosis diagnose_with(const std::string& toml, const DaemonHealth& health = {}) {
         ConfigResult cr = parse_config(toml, "t.toml");
         EXPECT_TRUE(cr.config) << (cr.errors.empty() ? "" : cr.errors[0]);
         config = cr.config.value_or(Config{});
         snapshot = read_snapshot(*kernel);
         plan = make_plan(snapshot.topology, snapshot.use, config);
         plan.mdevs = plan_mdevs(snapshot.mdevs, snapshot.topology, snapshot.use, config);
-        return diagnose(*kernel, snapshot.topology, config, plan, snapshot.mdevs);
+        return diagnose(*kernel, snapshot.topology, config, plan, snapshot.mdevs, health);
     }
     // The one mdev finding of a diagnosis that must have exactly one.
     static MdevFinding only_mdev(const Diagnosis& dx) {
@@ -384,6 +384,28 @@ TEST_F(DoctorMdev, APairIsHealthyOnceAllItsMdevsAreReady) {
     for (const auto& c : dx.checks)
         EXPECT_TRUE(c.ok) << c.name << ": " << c.detail;
     EXPECT_TRUE(dx.healthy);
+}
+
+// DESIGN §13: a pair whose parent vfiod reports failed is not ready, however many mdevs it has;
+// the parent is never bound, so a reload, not a bind, clears it. Degraded is a note.
+TEST_F(DoctorMdev, APairOnAFailedParentIsNotReadyAndAReloadClearsIt) {
+    kernel->register_mdev_parent(vfiod::test::mbochs_parent());
+    create("mbochs-small", mdev_uuid("mbochs", "mbochs-small", 0));
+    DaemonHealth health;
+    health.mdev_parents["mbochs"] = {"failed", "gone: config space reads all ones"};
+    Diagnosis dx = diagnose_with(entry("mbochs", "mbochs-small", 1), health);
+    MdevFinding f = only_mdev(dx);
+    EXPECT_EQ(f.ready, f.wanted);
+    EXPECT_FALSE(dx.healthy);
+    EXPECT_EQ(f.health.reason, "gone: config space reads all ones");
+    for (const char* what : {"reseat the card", "systemctl reload vfiod"})
+        EXPECT_NE(f.health_fix.find(what), std::string::npos) << what << ": " << f.health_fix;
+    EXPECT_EQ(f.health_fix.find("vfioctl bind"), std::string::npos) << f.health_fix;
+
+    health.mdev_parents["mbochs"] = {"degraded", "aer-nonfatal: 1 since start"};
+    dx = diagnose_with(entry("mbochs", "mbochs-small", 1), health);
+    EXPECT_TRUE(dx.healthy);
+    EXPECT_NE(only_mdev(dx).health_fix.find("watch the counts"), std::string::npos);
 }
 
 // One of vfiod's own above the count, held by a VM: the pair still has what it wants, and the
