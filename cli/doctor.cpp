@@ -273,8 +273,8 @@ std::string health_advice(const client::Health& h, const std::optional<PciAddres
         return "it raised errors the kernel recovered from: watch the counts (vfioctl status, "
                "journalctl -k); if they keep rising, reseat or replace it; " + clear;
     if (h.state == "unknown")
-        return "vfiod cannot watch this function's errors (no AER capability, or its files do "
-               "not read); nothing to fix";
+        return "vfiod has no reading of this function's errors (the reason says why: no AER "
+               "capability, files it cannot read, or not read yet); nothing to fix";
     return "";
 }
 

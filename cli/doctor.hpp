@@ -118,7 +118,7 @@ std::string advice(Reason r, const PciAddress& a);
 // What the operator can do about a device's health (DESIGN §13): for failed, reseat, check the
 // slot, replace, and how to clear the state (a Bind of `bindable`, or a Reload once it reads
 // fine; an mdev parent is never bound, so nullopt: the Reload only); for degraded, watch the
-// counts and the same clearing; for unknown, only what vfiod cannot watch; "" for ok or not
+// counts and the same clearing; for unknown, that vfiod has no reading; "" for ok or not
 // published.
 std::string health_advice(const client::Health& h, const std::optional<PciAddress>& bindable);
 
