@@ -7,6 +7,7 @@
 # checks: bound-at-start health-at-start audio-no-aer
 # checks: nonfatal-degraded nonfatal-audio-degraded nonfatal-no-reload nonfatal-still-bound
 # checks: fatal-failed fatal-audio-failed fatal-group-failed fatal-still-bound
+# checks: plugin-healthy-at-start plugin-unhealthy-within-5s plugin-healthy-after-bind
 # checks: restart-keeps-failed bind-clears bind-audio-unknown
 # checks: cor-no-change cor-degraded-at-reload cor-reason cor-reload-clears
 . /vmtest/lib.sh
@@ -34,6 +35,25 @@ expect_eq health-at-start "ok" "$(dev_prop $GPU Health)"
 expect_eq audio-no-aer "unknown no-aer: the function has no AER capability" \
     "$(dev_prop $AUDIO Health) $(dev_prop $AUDIO HealthReason)"
 
+# The real device plugin (its unit, stopped by the device-plugin part) with a fake kubelet: the
+# allowlisted function ($GPU, resource vmtest/nic) goes Unhealthy on a failed recovery and
+# Healthy again once the operator's Bind clears it (DESIGN §13). The 1 s goal is bench/'s; the
+# check catches a poll or timer (5 s).
+RES=vmtest/nic
+KDIR=/var/lib/kubelet/device-plugins
+OUT=/tmp/health-kubelet.out
+mkdir -p $KDIR /var/lib/kubelet/pod-resources
+rm -f /tmp/health-kubelet.in $KDIR/kubelet.sock
+mkfifo /tmp/health-kubelet.in
+vfiod-fake-kubelet $KDIR /var/lib/kubelet/pod-resources/kubelet.sock \
+    </tmp/health-kubelet.in >$OUT 2>&1 &
+kubelet=$!
+exec 8>/tmp/health-kubelet.in
+wait_for 10 test -S $KDIR/kubelet.sock
+systemctl restart vfiod-device-plugin.service
+listed() { grep "^list .* $RES " $OUT | tail -1 | grep -q " $1=$2"; }
+check plugin-healthy-at-start wait_for 20 listed $GPU Healthy
+
 mark_journal /tmp/health-cursor
 # Non-fatal (completion timeout), recovered: both functions below the port get the uevents.
 inject --uncor 0x4000
@@ -51,6 +71,12 @@ check fatal-failed wait_for 15 health_is $GPU failed
 measure fatal-failed "$(elapsed_since "$injected_at")"
 check fatal-audio-failed wait_for 5 health_is $AUDIO failed
 expect_eq fatal-group-failed failed "$(group_health)"
+if wait_for 5 listed $GPU Unhealthy; then
+    measure fatal-to-plugin-unhealthy "$(elapsed_since "$injected_at")"
+    ok plugin-unhealthy-within-5s
+else
+    not_ok plugin-unhealthy-within-5s "$(grep "^list .* $RES " $OUT | tail -1)"
+fi
 show_health
 expect_eq fatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
 
@@ -64,6 +90,10 @@ expect_eq restart-keeps-failed "failed aer-fatal: recovery failed" \
 manager Bind s $GPU >/dev/null
 check bind-clears wait_for 10 health_is $GPU ok
 check bind-audio-unknown wait_for 10 health_is $AUDIO unknown
+check plugin-healthy-after-bind wait_for 10 listed $GPU Healthy
+systemctl stop vfiod-device-plugin.service
+exec 8>&-
+kill $kubelet 2>/dev/null
 show_health
 
 # Correctable: counted, no uevent; seen at the next Reload, cleared by a quiet one.
