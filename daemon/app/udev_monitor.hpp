@@ -29,7 +29,6 @@ struct PciEvent {
     Recovery recovery{};
 };
 
-
 // Where the event loop gets PCI uevents: the udev monitor, or a test's scripted source.
 class PciEventSource {
 public:

@@ -367,6 +367,50 @@ TEST_F(HealthService, AReleasedFunctionNoDriverTakesBackIsQuarantined) {
     EXPECT_EQ(dev(s, kGpu).health, Health::Ok);
 }
 
+// An mdev takes its PCI parent's health: the T4 of "k8s-mdev-host" (never bound, not in a
+// published group) fails its recovery, and its vGPUs' MediatedDevice objects say so.
+TEST(HealthMdev, AnMdevFollowsItsPciParent) {
+    FakeTree tree;
+    ASSERT_TRUE(build_scenario("k8s-mdev-host", tree));
+    tree.write_file("etc/vfiod/vfiod.toml",
+                    "[daemon]\nmode = \"enforce\"\n[[mdev]]\nparent = \"0000:06:00.0\"\n"
+                    "type = \"nvidia-222\"\ncount = 2\nresource_name = \"nvidia.com/T4\"\n");
+    FakeKernel kernel(tree);
+    for (const auto& p : scenario_mdev_parents("k8s-mdev-host"))
+        kernel.register_mdev_parent(p, false);
+    kernel.add_aer(kMdevPciParent);
+    std::set<PciAddress> touched;
+    std::map<PciAddress, Recovery> recovery;
+    kernel.on_device_uevent([&](const Uevent& ev) {
+        auto a = PciAddress::parse(ev.get("PCI_SLOT_NAME"));
+        if (ev.subsystem != "pci" || !a)
+            return;
+        touched.insert(*a);
+        Recovery r = recovery_of(ev.action == "change" ? ev.get("ERROR_EVENT").c_str() : nullptr);
+        if (r.failed || r.recovered)
+            recovery[*a].merge(r);
+    });
+    Service s(kernel, {});
+    ASSERT_TRUE(s.start());
+    s.publish();
+    auto mdev_health = [&] {
+        std::set<std::pair<Health, std::string>> out;
+        for (const auto& [uuid, m] : s.inventory().mdevs)
+            if (m.parent == kMdevPciParent)
+                out.insert({m.health, m.health_reason});
+        return out;
+    };
+    ASSERT_EQ(s.inventory().mdevs.size(), 2u);
+    EXPECT_EQ(mdev_health(), (std::set<std::pair<Health, std::string>>{{Health::Ok, ""}}));
+    touched.clear();
+    kernel.inject_aer(kMdevPciParent, FakeKernel::AerKind::Fatal, false);
+    s.handle_recovery(recovery);
+    s.handle_events(touched);
+    s.publish();
+    EXPECT_EQ(mdev_health(), (std::set<std::pair<Health, std::string>>{
+                                 {Health::Failed, "aer-fatal: recovery failed"}}));
+}
+
 TEST(HealthTracker, ACountAloneIsPublishedAtMostOnceASecond) {
     FakeTree tree;
     KernelHostFs fs(tree.root());
