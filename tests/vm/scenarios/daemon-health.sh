@@ -66,17 +66,29 @@ check nonfatal-no-reload sh -c "! journalctl -u vfiod -q --no-pager \
 expect_eq nonfatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
 
 # Fatal (data link protocol error): QEMU's port link does not come back, recovery fails.
+busctl monitor org.vfiod1 >/tmp/health-monitor.txt 2>&1 &
+monitor=$!
+sleep 1
 inject --uncor 0x10
 check fatal-failed wait_for 15 health_is $GPU failed
 measure fatal-failed "$(elapsed_since "$injected_at")"
 check fatal-audio-failed wait_for 5 health_is $AUDIO failed
 expect_eq fatal-group-failed failed "$(group_health)"
-if wait_for 5 listed $GPU Unhealthy; then
-    measure fatal-to-plugin-unhealthy "$(elapsed_since "$injected_at")"
-    ok plugin-unhealthy-within-5s
+# vfiod's signal (the group's Health "failed") to the first list naming $GPU Unhealthy: the
+# goal is 1 s (bench/vm_latency.sh judges it); the check, 5 s, catches a poll or timer.
+failed_signal() { signal_time /tmp/health-monitor.txt "/org/vfiod1/group/$grp" failed; }
+unhealthy_listed() {
+    awk -v id=" $GPU=Unhealthy" -v res=" $RES " '$1 == "list" && index($0, res) &&
+        index($0, id) { print $2; exit }' $OUT | grep .
+}
+if wait_for 10 failed_signal && wait_for 5 unhealthy_listed; then
+    latency=$(awk -v a="$(failed_signal)" -v b="$(unhealthy_listed)" 'BEGIN { printf "%.3f", b - a }')
+    measure health-signal-to-unhealthy "$latency"
+    check plugin-unhealthy-within-5s awk -v l="$latency" 'BEGIN { exit !(l >= -0.25 && l <= 5.0) }'
 else
     not_ok plugin-unhealthy-within-5s "$(grep "^list .* $RES " $OUT | tail -1)"
 fi
+kill $monitor
 show_health
 expect_eq fatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
 
