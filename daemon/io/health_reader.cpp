@@ -56,10 +56,12 @@ void read_totals(const HostFs& fs, const PciAddress& a, HealthReading* r) {
 HealthReading read_health(const HostFs& fs, const PciAddress& a, const std::string* original) {
     HealthReading r;
     read_totals(fs, a, &r);
-    // The vendor ID, read from the device now: the sysfs vendor file is a value cached at
-    // enumeration. A function that is gone answers every config read with all ones.
-    auto config = fs.read(pci_paths::device(a, "config"), 2);
-    r.gone = config && *config == "\xff\xff";
+    // The config header's first three dwords, read from the device now (the sysfs vendor file
+    // is a value cached at enumeration). A function that is gone answers every config read with
+    // all ones. The vendor and device IDs alone do not say it: an SR-IOV VF's read all ones by
+    // the PCIe spec (the kernel takes them from the PF), while its class dword is real.
+    auto config = fs.read(pci_paths::device(a, "config"), 12);
+    r.gone = config && *config == std::string(12, '\xff');
     if (original && !original->empty() && fs.exists(pci_paths::driver(*original))) {
         std::string now = fs.link_name(pci_paths::driver_link(a)).value_or("");
         if (now != *original)

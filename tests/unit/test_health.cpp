@@ -274,6 +274,20 @@ TEST_F(HealthService, AFunctionReadingAllOnesIsFailedUntilItReadsAgain) {
     EXPECT_EQ(dev(s, kGpu).health, Health::Ok);
 }
 
+// An SR-IOV VF's vendor and device IDs read all ones in its config space, by the PCIe spec (the
+// kernel takes them from the PF's SR-IOV capability); its class dword is real. Seen on 6.1 with
+// QEMU's emulated NVMe VFs: not a device that is gone.
+TEST_F(HealthService, AVfsAllOnesIdsAreNotAGoneDevice) {
+    tree.write_file(tree.devpath(kGpu) + "/config",
+                    std::string(4, '\xff') + std::string("\x06\x04\x10\x00\xa1\x00\x02\x03", 8) +
+                        std::string(52, '\0'));
+    Service s(kernel, {});
+    start(s);
+    ASSERT_TRUE(s.reload().ok());
+    s.publish();
+    EXPECT_EQ(dev(s, kGpu).health, Health::Ok);
+}
+
 TEST_F(HealthService, ARecoveryAHandlerlessDriverBreaksFailsEveryFunctionBelowThePort) {
     // The host drivers, as in the 6.1 observation: snd_hda_intel has no error handlers.
     tree.write_file("etc/vfiod/vfiod.toml",
