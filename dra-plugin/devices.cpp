@@ -88,11 +88,26 @@ void add_mdevs(const client::DaemonView& view, const std::function<bool(unsigned
         d.resource_name = m.plan.resource_name;
         d.numa_node = m.numa_node;
         d.mdev = {m.plan.uuid, m.plan.type, m.plan.type_name};
+        d.health = m.health;
         // A PCI parent is named by its address; a virtual one ("mbochs") has no PCIe root.
         if (auto parent = PciAddress::parse(m.plan.parent))
             d.pcie_root = pcie_root(host, d, *parent, before);
         out->push_back(std::move(d));
     }
+}
+
+// A function's health as DRA says it: its own, unless it is not failed and another function of
+// its group is: then failed, naming that function (the first failed one by address).
+client::Health function_health(const client::DaemonGroup& g, const PciAddress& a) {
+    auto own = g.device_health.find(a);
+    client::Health h = own != g.device_health.end() ? own->second : client::Health{};
+    if (client::health_failed(h.state) || !client::health_failed(g.health))
+        return h;
+    for (const auto& [mate, mh] : g.device_health)
+        if (mate != a && client::health_failed(mh.state))
+            return {"failed", "group-member-failed: " + mate.str() + " " + mh.reason};
+    return {"failed", "group-member-failed: IOMMU group " + std::to_string(*g.plan.group) +
+                          " is failed"};
 }
 
 }  // namespace
@@ -131,6 +146,7 @@ std::shared_ptr<const DraInventory> make_inventory(const client::DaemonView& vie
             out.driver = d.driver;
             out.numa_node = d.numa_node;
             out.pcie_root = pcie_root(host, out, d.address, before);
+            out.health = function_health(g, d.address);
             inv->devices.push_back(std::move(out));
         }
     }

@@ -45,6 +45,11 @@ struct DraDevice {
     int numa_node = -1;
     std::string pcie_root;      // "pci0000:00"; empty when the function's link leads nowhere
     Mdev mdev;
+    // vfiod's Health of it (DESIGN §13): a function's own, or failed when another function of
+    // its group is (a group is handed out whole); an mdev's is its parent's. State "" from a
+    // vfiod that publishes none. The health stream and the slices' taints say it
+    // (device_health.hpp).
+    client::Health health;
     bool operator==(const DraDevice&) const = default;
 
     bool is_mdev() const { return !mdev.uuid.empty(); }

@@ -13,6 +13,7 @@
 #include "api_objects.hpp"
 #include "core/mdev.hpp"
 #include "core/state.hpp"
+#include "device_health.hpp"
 #include "devices.hpp"
 #include "dra_fixtures.hpp"
 #include "fake_tree.hpp"
@@ -245,6 +246,73 @@ TEST(DraDevices, InventoryPublishesHealthyAllowlistedFunctionsOnly) {
     auto next = make_inventory(v, [](unsigned) { return true; }, host, between.get());
     EXPECT_EQ(next->find("pci-0000-01-00-0")->pcie_root, "pci0000:00");
     EXPECT_EQ(next->find("pci-0000-40-00-0")->pcie_root, "");
+}
+
+// Health as DRA says it (DESIGN §13): a function's own; failed when a group mate is failed
+// (the group is handed out whole), naming the mate; an mdev's is its parent's.
+TEST(DraDevices, HealthIsTheFunctionsOwnOrItsFailedGroupMates) {
+    test::FakeTree tree;
+    KernelHostFs host(tree.root());
+    client::DaemonView v;
+    v.groups.push_back(grp(13, "bound",
+                           {rec("0000:01:00.0", Role::Allowlisted, "x.com/gpu"),
+                            rec("0000:01:00.1", Role::Allowlisted, "x.com/gpu")},
+                           0));
+    v.groups.push_back(grp(14, "bound", {rec("0000:02:00.0", Role::Allowlisted, "x.com/gpu")}, 0));
+    v.groups.push_back(grp(15, "bound", {rec("0000:03:00.0", Role::Allowlisted, "x.com/gpu")}, 0));
+    v.groups[0].health = "failed";
+    v.groups[0].device_health[addr("0000:01:00.0")] = {"ok", ""};
+    v.groups[0].device_health[addr("0000:01:00.1")] = {"failed", "aer-fatal: recovery failed"};
+    v.groups[1].health = "degraded";
+    v.groups[1].device_health[addr("0000:02:00.0")] = {"degraded",
+                                                       "aer-correctable: 3 since start"};
+    // Group 15 from a vfiod that publishes no health.
+    auto inv = make_inventory(v, [](unsigned) { return true; }, host);
+    ASSERT_EQ(inv->devices.size(), 4u);
+    EXPECT_EQ(inv->find("pci-0000-01-00-1")->health,
+              (client::Health{"failed", "aer-fatal: recovery failed"}));
+    EXPECT_EQ(inv->find("pci-0000-01-00-0")->health,
+              (client::Health{"failed",
+                              "group-member-failed: 0000:01:00.1 aer-fatal: recovery failed"}));
+    EXPECT_EQ(inv->find("pci-0000-02-00-0")->health.state, "degraded");
+    EXPECT_EQ(inv->find("pci-0000-03-00-0")->health, client::Health{});
+    // A group failed with no failed function in the view still fails its functions.
+    v.groups[0].device_health.clear();
+    inv = make_inventory(v, [](unsigned) { return true; }, host);
+    EXPECT_EQ(inv->find("pci-0000-01-00-0")->health,
+              (client::Health{"failed", "group-member-failed: IOMMU group 13 is failed"}));
+}
+
+TEST(DraDevices, KubeletHealthOfEachState) {
+    EXPECT_EQ(kubelet_health({"ok", ""}), (HealthReport{KubeletHealth::Healthy, ""}));
+    EXPECT_EQ(kubelet_health({"degraded", "aer-correctable: 3 since start"}),
+              (HealthReport{KubeletHealth::Healthy, "degraded: aer-correctable: 3 since start"}));
+    EXPECT_EQ(kubelet_health({"failed", "gone: config reads all ones"}),
+              (HealthReport{KubeletHealth::Unhealthy, "gone: config reads all ones"}));
+    EXPECT_EQ(kubelet_health({"unknown", "no-aer"}),
+              (HealthReport{KubeletHealth::Unknown, "no-aer"}));
+    EXPECT_EQ(kubelet_health({}).health, KubeletHealth::Unknown);
+    EXPECT_EQ(kubelet_health({"on-fire", "x"}).health, KubeletHealth::Unknown);
+    // A hostile reason: escaped, and cut below the kubelet's limit.
+    HealthReport r = kubelet_health({"failed", "x\x1b[2J" + std::string(5000, 'a')});
+    EXPECT_EQ(r.health, KubeletHealth::Unhealthy);
+    EXPECT_LE(r.message.size(), kMaxHealthMessage);
+    EXPECT_GT(r.message.size(), kMaxHealthMessage - 10);
+    EXPECT_EQ(r.message.find('\x1b'), std::string::npos);
+}
+
+TEST(DraDevices, TaintValueIsTheReasonCodeAsALabelValue) {
+    EXPECT_EQ(taint_value({"ok", ""}), "");
+    EXPECT_EQ(taint_value({"degraded", "aer-recovered: x"}), "");
+    EXPECT_EQ(taint_value({"unknown", "no-aer"}), "");
+    EXPECT_EQ(taint_value({"failed", "aer-fatal: recovery failed"}), "aer-fatal");
+    EXPECT_EQ(taint_value({"failed", "quarantine: its driver did not take it"}), "quarantine");
+    EXPECT_EQ(taint_value({"failed", ""}), "failed");
+    EXPECT_EQ(taint_value({"failed", "--: x"}), "failed");
+    EXPECT_EQ(taint_value({"failed", "-a b:c-: x"}), "a-b-c");
+    EXPECT_EQ(taint_value({"failed", "\xff\xfeok"}), "ok");
+    std::string v = taint_value({"failed", std::string(200, 'z')});
+    EXPECT_EQ(v, std::string(63, 'z'));
 }
 
 std::vector<DraDevice> many(size_t n) {
