@@ -74,11 +74,17 @@ public:
         std::function<void()> refuse;  // finishes the call unworked (stopping)
     };
 
-    void start(unsigned workers, size_t max_waiting) {
+    // Set before start(); the defaults suit a kubelet.
+    struct Limits {
+        unsigned workers = 8;
+        size_t max_waiting = 2048;
+    } limits;
+
+    void start() {
         std::lock_guard l(mu_);
         stopping_ = false;
-        max_waiting_ = max_waiting;
-        for (unsigned i = 0; i < workers; ++i)
+        max_waiting_ = limits.max_waiting;
+        for (unsigned i = 0; i < limits.workers; ++i)
             threads_.emplace_back([this] { loop(); });
     }
     enum class Submitted { Queued, Full, Stopping };
@@ -156,6 +162,9 @@ public:
         out->set_name(o_.driver);
         out->set_endpoint(o_.dra_endpoint);
         out->add_supported_versions("v1.DRAPlugin");
+        // The kubelet opens a health stream when it finds one of these (v1 first).
+        for (const auto& name : HealthStreams::service_names())
+            out->add_supported_versions(name);
         spdlog::debug("{}: GetInfo from {}", o_.driver, printable(ctx->peer()));
         auto* r = ctx->DefaultReactor();
         r->Finish(grpc::Status::OK);
@@ -480,7 +489,8 @@ void stop(Served* s, std::chrono::system_clock::time_point deadline) {
     s->dirfd.reset();
 }
 
-bool serve(Served* s, const HostFs& host, grpc::Service* service, std::string* err) {
+bool serve(Served* s, const HostFs& host, const std::vector<grpc::Service*>& services,
+           std::string* err) {
     if (s->path.size() > kMaxSocketPath) {
         *err = "cannot listen on " + s->path + ": " + std::to_string(s->path.size()) +
                " bytes, and a unix socket path holds at most " + std::to_string(kMaxSocketPath);
@@ -495,7 +505,8 @@ bool serve(Served* s, const HostFs& host, grpc::Service* service, std::string* e
     b.AddListeningPort("unix:///proc/self/fd/" + std::to_string(s->dirfd.get()) + "/" + s->name,
                        grpc::InsecureServerCredentials());
     b.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    b.RegisterService(service);
+    for (grpc::Service* service : services)
+        b.RegisterService(service);
     s->server = b.BuildAndStart();
     struct stat st;
     if (!s->server) {
@@ -523,7 +534,7 @@ struct Endpoint : Served {
 
 struct KubeletServers::Impl {
     Impl(Options opts, Prepare p, Unprepare u)
-        : o(std::move(opts)), host(o.root), calls{std::move(p), std::move(u)} {
+        : o(std::move(opts)), host(o.root), calls{std::move(p), std::move(u)}, health(o.health) {
         auto place = [this](Served* s, const std::string& dir, const std::string& name) {
             s->dir = dir;
             s->name = name;
@@ -539,13 +550,11 @@ struct KubeletServers::Impl {
         Prepare prepare;
         Unprepare unprepare;
     } calls;  // what the DRA service hands each claim to
-    struct {
-        unsigned workers = 8;
-        size_t max_waiting = 2048;
-    } limits;  // the work queue's
 
     std::mutex mu;  // the servers; start, check_registration and shutdown
     WorkQueue queue;
+    // Before the DRA socket's server: its streams refer to it until that server is gone.
+    HealthStreams health;
     Endpoint<DraService> dra;
     Endpoint<RegistrationService> reg;
 
@@ -563,7 +572,7 @@ struct KubeletServers::Impl {
             status.error.clear();
             status.registered = false;
         }
-        return serve(&reg, host, reg.service.get(), err);
+        return serve(&reg, host, {reg.service.get()}, err);
     }
 
     void stop_all_locked() {
@@ -572,6 +581,7 @@ struct KubeletServers::Impl {
         // Calls waiting for a worker are refused, running ones finish: only then can the
         // server's shutdown complete, as it waits for every call to be finished.
         queue.stop();
+        health.stop();
         stop(&dra, deadline);
         reg.service.reset();
         dra.service.reset();
@@ -585,8 +595,7 @@ KubeletServers::~KubeletServers() { shutdown(); }
 
 void KubeletServers::set_limits(unsigned workers, size_t max_waiting_calls) {
     std::lock_guard l(impl_->mu);
-    impl_->limits.workers = workers == 0 ? 1 : workers;
-    impl_->limits.max_waiting = max_waiting_calls;
+    impl_->queue.limits = {workers == 0 ? 1 : workers, max_waiting_calls};
 }
 
 bool KubeletServers::start(std::string* err) {
@@ -594,11 +603,14 @@ bool KubeletServers::start(std::string* err) {
     Impl& m = *impl_;
     if (m.reg.server || m.dra.server)
         m.stop_all_locked();
-    m.queue.start(m.limits.workers, m.limits.max_waiting);
+    m.queue.start();
     m.dra.service =
         std::make_unique<DraService>(m.o.driver, m.calls.prepare, m.calls.unprepare, m.queue);
+    m.health.start();
+    std::vector<grpc::Service*> services = m.health.make_services();
+    services.insert(services.begin(), m.dra.service.get());
     // The DRA socket first: the kubelet dials it as soon as registration answers.
-    if (!serve(&m.dra, m.host, m.dra.service.get(), err) || !m.serve_registration(err)) {
+    if (!serve(&m.dra, m.host, services, err) || !m.serve_registration(err)) {
         m.stop_all_locked();
         return false;
     }
@@ -641,6 +653,12 @@ bool KubeletServers::registered() const {
     std::lock_guard l(impl_->status.mu);
     return impl_->status.registered;
 }
+
+void KubeletServers::publish_health(const std::vector<DraDevice>& devices) {
+    impl_->health.publish(devices);
+}
+
+HealthStreams::Stats KubeletServers::health_stats() const { return impl_->health.stats(); }
 
 void KubeletServers::shutdown() {
     if (!impl_)

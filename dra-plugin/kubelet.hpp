@@ -1,8 +1,9 @@
 // The kubelet side of vfiod-dra-plugin (DESIGN §10): the plugin-registration service on
 // <registrar-dir>/<driver>-reg.sock (package pluginregistration, GetInfo answers DRAPlugin, the
 // driver, the DRA socket and "v1.DRAPlugin") and the DRA service on <plugin-dir>/dra.sock
-// (package k8s.io.kubelet.pkg.apis.dra.v1, NodePrepareResources, NodeUnprepareResources),
-// synchronous gRPC over unix sockets. Each claim of a call goes to the Preparer; claims of one
+// (package k8s.io.kubelet.pkg.apis.dra.v1, NodePrepareResources, NodeUnprepareResources, and the
+// DRAResourceHealth streams of health_stream.hpp, v1 and v1alpha1, which GetInfo lists too),
+// gRPC over unix sockets. Each claim of a call goes to the Preparer; claims of one
 // call are answered independently, and those left when the kubelet gives up on the call (its
 // deadline, a cancel) are answered with that error unworked. A registration socket someone
 // removed is served again.
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "health_stream.hpp"
 #include "prepare.hpp"
 
 namespace vfiod::dra {
@@ -27,6 +29,8 @@ public:
         // (HostFs::open_own_dir): made there when missing, and a link on the way that leads out
         // of it is refused, never followed, so no socket is bound or removed outside it.
         std::string root = "/";
+        // The health streams': their pool (the node) and timing.
+        HealthStreams::Options health;
     };
     // Given the call's limit: a claim's work stops when the kubelet gives up on the call.
     using Prepare = std::function<PrepareResult(const ClaimRef&, const CallLimit&)>;
@@ -53,6 +57,9 @@ public:
     // Whether the kubelet said the registration failed, and its error ("" until it says).
     std::string registration_error() const;
     bool registered() const;
+    // From any thread: the published devices, whose health the kubelet's streams say.
+    void publish_health(const std::vector<DraDevice>& devices);
+    HealthStreams::Stats health_stats() const;
     void shutdown();
 
 private:

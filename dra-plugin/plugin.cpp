@@ -26,7 +26,8 @@ DraPlugin::DraPlugin(const Options& o, sdbus::IConnection& bus, Loop& loop, Kube
       preparer_(Preparer::Options{o.driver, o.node, o.cdi_dir, o.state_dir}, api,
                 [this] { return inventory(); }, host_),
       servers_(KubeletServers::Options{o.driver, o.registrar_dir, o.plugin_dir,
-                                       o.plugin_dir + "/dra.sock", o.root},
+                                       o.plugin_dir + "/dra.sock", o.root,
+                                       HealthStreams::Options{.pool = o.node}},
                [this](const ClaimRef& c, const CallLimit& l) { return preparer_.prepare(c, l); },
                [this](const ClaimRef& c, const CallLimit& l) { return preparer_.unprepare(c, l); }) {}
 
@@ -53,6 +54,7 @@ void DraPlugin::rebuild() {
     spdlog::info("publishing {} device(s){}", after->devices.size(),
                  before ? "" : " (vfiod's inventory read)");
     publisher_.publish(after->devices);
+    servers_.publish_health(after->devices);
 }
 
 // The registrar directory changed (the kubelet's plugin watcher, or someone removing our

@@ -187,7 +187,10 @@ TEST_F(DraKubeletTest, RegistrationAnswersExactlyAndRecordsTheVerdict) {
     EXPECT_EQ(info.type, "DRAPlugin");
     EXPECT_EQ(info.name, kDriver);
     EXPECT_EQ(info.endpoint, dra_);
-    EXPECT_EQ(info.supported_versions, std::vector<std::string>{"v1.DRAPlugin"});
+    // The DRA service, and the health service in both versions the kubelet knows.
+    EXPECT_EQ(info.supported_versions,
+              (std::vector<std::string>{"v1.DRAPlugin", "v1.DRAResourceHealth",
+                                        "v1alpha1.DRAResourceHealth"}));
     EXPECT_EQ(k.dra_socket(), dra_);
     EXPECT_TRUE(servers_->registered());
     EXPECT_EQ(servers_->registration_error(), "");
@@ -787,7 +790,9 @@ TEST_F(DraKubeletTest, TheCliRegistersPreparesAndUnpreparesInJson) {
     EXPECT_EQ(j["type"], "DRAPlugin");
     EXPECT_EQ(j["name"], kDriver);
     EXPECT_EQ(j["endpoint"], dra_);
-    EXPECT_EQ(j["supported_versions"], json::array({"v1.DRAPlugin"}));
+    EXPECT_EQ(j["supported_versions"],
+              json::array({"v1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"}));
+    EXPECT_EQ(j["health_service"], "v1.DRAResourceHealth");
     EXPECT_TRUE(servers_->registered());
 
     r = run("prepare " + dra_ + " ns/ok-a/uid-1 ns/fail-b/uid-2");
@@ -807,6 +812,20 @@ TEST_F(DraKubeletTest, TheCliRegistersPreparesAndUnpreparesInJson) {
     ASSERT_EQ(r.exit_code, 0) << r.out;
     j = json::parse(r.out);
     EXPECT_EQ(j["claims"]["uid-1"]["error"], "");
+
+    // The kubelet's health stream: a line per message, the health as the kubelet has it.
+    vfiod::dra::DraDevice failed;
+    failed.name = "pci-0000-01-00-0";
+    failed.health = {"failed", "aer-fatal: recovery failed"};
+    servers_->publish_health({failed});
+    r = run("--timeout 1 watch-health " + dra_);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    j = json::parse(r.out.substr(0, r.out.find('\n')));
+    EXPECT_EQ(j["messages"], 1);
+    EXPECT_EQ(j["devices"]["/pci-0000-01-00-0"]["health"], "UNHEALTHY");  // no --node here
+    EXPECT_EQ(j["devices"]["/pci-0000-01-00-0"]["message"], "aer-fatal: recovery failed");
+    EXPECT_GT(j["received_ms"].get<int64_t>(), 0);
+    EXPECT_EQ(run("--timeout 1 watch-health " + dra_ + " v9.Nothing").exit_code, 1);
 
     // A gRPC failure: 1, still JSON. Usage: 2.
     r = run("--timeout 2 prepare " + dir_ + "/nothing.sock ns/a/u");

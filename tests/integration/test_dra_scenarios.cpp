@@ -244,7 +244,9 @@ protected:
         EXPECT_EQ(info.type, "DRAPlugin");
         EXPECT_EQ(info.name, kDriver);
         EXPECT_EQ(info.endpoint, std::string(kPluginDir) + "/dra.sock");
-        EXPECT_EQ(info.supported_versions, std::vector<std::string>{"v1.DRAPlugin"});
+        EXPECT_EQ(vfiod::test::pick_health_service(info.supported_versions),
+                  "v1.DRAResourceHealth");
+        EXPECT_EQ(info.supported_versions.front(), "v1.DRAPlugin");
         ++registrations;
         return true;
     }
@@ -1034,4 +1036,44 @@ TEST_F(DraScenarioTest, FourThousandEightyFunctionsGiveSixtyFourSlices) {
 }
 
 }  // namespace
+// Health (DESIGN §13, KEP-4680): the kubelet's stream, picked from the registration, says each
+// device's health; vfiod's failed Health of a group turns its functions UNHEALTHY within the
+// limit, while they stay published (a running pod's claim still names them), and its ok turns
+// them back. The other group's device stays HEALTHY throughout.
+TEST_F(DraScenarioTest, VfiodsHealthReachesTheKubeletsHealthStream) {
+    start_peer({{"0000:21:00.0", 21, "nvidia.com/GH100", "bound", "ok", ""},
+                {"0000:21:00.1", 21, "", "bound", "ok", ""},
+                {"0000:22:00.0", 22, "intel.com/I210", "bound", "ok", ""}});
+    start_plugin();
+    const std::set<std::string> all = {"pci-0000-21-00-0", "pci-0000-21-00-1",
+                                       "pci-0000-22-00-0"};
+    ASSERT_TRUE(publishes(all, kStartLimit)) << "published: " << joined(published_names());
+    ASSERT_TRUE(registered());
+    FakeHealthWatch watch(root + kPluginDir + "/dra.sock", vfiod::test::kHealthV1);
+    auto health = [&](const char* name) { return watch.health(kNode, name); };
+    ASSERT_TRUE(eventually([&] { return health("pci-0000-22-00-0") == FakeHealthWatch::Healthy; },
+                           kServedLimit));
+    EXPECT_EQ(health("pci-0000-21-00-0"), FakeHealthWatch::Healthy);
+
+    auto t0 = Clock::now();
+    peer.emit_health(21, "failed", "aer-fatal: recovery failed");
+    ASSERT_TRUE(eventually([&] {
+        return health("pci-0000-21-00-0") == FakeHealthWatch::Unhealthy &&
+               health("pci-0000-21-00-1") == FakeHealthWatch::Unhealthy;
+    }, kServedLimit));
+    std::printf("# vfiod's failed Health -> UNHEALTHY in the kubelet's stream: %ld ms\n",
+                ms_since(t0));
+    std::string message;
+    watch.health(kNode, "pci-0000-21-00-0", &message);
+    EXPECT_EQ(message, "aer-fatal: recovery failed");
+    EXPECT_EQ(health("pci-0000-22-00-0"), FakeHealthWatch::Healthy);
+    EXPECT_EQ(published_names().count("pci-0000-21-00-0"), 1u);
+
+    peer.emit_health(21, "ok", "");
+    EXPECT_TRUE(eventually([&] {
+        return health("pci-0000-21-00-0") == FakeHealthWatch::Healthy &&
+               health("pci-0000-21-00-1") == FakeHealthWatch::Healthy;
+    }, kServedLimit));
+}
+
 }  // namespace vfiod::test

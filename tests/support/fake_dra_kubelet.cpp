@@ -6,6 +6,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "dra-health/v1/api.pb.h"
 #include "dra.pb.h"
 #include "pluginregistration.pb.h"
 
@@ -13,6 +14,8 @@ namespace vfiod::test {
 
 namespace drapb = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace regpb = pluginregistration;
+// Both versions of the health API have the same messages: read with v1's, whichever was dialled.
+namespace k8s_health = ::v1;
 
 namespace {
 
@@ -171,6 +174,170 @@ DraCallResult FakeDraKubelet::unprepare(const std::string& dra_socket,
     for (const auto& [uid, a] : resp.claims())
         r.claims[uid].error = a.error();
     return r;
+}
+
+std::string pick_health_service(const std::vector<std::string>& supported_versions) {
+    for (const char* best : {kHealthV1, kHealthV1alpha1})
+        if (std::find(supported_versions.begin(), supported_versions.end(), best) !=
+            supported_versions.end())
+            return best;
+    return "";
+}
+
+// One NodeWatchResources stream: the empty request written and the client's side closed, then
+// every message read until the stream ends. Lives until OnDone.
+class FakeHealthWatch::Call final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+public:
+    explicit Call(FakeHealthWatch& w) : w_(w) {}
+
+    void start(grpc::GenericStub& stub, const std::string& method) {
+        stub.PrepareBidiStreamingCall(&ctx_, method, grpc::StubOptions(), this);
+        grpc::Slice empty(std::string{});
+        request_ = grpc::ByteBuffer(&empty, 1);
+        StartWriteLast(&request_, grpc::WriteOptions());
+        StartRead(&in_);
+        StartCall();
+    }
+    void cancel() { ctx_.TryCancel(); }
+    grpc::Status wait() {
+        std::unique_lock l(mu_);
+        cv_.wait(l, [&] { return done_; });
+        return status_;
+    }
+
+    void OnReadDone(bool ok) override {
+        if (!ok)
+            return;
+        std::vector<grpc::Slice> slices;
+        std::string bytes;
+        if (in_.Dump(&slices).ok())
+            for (const auto& sl : slices)
+                bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+        k8s_health::NodeWatchResourcesResponse r;
+        if (r.ParseFromString(bytes))
+            w_.received(r);
+        else
+            cancel();  // the kubelet drops a stream it cannot read
+        StartRead(&in_);
+    }
+    void OnDone(const grpc::Status& s) override {
+        std::lock_guard l(mu_);
+        status_ = s;
+        done_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    FakeHealthWatch& w_;
+    grpc::ClientContext ctx_;
+    grpc::ByteBuffer request_, in_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    grpc::Status status_;
+};
+
+FakeHealthWatch::FakeHealthWatch(std::string socket, std::string service,
+                                 std::chrono::milliseconds reopen_after)
+    : socket_(std::move(socket)), service_(std::move(service)), reopen_after_(reopen_after) {
+    thread_ = std::thread([this] { run(); });
+}
+
+FakeHealthWatch::~FakeHealthWatch() { stop(); }
+
+void FakeHealthWatch::stop() {
+    {
+        std::lock_guard l(mu_);
+        stopping_ = true;
+        if (call_)
+            call_->cancel();
+        cv_.notify_all();
+    }
+    if (thread_.joinable())
+        thread_.join();
+}
+
+void FakeHealthWatch::cut() {
+    std::lock_guard l(mu_);
+    if (call_)
+        call_->cancel();
+}
+
+void FakeHealthWatch::run() {
+    const std::string method = "/" + service_ + "/NodeWatchResources";
+    std::unique_lock l(mu_);
+    while (!stopping_) {
+        auto channel = channel_to(socket_);
+        grpc::GenericStub stub(channel);
+        Call call(*this);
+        call_ = &call;
+        answered_ = false;
+        ++opens_;
+        l.unlock();
+        call.start(stub, method);
+        grpc::Status end = call.wait();
+        l.lock();
+        call_ = nullptr;
+        answered_ = false;
+        last_end_ = end;
+        cv_.wait_for(l, reopen_after_, [&] { return stopping_; });
+    }
+}
+
+void FakeHealthWatch::received(const k8s_health::NodeWatchResourcesResponse& r) {
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    std::lock_guard l(mu_);
+    ++messages_;
+    answered_ = true;
+    last_size_ = r.devices_size();
+    for (const auto& d : r.devices())
+        seen_[d.device().pool_name() + "/" + d.device().device_name()] =
+            Seen{static_cast<int>(d.health()), d.message(), d.last_updated_time(),
+                 d.health_check_timeout_seconds(), now, unix_ms};
+}
+
+int FakeHealthWatch::health(const std::string& pool, const std::string& device,
+                            std::string* message) const {
+    std::lock_guard l(mu_);
+    auto it = seen_.find(pool + "/" + device);
+    if (it == seen_.end())
+        return Unknown;
+    if (message)
+        *message = it->second.message;
+    const int64_t lease = it->second.timeout > 0 ? it->second.timeout : 30;
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    return now - it->second.last_updated > lease ? Unknown : it->second.health;
+}
+
+std::map<std::string, FakeHealthWatch::Seen> FakeHealthWatch::devices() const {
+    std::lock_guard l(mu_);
+    return seen_;
+}
+uint64_t FakeHealthWatch::messages() const {
+    std::lock_guard l(mu_);
+    return messages_;
+}
+uint64_t FakeHealthWatch::opens() const {
+    std::lock_guard l(mu_);
+    return opens_;
+}
+size_t FakeHealthWatch::last_size() const {
+    std::lock_guard l(mu_);
+    return last_size_;
+}
+grpc::Status FakeHealthWatch::last_end() const {
+    std::lock_guard l(mu_);
+    return last_end_;
+}
+bool FakeHealthWatch::open_now() const {
+    std::lock_guard l(mu_);
+    return call_ && answered_;
 }
 
 }  // namespace vfiod::test

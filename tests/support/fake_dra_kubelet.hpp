@@ -4,19 +4,28 @@
 // NodeUnprepareResources. Every call goes through grpc::GenericStub on the LITERAL method paths
 // the kubelet dials, with the messages serialized by hand: a plugin whose .proto has another
 // package or service name answers UNIMPLEMENTED here as it would to the kubelet. Every call has
-// a deadline.
+// a deadline. FakeHealthWatch is the kubelet's side of DRAResourceHealth (KEP-4680): the
+// service picked from the registration's supported versions as the kubelet picks it, the stream
+// opened on its literal path, the lease enforced, a cut stream opened again.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/support/status.h>
 
 namespace google::protobuf {
 class Message;
+}
+namespace v1 {
+class NodeWatchResourcesResponse;
 }
 namespace grpc {
 class Channel;
@@ -32,6 +41,13 @@ inline constexpr const char* kPrepareMethod =
     "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources";
 inline constexpr const char* kUnprepareMethod =
     "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources";
+
+// The health services a kubelet knows, best first, as the registration lists them.
+inline constexpr const char* kHealthV1 = "v1.DRAResourceHealth";
+inline constexpr const char* kHealthV1alpha1 = "v1alpha1.DRAResourceHealth";
+// The service the kubelet streams from, given the plugin's supported versions: v1 when listed,
+// else v1alpha1, else none ("").
+std::string pick_health_service(const std::vector<std::string>& supported_versions);
 
 struct DraPluginInfo {
     std::string type, name, endpoint;
@@ -97,6 +113,60 @@ private:
     std::string dra_socket_;
     std::string kept_socket_;
     std::shared_ptr<grpc::Channel> kept_;
+};
+
+// The kubelet's health stream from one plugin: NodeWatchResources of `service` on `socket`
+// (the literal path "/<service>/NodeWatchResources", messages parsed by hand as the kubelet's
+// are), opened again `reopen_after` after each end, until stop(). What it keeps is the
+// kubelet's cache: per device the last health, message and the plugin's last_updated_time; a
+// device whose lease (its health_check_timeout_seconds, 30 s when 0 or less) has run out since
+// then reads UNKNOWN, as the kubelet marks it.
+class FakeHealthWatch {
+public:
+    enum Health { Unknown = 0, Healthy = 1, Unhealthy = 2 };
+    struct Seen {
+        int health = Unknown;
+        std::string message;
+        int64_t last_updated = 0;  // unix seconds, as the plugin sent it
+        int64_t timeout = 0;
+        std::chrono::steady_clock::time_point received{};
+        int64_t received_unix_ms = 0;
+    };
+
+    FakeHealthWatch(std::string socket, std::string service,
+                    std::chrono::milliseconds reopen_after = std::chrono::milliseconds(200));
+    ~FakeHealthWatch();  // stop()
+    void stop();
+    // Cancels the stream open now, as a kubelet restarting does; it is opened again.
+    void cut();
+
+    // The device's health as the kubelet has it now (Unknown when never seen or stale).
+    int health(const std::string& pool, const std::string& device,
+               std::string* message = nullptr) const;
+    std::map<std::string, Seen> devices() const;  // by "pool/device", as last received
+    uint64_t messages() const;                    // messages received, all streams
+    uint64_t opens() const;                       // streams opened (and answered or not)
+    size_t last_size() const;                     // devices in the last message
+    grpc::Status last_end() const;                // how the last stream ended
+    bool open_now() const;                        // a stream is open and has been answered
+
+private:
+    class Call;
+    void run();
+    void received(const ::v1::NodeWatchResourcesResponse& r);
+
+    const std::string socket_, service_;
+    const std::chrono::milliseconds reopen_after_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    bool stopping_ = false;
+    Call* call_ = nullptr;  // the stream open now
+    std::map<std::string, Seen> seen_;
+    uint64_t messages_ = 0, opens_ = 0;
+    size_t last_size_ = 0;
+    bool answered_ = false;
+    grpc::Status last_end_;
+    std::thread thread_;
 };
 
 }  // namespace vfiod::test

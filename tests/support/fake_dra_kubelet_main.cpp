@@ -2,19 +2,28 @@
 // tests and for trying the plugin without a cluster. One call per run, its outcome as one JSON
 // object on stdout:
 //   vfiod-fake-dra-kubelet [OPTIONS] register REG_SOCKET
-//     {"registered":true,"type":…,"name":…,"endpoint":…,"supported_versions":[…],"dra_socket":…}
+//     {"registered":true,"type":…,"name":…,"endpoint":…,"supported_versions":[…],
+//      "health_service":… (the one the kubelet would stream from, "" none),"dra_socket":…}
 //   vfiod-fake-dra-kubelet [OPTIONS] prepare DRA_SOCKET NAMESPACE/NAME/UID...
 //     {"code":0,"message":"","claims":{UID:{"error":"","devices":[{"request_names":[…],
 //      "pool_name":…,"device_name":…,"cdi_device_ids":[…]}]}}}
 //   vfiod-fake-dra-kubelet [OPTIONS] unprepare DRA_SOCKET NAMESPACE/NAME/UID...
 //     {"code":0,"message":"","claims":{UID:{"error":""}}}
+//   vfiod-fake-dra-kubelet [OPTIONS] watch-health DRA_SOCKET [SERVICE]
+//     for --timeout seconds, the kubelet's health stream (SERVICE, default v1.DRAResourceHealth):
+//     a line each time a message came, {"messages":N,"opens":N,"received_ms":UNIX_MS,
+//     "devices":{"POOL/DEVICE":{"health":"HEALTHY"|"UNHEALTHY"|"UNKNOWN","message":…}}}, the
+//     health as the kubelet has it then (lease applied); exit 0 when any message came.
 // OPTIONS: --timeout SECONDS (each call's deadline, default 10), --root DIR (register: the
 // endpoint GetInfo names is dialled under DIR). Exit 0: the call succeeded (claims may still
 // carry errors), 1: it failed (gRPC error or registration refused), 2: usage.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,7 +41,9 @@ int usage() {
                  "usage: vfiod-fake-dra-kubelet [--timeout SECONDS] [--root DIR] register "
                  "REG_SOCKET\n"
                  "       vfiod-fake-dra-kubelet [--timeout SECONDS] prepare|unprepare "
-                 "DRA_SOCKET NAMESPACE/NAME/UID...\n");
+                 "DRA_SOCKET NAMESPACE/NAME/UID...\n"
+                 "       vfiod-fake-dra-kubelet [--timeout SECONDS] watch-health DRA_SOCKET "
+                 "[SERVICE]\n");
     return 2;
 }
 
@@ -50,6 +61,34 @@ bool parse_claim(const std::string& arg, DraClaim* out) {
 void print(const json& j) {
     // Replaced, not thrown on, should a plugin answer bytes that are not UTF-8.
     std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
+}
+
+// The kubelet's view of the plugin's health stream, a line per message, for `seconds`.
+int watch_health(const std::string& socket, const std::string& service, long seconds) {
+    using vfiod::test::FakeHealthWatch;
+    FakeHealthWatch w(socket, service);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    uint64_t printed = 0;
+    while (std::chrono::steady_clock::now() < until) {
+        if (w.messages() != printed) {
+            printed = w.messages();
+            json devices = json::object();
+            int64_t received = 0;
+            for (const auto& [key, seen] : w.devices()) {
+                const std::string pool = key.substr(0, key.find('/'));
+                const int h = w.health(pool, key.substr(key.find('/') + 1));
+                devices[key] = {{"health", h == FakeHealthWatch::Healthy     ? "HEALTHY"
+                                           : h == FakeHealthWatch::Unhealthy ? "UNHEALTHY"
+                                                                             : "UNKNOWN"},
+                                {"message", seen.message}};
+                received = std::max(received, seen.received_unix_ms);
+            }
+            print({{"messages", printed}, {"opens", w.opens()}, {"received_ms", received},
+                   {"devices", devices}});
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return printed ? 0 : 1;
 }
 
 int print_call(const DraCallResult& r, bool with_devices) {
@@ -108,13 +147,20 @@ int main(int argc, char** argv) {
                     {"type", info.type},
                     {"name", info.name},
                     {"endpoint", info.endpoint},
-                    {"supported_versions", info.supported_versions}};
+                    {"supported_versions", info.supported_versions},
+                    {"health_service", vfiod::test::pick_health_service(info.supported_versions)}};
         if (ok)
             out["dra_socket"] = k.dra_socket();
         else
             out["error"] = err;
         print(out);
         return ok ? 0 : 1;
+    }
+    if (verb == "watch-health") {
+        if (args.size() - i > 3)
+            return usage();
+        return watch_health(socket, args.size() - i == 3 ? args[i + 2] : vfiod::test::kHealthV1,
+                            timeout);
     }
     if (verb != "prepare" && verb != "unprepare")
         return usage();
