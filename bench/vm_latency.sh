@@ -10,6 +10,10 @@
 #   release-call-to-unhealthy vfioctl release -> the plugin lists it Unhealthy              <= 1 s
 #   health-signal-to-unhealthy  a group's Health "failed" signal (a fatal AER error, recovery
 #                             failed) -> the plugin lists its function Unhealthy            <= 1 s
+#   dra-signal-to-unhealthy   the same signal -> the DRA plugin's health stream (the fake
+#                             kubelet's) says the device UNHEALTHY                          <= 1 s
+#   dra-signal-to-taint       the same signal -> the API server's write of the device's slice
+#                             with the vfiod.io/unhealthy taint                             <= 1 s
 #
 # The scenarios themselves gate CI only at several times these goals (a bind that waits for a
 # rescan, a plugin that polls): an emulated guest on a loaded two-core machine is too noisy for
@@ -47,7 +51,8 @@ python3 - "$times" "$runs" <<'EOF'
 import statistics, sys
 goals = {"hotplug-to-bound": 1.0, "early-hotplug-to-bound": 1.0,
          "bound-to-listed": 1.0, "release-call-to-unhealthy": 1.0,
-         "health-signal-to-unhealthy": 1.0}
+         "health-signal-to-unhealthy": 1.0, "dra-signal-to-unhealthy": 1.0,
+         "dra-signal-to-taint": 1.0}
 seen = {}
 for line in open(sys.argv[1]):
     name, value = line.split()

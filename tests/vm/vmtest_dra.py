@@ -3,7 +3,8 @@
 # guest program vfiod-vmtest-dra: the fake API server's objects, the CDI spec, the metadata file.
 #   vfiod-vmtest-dra slices | attributes DEVICE | claim NAME UID REQUEST DEVICE |
 #                    answer FILE UID [DEVICE] | cdi CDI_ID | kubevirt CDI_ID CLAIM REQUEST |
-#                    withdrawn T0 DEVICE | writes T0
+#                    withdrawn T0 DEVICE | writes T0 | taints DEVICE | tainted T0 DEVICE |
+#                    stream FILE DEVICE HEALTH [T0]
 import json, os, ssl, sys, urllib.parse, urllib.request
 
 API, CDI_DIR, DRIVER, NODE = "/tmp/api", "/var/run/cdi", "vfio.vfiod.io", "vmtest"
@@ -161,6 +162,52 @@ def writes(t0):
                   f"{w['status']} {','.join(devs) or '-'}")
 
 
+def node_devices():
+    sel = urllib.parse.quote("spec.nodeName=" + NODE)
+    for s in api("GET", "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=" + sel)["items"]:
+        yield from s["spec"].get("devices", [])
+
+
+def taints(device):
+    """The taints of DEVICE in the node's slices, one KEY=VALUE:EFFECT a line (none: nothing)."""
+    for d in node_devices():
+        if d["name"] == device:
+            for t in d.get("taints", []):
+                print(f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}")
+            return
+    sys.exit(f"no device {device} in the node's slices")
+
+
+def tainted(t0, device):
+    """The time of the API server's first slice write after T0 that gives DEVICE a taint."""
+    for line in open(API + "/writes.jsonl"):
+        w = json.loads(line)
+        body = w.get("body")
+        if w["time"] <= float(t0) or "/resourceslices" not in w["path"] or w["status"] >= 300 \
+                or not isinstance(body, dict):
+            continue
+        for d in body.get("spec", {}).get("devices", []):
+            if d.get("name") == device and d.get("taints"):
+                print(f"{w['time']:.3f}")
+                return
+    sys.exit(1)
+
+
+def stream(path, device, health, t0="0"):
+    """The time (unix seconds) of the first message of the fake kubelet's health stream (its
+    watch-health lines in PATH) received after T0 in which DEVICE's health is HEALTH."""
+    for line in open(path):
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        at = m.get("received_ms", 0) / 1000.0
+        if at > float(t0) and m.get("devices", {}).get(f"{NODE}/{device}", {}).get("health") == health:
+            print(f"{at:.3f}")
+            return
+    sys.exit(1)
+
+
 cmd, args = sys.argv[1], sys.argv[2:]
 {"slices": slices, "attributes": attributes, "claim": claim, "answer": answer, "cdi": cdi, "kubevirt": kubevirt,
- "withdrawn": withdrawn, "writes": writes}[cmd](*args)
+ "withdrawn": withdrawn, "writes": writes, "taints": taints, "tainted": tainted, "stream": stream}[cmd](*args)

@@ -8,6 +8,8 @@
 # checks: nonfatal-degraded nonfatal-audio-degraded nonfatal-no-reload nonfatal-still-bound
 # checks: fatal-failed fatal-audio-failed fatal-group-failed fatal-still-bound
 # checks: plugin-healthy-at-start plugin-unhealthy-within-5s plugin-healthy-after-bind
+# checks: dra-stream-healthy-at-start dra-stream-unhealthy-within-5s dra-taint-within-5s
+# checks: dra-taint-value dra-still-published dra-stream-healthy-after-bind dra-taint-cleared
 # checks: restart-keeps-failed bind-clears bind-audio-unknown
 # checks: cor-no-change cor-degraded-at-reload cor-reason cor-reload-clears
 . /vmtest/lib.sh
@@ -54,6 +56,32 @@ systemctl restart vfiod-device-plugin.service
 listed() { grep "^list .* $RES " $OUT | tail -1 | grep -q " $1=$2"; }
 check plugin-healthy-at-start wait_for 20 listed $GPU Healthy
 
+# The DRA plugin beside it (DESIGN §13): the fake API server and the plugin as in dra-plugin,
+# registered by the fake DRA kubelet, whose health stream (the service it picks, KEP-4680) is
+# watched throughout, one line per message; the slice's taint (KEP-5055) read from the server.
+NODE=vmtest
+DRIVER=vfio.vfiod.io
+DEV=pci-$(echo $GPU | tr ':.' '--')
+API=/tmp/api
+DRALOG=/tmp/health-dra.log
+STREAM=/tmp/health-stream.jsonl
+rm -rf $API
+vfiod-fake-apiserver --dir $API --node $NODE >/tmp/health-apiserver.log 2>&1 &
+apiserver=$!
+wait_for 60 test -s $API/server.json
+url=$(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' $API/server.json)
+env -u INVOCATION_ID -u JOURNAL_STREAM vfiod-dra-plugin --node-name $NODE --api-server "$url" \
+    --token-file $API/token --ca-file $API/ca.crt >$DRALOG 2>&1 &
+draplugin=$!
+wait_for 30 vfiod-fake-dra-kubelet --timeout 5 register \
+    /var/lib/kubelet/plugins_registry/$DRIVER-reg.sock
+vfiod-fake-dra-kubelet --timeout 900 watch-health /var/lib/kubelet/plugins/$DRIVER/dra.sock \
+    >$STREAM 2>&1 &
+watcher=$!
+stream_says() { vfiod-vmtest-dra stream $STREAM $DEV "$@"; }
+taint_of() { vfiod-vmtest-dra taints $DEV 2>/dev/null; }
+check dra-stream-healthy-at-start wait_for 20 stream_says HEALTHY
+
 mark_journal /tmp/health-cursor
 # Non-fatal (completion timeout), recovered: both functions below the port get the uevents.
 inject --uncor 0x4000
@@ -88,6 +116,26 @@ if wait_for 10 failed_signal && wait_for 5 unhealthy_listed; then
 else
     not_ok plugin-unhealthy-within-5s "$(grep "^list .* $RES " $OUT | tail -1)"
 fi
+# The same signal to the DRA plugin's stream saying UNHEALTHY, and to the API server's write of
+# the slice with the taint: goal 1 s each (bench/), checked at 5 s.
+sig=$(failed_signal)
+if [ -n "$sig" ] && wait_for 5 stream_says UNHEALTHY "$sig"; then
+    latency=$(awk -v a="$sig" -v b="$(stream_says UNHEALTHY "$sig")" 'BEGIN { printf "%.3f", b - a }')
+    measure dra-signal-to-unhealthy "$latency"
+    check dra-stream-unhealthy-within-5s awk -v l="$latency" 'BEGIN { exit !(l <= 5.0) }'
+else
+    not_ok dra-stream-unhealthy-within-5s "$(tail -1 $STREAM); plugin: $(tail -3 $DRALOG)"
+fi
+tainted() { vfiod-vmtest-dra tainted "$sig" $DEV; }
+if [ -n "$sig" ] && wait_for 5 tainted; then
+    latency=$(awk -v a="$sig" -v b="$(tainted)" 'BEGIN { printf "%.3f", b - a }')
+    measure dra-signal-to-taint "$latency"
+    check dra-taint-within-5s awk -v l="$latency" 'BEGIN { exit !(l <= 5.0) }'
+else
+    not_ok dra-taint-within-5s "taints: $(taint_of); plugin: $(tail -3 $DRALOG)"
+fi
+expect_eq dra-taint-value "vfiod.io/unhealthy=aer-fatal:NoSchedule" "$(taint_of)"
+check dra-still-published sh -c "vfiod-vmtest-dra slices | grep -q ' $DEV '"
 kill $monitor
 show_health
 expect_eq fatal-still-bound "bound vfio-pci" "$(group_state "$grp") $(driver_of $GPU)"
@@ -103,6 +151,14 @@ manager Bind s $GPU >/dev/null
 check bind-clears wait_for 10 health_is $GPU ok
 check bind-audio-unknown wait_for 10 health_is $AUDIO unknown
 check plugin-healthy-after-bind wait_for 10 listed $GPU Healthy
+bound_at=$(now_s)
+check dra-stream-healthy-after-bind wait_for 10 stream_says HEALTHY "$bound_at"
+no_taint() { vfiod-vmtest-dra slices | grep -q " $DEV " && [ -z "$(taint_of)" ]; }
+check dra-taint-cleared wait_for 10 no_taint
+kill $watcher $draplugin $apiserver 2>/dev/null
+wait $draplugin
+note "DRA plugin exit status on SIGTERM: $?"
+grep -E ' (warning|error|critical) ' $DRALOG | while read -r line; do note "dra plugin: $line"; done
 systemctl stop vfiod-device-plugin.service
 exec 8>&-
 kill $kubelet 2>/dev/null
