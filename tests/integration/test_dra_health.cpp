@@ -244,4 +244,47 @@ TEST_F(DraHealthTest, ShutdownEndsOpenStreamsAndARestartServesAgain) {
     EXPECT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unhealthy; }));
 }
 
+// A kubelet that opens a stream and never reads it: the plugin's write to it stays in flight
+// (4,080 devices are far beyond the window), later states wait as one, a reading stream beside
+// it gets every change, and shutdown still ends within the server's deadline.
+TEST_F(DraHealthTest, AStreamNeverReadHoldsOneWriteAndBlocksNothing) {
+    opts_.health.resend = 1h;  // only the changes: each write counted
+    start();
+    std::vector<DraDevice> many;
+    for (int i = 0; i < 4080; ++i) {
+        char name[32];
+        std::snprintf(name, sizeof name, "pci-0000-%02x-%02x-%d", 0x10 + i / 64, i % 64 / 8 * 4,
+                      i % 8);
+        many.push_back(device(name, "degraded", "aer-correctable: " + std::to_string(i) +
+                                                    " since start"));
+    }
+    servers_->publish_health(many);
+    FakeHealthWatch stuck(opts_.dra_endpoint, vfiod::test::kHealthV1, 1h, false);
+    FakeHealthWatch live(opts_.dra_endpoint, vfiod::test::kHealthV1, 1h);
+    ASSERT_TRUE(eventually([&] { return live.last_size() == 4080; }));
+    // Writes to the stuck stream go on until its window is full (some MB: flow control, not
+    // ours), then stop: one stays in flight, and what comes meanwhile waits as one state.
+    auto change = [&](int rounds) {
+        for (int i = 0; i < rounds; ++i) {
+            many[0].health = {i % 2 ? "ok" : "failed", "gone: x"};
+            servers_->publish_health(many);
+            std::this_thread::sleep_for(50ms);
+        }
+        EXPECT_TRUE(eventually([&] {
+            return live.health(kNode, many[0].name) == FakeHealthWatch::Healthy;
+        }));
+        std::this_thread::sleep_for(200ms);
+        return servers_->health_stats().messages - live.messages();  // the stuck stream's
+    };
+    const auto stuck_before = change(40);
+    const auto stuck_after = change(20);
+    EXPECT_EQ(stuck_after, stuck_before) << "the stuck stream kept taking writes";
+    EXPECT_LT(stuck_after, 40u);
+    EXPECT_EQ(stuck.messages(), 0u);
+    const auto t0 = std::chrono::steady_clock::now();
+    servers_->shutdown();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_EQ(servers_->health_stats().open, 0u);
+}
+
 }  // namespace

@@ -191,12 +191,13 @@ class FakeHealthWatch::Call final
 public:
     explicit Call(FakeHealthWatch& w) : w_(w) {}
 
-    void start(grpc::GenericStub& stub, const std::string& method) {
+    void start(grpc::GenericStub& stub, const std::string& method, bool reads) {
         stub.PrepareBidiStreamingCall(&ctx_, method, grpc::StubOptions(), this);
         grpc::Slice empty(std::string{});
         request_ = grpc::ByteBuffer(&empty, 1);
         StartWriteLast(&request_, grpc::WriteOptions());
-        StartRead(&in_);
+        if (reads)
+            StartRead(&in_);
         StartCall();
     }
     void cancel() { ctx_.TryCancel(); }
@@ -239,8 +240,11 @@ private:
 };
 
 FakeHealthWatch::FakeHealthWatch(std::string socket, std::string service,
-                                 std::chrono::milliseconds reopen_after)
-    : socket_(std::move(socket)), service_(std::move(service)), reopen_after_(reopen_after) {
+                                 std::chrono::milliseconds reopen_after, bool reads)
+    : socket_(std::move(socket)),
+      service_(std::move(service)),
+      reopen_after_(reopen_after),
+      reads_(reads) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -275,7 +279,7 @@ void FakeHealthWatch::run() {
         answered_ = false;
         ++opens_;
         l.unlock();
-        call.start(stub, method);
+        call.start(stub, method, reads_);
         grpc::Status end = call.wait();
         l.lock();
         call_ = nullptr;

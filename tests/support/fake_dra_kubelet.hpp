@@ -133,8 +133,11 @@ public:
         int64_t received_unix_ms = 0;
     };
 
+    // reads = false: a kubelet that opens the stream and never reads it (flow control stops
+    // the plugin's writes once the window is full).
     FakeHealthWatch(std::string socket, std::string service,
-                    std::chrono::milliseconds reopen_after = std::chrono::milliseconds(200));
+                    std::chrono::milliseconds reopen_after = std::chrono::milliseconds(200),
+                    bool reads = true);
     ~FakeHealthWatch();  // stop()
     void stop();
     // Cancels the stream open now, as a kubelet restarting does; it is opened again.
@@ -157,6 +160,7 @@ private:
 
     const std::string socket_, service_;
     const std::chrono::milliseconds reopen_after_;
+    const bool reads_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     bool stopping_ = false;
