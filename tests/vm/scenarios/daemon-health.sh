@@ -155,9 +155,10 @@ bound_at=$(now_s)
 check dra-stream-healthy-after-bind wait_for 10 stream_says HEALTHY "$bound_at"
 no_taint() { vfiod-vmtest-dra slices | grep -q " $DEV " && [ -z "$(taint_of)" ]; }
 check dra-taint-cleared wait_for 10 no_taint
-kill $watcher $draplugin $apiserver 2>/dev/null
+kill $watcher $draplugin 2>/dev/null
 wait $draplugin
 note "DRA plugin exit status on SIGTERM: $?"
+kill $apiserver 2>/dev/null
 grep -E ' (warning|error|critical) ' $DRALOG | while read -r line; do note "dra plugin: $line"; done
 systemctl stop vfiod-device-plugin.service
 exec 8>&-
