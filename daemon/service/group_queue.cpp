@@ -60,6 +60,10 @@ void GroupQueue::start_next(unsigned g) {
             group_idle(g);
             return;
         }
+        if (max_running_ && running_ >= max_running_) {
+            slot_waiters_.push_back(g);  // started by the finish() that frees a slot
+            return;
+        }
         Started s = it->second.front().start();
         if (s.done) {
             Reply reply = std::move(it->second.front().reply);
@@ -68,6 +72,7 @@ void GroupQueue::start_next(unsigned g) {
             continue;
         }
         auto started = std::make_shared<Started>(std::move(s));
+        ++running_;
         bool on_worker = workers_ && workers_->run([started] { started->job(); },
                                                    [this, g, started] { finish(g, *started); });
         if (!on_worker) {
@@ -79,6 +84,7 @@ void GroupQueue::start_next(unsigned g) {
 }
 
 void GroupQueue::finish(unsigned g, const Started& s) {
+    --running_;
     OpResult res = s.complete();
     auto it = queues_.find(g);
     if (it != queues_.end() && !it->second.empty()) {
@@ -86,7 +92,18 @@ void GroupQueue::finish(unsigned g, const Started& s) {
         it->second.pop_front();
         hooks_.answer(std::move(reply), res);
     }
-    start_next(g);
+    // The slot freed goes to the group that waited longest; this group's next operation
+    // queues behind them.
+    auto q = queues_.find(g);
+    if (!slot_waiters_.empty() && q != queues_.end() && !q->second.empty())
+        slot_waiters_.push_back(g);
+    else
+        start_next(g);
+    while (!slot_waiters_.empty() && (!max_running_ || running_ < max_running_)) {
+        unsigned next = slot_waiters_.front();
+        slot_waiters_.pop_front();
+        start_next(next);
+    }
 }
 
 void GroupQueue::group_idle(unsigned g) {

@@ -43,6 +43,11 @@ public:
 
     // Without workers every operation runs on the caller's thread.
     void set_workers(Workers* workers) { workers_ = workers; }
+    // At most `n` operations of all groups run at once (0: no bound); a group whose turn comes
+    // meanwhile waits for a slot, in the order the groups came. For the health checks, which a
+    // start or a Reload queues for every group at once: each runs on a thread of its own.
+    void set_max_running(std::size_t n) { max_running_ = n; }
+    std::size_t running() const { return running_; }
     bool threaded() const { return workers_ != nullptr; }
     // True while an operation on the group runs or waits.
     bool busy(unsigned group) const { return queues_.count(group) != 0; }
@@ -73,6 +78,9 @@ private:
 
     Hooks hooks_;
     Workers* workers_ = nullptr;
+    std::size_t max_running_ = 0;
+    std::size_t running_ = 0;            // started and not yet finished
+    std::deque<unsigned> slot_waiters_;  // groups whose front operation waits for a slot
     std::map<unsigned, std::deque<Op>> queues_;  // per group; the front one is running
     std::vector<Reply> reloads_;  // waiting for the operations in flight; served by one reload
     std::deque<Held> held_;       // arrived while a reload waits

@@ -78,6 +78,9 @@ Mode Service::mode() const {
 void Service::set_workers(Workers* workers) {
     queue_->set_workers(workers);
     health_queue_->set_workers(workers);
+    // A start or a Reload checks every group at once: a few threads at a time, not one per
+    // group (a config read can sleep while a reset blocks config access).
+    health_queue_->set_max_running(kMaxHealthChecks);
 }
 void Service::set_table_watch(std::unique_ptr<TableWatch> watch) {
     s_.host.set_table_watch(std::move(watch));

@@ -193,7 +193,9 @@ private:
     // they end, and the workers go before the service (set_workers()).
     ServiceParts s_;
     const std::unique_ptr<GroupQueue> queue_;
-    // The health checks (DESIGN §13), one at a time per group, beside the group's writes.
+    // The health checks (DESIGN §13), one at a time per group, beside the group's writes, and
+    // at most kMaxHealthChecks of all groups at once.
+    static constexpr std::size_t kMaxHealthChecks = 8;
     const std::unique_ptr<GroupQueue> health_queue_;
     // Events about a group busy with an operation, heard when it ends.
     std::map<unsigned, std::set<PciAddress>> deferred_events_;

@@ -11,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "infra/workers.hpp"
@@ -123,6 +124,38 @@ TEST_F(GroupQueueTest, OtherGroupsRunMeanwhile) {
     EXPECT_TRUE(queue.busy(2));
     run_until_idle();
     EXPECT_TRUE(released) << "group 2 did not run while group 1's writes did";
+}
+
+// Bounded: with at most 2 running, 6 groups' operations (and a second one of group 1) all
+// run, never more than 2 at once, the groups in the order they came, each group's in order.
+TEST_F(GroupQueueTest, AtMostMaxRunningOperationsRunAtOnce) {
+    queue.set_max_running(2);
+    std::mutex mu;
+    int inside = 0, peak = 0;
+    auto work = [&] {
+        {
+            std::lock_guard l(mu);
+            peak = std::max(peak, ++inside);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::lock_guard l(mu);
+        --inside;
+    };
+    for (unsigned g = 1; g <= 6; ++g)
+        queue.enqueue(g, writing("g" + std::to_string(g), work));
+    queue.enqueue(1, writing("g1b", work));
+    EXPECT_EQ(queue.running(), 2u);
+    run_until_idle();
+    EXPECT_EQ(peak, 2);
+    EXPECT_EQ(queue.running(), 0u);
+    std::vector<std::string> starts;
+    for (const auto& s : seen())
+        if (s.rfind("start ", 0) == 0)
+            starts.push_back(s.substr(6));
+    // g1b waits behind the groups that were waiting when g1's first operation ended.
+    EXPECT_EQ(starts, (std::vector<std::string>{"g1", "g2", "g3", "g4", "g5", "g6", "g1b"}));
+    for (unsigned g = 1; g <= 6; ++g)
+        EXPECT_EQ(std::count(log.begin(), log.end(), "idle " + std::to_string(g)), 1) << g;
 }
 
 TEST_F(GroupQueueTest, AnOperatorsRequestPastTheLimitIsBusy) {
