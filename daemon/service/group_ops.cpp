@@ -89,13 +89,16 @@ OpResult GroupWriteOp::complete(ServiceParts& s) {
     if (w.releasing && st.state == GroupState::Released) {
         s.then.check_health(w.group, HealthCheck::Event, originals);
     } else if (w.releasing && st.state == GroupState::Failed) {
-        // Rolled back because a function's driver did not take it ("ADDR: verify: …"): that
-        // function alone is a quarantine candidate; its companions were put back with it.
-        auto colon = st.message.find(": verify: ");
-        auto fn = colon == std::string::npos ? std::nullopt
-                                             : PciAddress::parse(st.message.substr(0, colon));
-        if (fn && originals.count(*fn))
-            s.then.check_health(w.group, HealthCheck::Event, {{*fn, originals[*fn]}});
+        // Rolled back at the function the executor names as at fault (its driver did not take
+        // it, or its write failed): that function alone is a quarantine candidate, which the
+        // check confirms only if its loaded original driver does not have it; its companions
+        // were put back with it.
+        std::map<PciAddress, std::string> candidates;
+        for (const auto& fn : st.blockers)
+            if (auto it = originals.find(fn); it != originals.end())
+                candidates.insert(*it);
+        if (!candidates.empty())
+            s.then.check_health(w.group, HealthCheck::Event, std::move(candidates));
     }
     GroupState want = w.releasing ? GroupState::Released : GroupState::Bound;
     if (st.state == want)

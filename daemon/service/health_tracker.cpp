@@ -15,6 +15,8 @@ namespace {
 
 constexpr const char kFile[] = "health";
 constexpr const char kHeader[] = "vfiod-health 1";
+// What a function reads before its first check.
+constexpr const char kUnchecked[] = "unchecked: not read yet";
 constexpr size_t kMaxRecord = 1 << 20;
 
 std::string totals_text(const std::optional<AerTotals>& t) {
@@ -109,7 +111,7 @@ void HealthTracker::load() {
         // failed and degraded stand; the rest is measured again at the first check.
         if (e.now.health != Health::Failed && e.now.health != Health::Degraded) {
             e.now.health = Health::Unknown;
-            e.now.reason = "unchecked: not read yet";
+            e.now.reason = kUnchecked;
         } else {
             spdlog::warn("{}: health {} since the last run: {}", rec->first.str(),
                          to_string(e.now.health), e.now.reason);
@@ -149,7 +151,7 @@ Health HealthTracker::health(const PciAddress& a) const {
 
 std::string HealthTracker::reason(const PciAddress& a) const {
     const FunctionHealth* h = find(a);
-    return h ? h->reason : "unchecked: not read yet";
+    return h ? h->reason : kUnchecked;
 }
 
 bool HealthTracker::update(const PciAddress& a, FunctionHealth next, Clock::time_point now) {
