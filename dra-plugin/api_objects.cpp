@@ -4,9 +4,11 @@
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <set>
 
 #include "core/plan_json.hpp"
 #include "core/strings.hpp"
+#include "device_health.hpp"
 #include "json_fields.hpp"
 
 namespace vfiod::dra {
@@ -298,8 +300,13 @@ std::string slice_name(const Pool& pool, size_t index) {
 
 json to_json(const ResourceSlice& s) {
     json devices = json::array();
-    for (const auto& d : s.devices)
-        devices.push_back({{"name", d.name}, {"attributes", to_json(d.attributes)}});
+    for (const auto& d : s.devices) {
+        json device = {{"name", d.name}, {"attributes", to_json(d.attributes)}};
+        if (!d.taint.empty())
+            device["taints"] = json::array(
+                {{{"key", kTaintKey}, {"value", d.taint}, {"effect", kTaintEffect}}});
+        devices.push_back(std::move(device));
+    }
     json meta = {{"name", s.name}};
     if (!s.owner_node_uid.empty())
         meta["ownerReferences"] = json::array({{{"apiVersion", "v1"},
@@ -342,7 +349,8 @@ std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, co
         const size_t end = std::min(sorted.size(), (i + 1) * kDevicesPerSlice);
         for (size_t k = i * kDevicesPerSlice; k < end; ++k) {
             std::vector<std::string> left_out;
-            s.devices.push_back({sorted[k]->name, attributes_of(*sorted[k], &left_out)});
+            s.devices.push_back({sorted[k]->name, attributes_of(*sorted[k], &left_out),
+                                 taint_value(sorted[k]->health)});
             if (omitted)
                 for (const auto& name : left_out)
                     omitted->push_back(sorted[k]->name + ": " + name);
@@ -388,6 +396,19 @@ bool holds(const ServerSlice& have, const SliceToWrite& want) {
                          {"metadata",
                           {{"ownerReferences",
                             w["metadata"].value("ownerReferences", json::array())}}}});
+}
+
+bool taints_dropped(const ServerSlice& got, const SliceToWrite& sent) {
+    auto tainted = [](const json& slice) {
+        std::set<std::string> names;
+        const json* devices = field(field(slice, "spec"), "devices");
+        for (size_t i = 0; devices && devices->is_array() && i < devices->size(); ++i)
+            if (const json* t = field((*devices)[i], "taints"); t && t->is_array() && !t->empty())
+                names.insert(string_at(field((*devices)[i], "name")));
+        return names;
+    };
+    std::set<std::string> have = tainted(got.object), want = tainted(sent.object);
+    return !std::includes(have.begin(), have.end(), want.begin(), want.end());
 }
 
 std::string create_body(const SliceToWrite& want) { return dump_json(want.object); }

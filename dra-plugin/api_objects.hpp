@@ -56,11 +56,18 @@ bool safe_uid(const std::string& s);
 // longer value is left out and logged once (never a rejected slice).
 constexpr size_t kMaxDevicesPerSlice = 128;
 constexpr size_t kMaxStringAttribute = 64;
-// Devices the plugin puts in one slice: the API's limit for a slice that holds a tainted device
-// (or one consuming counters), always (DESIGN §10). A taint (health, a later issue) then never
-// changes how the pool is cut: no device moves to another slice because another is tainted.
+// The API's limit for a slice that holds a tainted device (or one consuming counters):
+// resource.k8s.io/v1 ResourceSliceMaxDevicesWithAdvancedFeatures.
+constexpr size_t kMaxDevicesPerTaintedSlice = 64;
+// Devices the plugin puts in one slice: the tainted slice's limit, always (DESIGN §10). A taint
+// (a failed device, DESIGN §13) then never changes how the pool is cut: no device moves to
+// another slice because another is tainted.
 constexpr size_t kDevicesPerSlice = 64;
+static_assert(kDevicesPerSlice == kMaxDevicesPerTaintedSlice);
 static_assert(kDevicesPerSlice <= kMaxDevicesPerSlice);
+// The effect of the kTaintKey taint (device_health.hpp): no new claim gets the device unless it
+// tolerates the taint; a pod already running on it keeps it.
+constexpr const char* kTaintEffect = "NoSchedule";
 
 // A device's attributes by qualified name: {"int": 13} or {"string": "0000:01:00.0"} in JSON.
 using DeviceAttributes = std::map<std::string, std::variant<int64_t, std::string>>;
@@ -94,6 +101,8 @@ struct ResourceSlice {
     struct Device {
         std::string name;
         DeviceAttributes attributes;
+        // The value of its kTaintKey taint (taint_value() of its health); "": no taints.
+        std::string taint;
     };
     std::string name;
     std::string owner_node_uid;  // metadata.ownerReferences: the Node; empty: none
@@ -106,7 +115,7 @@ struct ResourceSlice {
 nlohmann::json to_json(const ResourceSlice& slice);
 
 // The pool's ResourceSlices: devices in name order, kDevicesPerSlice a slice, the Node as
-// owner. No devices: no slices. Attributes left out are appended to *omitted as
+// owner, a failed device tainted (DESIGN §13). No devices: no slices. Attributes left out are appended to *omitted as
 // "<device>: <attribute>".
 std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, const Pool& pool,
                                        std::vector<std::string>* omitted);
@@ -139,6 +148,9 @@ std::optional<ServerSlice> parse_server_slice(const std::string& body);
 // Whether `have` holds `want`'s spec and owner: every member want has is there with the same
 // value (arrays: same length, element by element).
 bool holds(const ServerSlice& have, const SliceToWrite& want);
+// Whether the server's answer to writing `sent` lacks a device taint that `sent` carries: the
+// API server drops the field where its DRADeviceTaints feature gate is off (DESIGN §13).
+bool taints_dropped(const ServerSlice& got, const SliceToWrite& sent);
 // The bodies of a POST, and of a PUT over the copy of resourceVersion `resource_version`.
 std::string create_body(const SliceToWrite& want);
 std::string update_body(const SliceToWrite& want, const std::string& resource_version);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "api_objects.hpp"
+#include "device_health.hpp"
 
 namespace vfiod::dra {
 
@@ -62,6 +63,9 @@ struct SlicePublisher::Impl {
         int64_t wanted_generation = -1;
         std::set<std::string> reported;  // omissions logged
         bool clearing_pool = false;       // the generation's way out, logged once
+        // The server dropped the taints we sent (DESIGN §13): failed devices are withdrawn for
+        // the rest of the process instead. `taints_just_dropped`: seen in this pass.
+        bool taints_dropped = false, taints_just_dropped = false;
     } own;
 
     Impl(KubeApi& a, Options opts) : api(a), o(std::move(opts)) {
@@ -183,12 +187,33 @@ struct SlicePublisher::Impl {
 
     // ---- reconcile ----
 
+    // An API server whose DRADeviceTaints gate is off takes the slice and drops the taints:
+    // rewriting would never make it hold them. Taints are not sent again in this process (a
+    // restart of the plugin tries them again); a failed device is withdrawn instead, as a
+    // released one is. Said once.
+    void check_taints(const ServerSlice& got, const SliceToWrite& sent) {
+        if (own.taints_dropped || !taints_dropped(got, sent))
+            return;
+        own.taints_dropped = own.taints_just_dropped = true;
+        {
+            std::lock_guard lk(mu);
+            shared.stats.taints_dropped = true;
+        }
+        spdlog::warn("the API server dropped the device taints of ResourceSlice {} (its "
+                     "DRADeviceTaints feature gate is off): failed devices are withdrawn from the "
+                     "slices instead, while they are failed; restart the plugin to try taints "
+                     "again",
+                     sent.name);
+    }
+
     Outcome create(const SliceToWrite& want) {
         const std::string& name = want.name;
         ApiResponse r = api.request("POST", std::string(kSlicesPath), create_body(want),
                                     o.request_timeout);
         if (r.ok()) {
             std::optional<ServerSlice> got = parse_server_slice(r.body);
+            if (got)
+                check_taints(*got, want);
             {
                 std::lock_guard lk(mu);
                 ++shared.stats.creates;
@@ -218,6 +243,8 @@ struct SlicePublisher::Impl {
                                     update_body(want, have.resource_version), o.request_timeout);
         if (r.ok()) {
             std::optional<ServerSlice> got = parse_server_slice(r.body);
+            if (got)
+                check_taints(*got, want);
             std::lock_guard lk(mu);
             ++shared.stats.updates;
             if (got)
@@ -341,6 +368,8 @@ struct SlicePublisher::Impl {
                 note(create(want));
             else if (!holds(*it->second, want))
                 note(update(want, *it->second));
+            if (own.taints_just_dropped)
+                return worst;  // the wanted slices change: the next pass writes those
         }
         for (const auto& [name, obj] : have) {
             if (stop_flag)
@@ -360,6 +389,9 @@ struct SlicePublisher::Impl {
             devices = *shared.desired;
             have = shared.observed;
         }
+        if (own.taints_dropped)
+            std::erase_if(devices,
+                          [](const DraDevice& d) { return !taint_value(d.health).empty(); });
         if (Outcome out = advance_generation(std::move(devices), &have); out != Outcome::Ok)
             return out;
         make_wanted();
@@ -368,6 +400,11 @@ struct SlicePublisher::Impl {
             return Outcome::Retry;
         Outcome worst = *written;
         std::lock_guard lk(mu);
+        if (std::exchange(own.taints_just_dropped, false)) {
+            shared.dirty = true;  // at once: the pool without the failed devices
+            shared.stats.in_sync = false;
+            return worst;
+        }
         if (worst == Outcome::Ok)
             // Written now, or what the server has already.
             shared.stats.generation = own.generation;
@@ -637,6 +674,12 @@ void SlicePublisher::start() {
 void SlicePublisher::publish(std::vector<DraDevice> devices) {
     std::sort(devices.begin(), devices.end(),
               [](const DraDevice& a, const DraDevice& b) { return a.name < b.name; });
+    // Of a device's health, the slices say only its taint (DESIGN §13): a count moving in a
+    // failed device's reason, or degraded for ok, is no change to write.
+    for (DraDevice& d : devices) {
+        std::string taint = taint_value(d.health);
+        d.health = taint.empty() ? client::Health{} : client::Health{"failed", std::move(taint)};
+    }
     std::lock_guard lk(impl_->mu);
     if (impl_->shared.desired && *impl_->shared.desired == devices)
         return;

@@ -6,7 +6,8 @@
 // within 1 s. Never polls: the watch and publish() wake it. Failures (429, 5xx, no answer) back
 // off from 100 ms doubling to 30 s; refusals (401, 403, 422) wait 30 s unless a new token is
 // read first or, a second after the refusal at the earliest, publish() brings other devices.
-// Nothing here blocks the loop or the gRPC side.
+// A failed device carries the vfiod.io/unhealthy taint; a server that drops taints (DESIGN §13)
+// gets failed devices withdrawn instead. Nothing here blocks the loop or the gRPC side.
 #pragma once
 
 #include <atomic>
@@ -49,6 +50,7 @@ public:
         uint64_t lists = 0;       // the slices listed (at start, after a 410 or a dropped watch)
         uint64_t watch_events = 0;  // ADDED, MODIFIED, DELETED seen
         std::string node_uid;     // the Node's UID once read
+        bool taints_dropped = false;  // the server drops device taints: failed are withdrawn
     };
 
     SlicePublisher(KubeApi& api, Options o);

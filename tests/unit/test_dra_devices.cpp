@@ -383,6 +383,46 @@ TEST(DraDevices, FourThousandEightyDevicesMakeSixtyFourSlices) {
     EXPECT_TRUE(make_slices({}, pool, nullptr).empty());
 }
 
+// A failed device carries the vfiod.io/unhealthy taint (DESIGN §13); every other state none,
+// not even an empty list. What the server adds to a taint is no difference; a server that
+// dropped the taints is told apart from one that kept them.
+TEST(DraDevices, AFailedDeviceIsTaintedInItsSlice) {
+    static_assert(kDevicesPerSlice == 64);
+    Pool pool{"vfio.vfiod.io", "worker-1", "0b9f6c1e-uid", 3};
+    auto devices = many(4);
+    devices[0].health = {"failed", "aer-fatal: recovery failed"};  // pci-0000-03-00-0
+    devices[1].health = {"degraded", "aer-correctable: 3 since start"};
+    devices[2].health = {"unknown", "no-aer"};
+    auto slices = pool_slices(devices, pool, nullptr);
+    ASSERT_EQ(slices.size(), 1u);
+    SliceToWrite want = to_write(slices[0]);
+    const auto& devs = want.object["spec"]["devices"];
+    ASSERT_EQ(devs.size(), 4u);
+    for (size_t i = 0; i < 3; ++i)
+        EXPECT_FALSE(devs[i].contains("taints")) << devs[i].dump();
+    EXPECT_EQ(devs[3]["name"], "pci-0000-03-00-0");
+    EXPECT_EQ(devs[3]["taints"],
+              (nlohmann::json::array({{{"key", "vfiod.io/unhealthy"}, {"value", "aer-fatal"},
+                                       {"effect", "NoSchedule"}}})));
+
+    ServerSlice have = server_slice(want.object);
+    have.object["spec"]["devices"][3]["taints"][0]["timeAdded"] = "2026-07-01T10:00:00Z";
+    have.object["metadata"]["resourceVersion"] = "12";
+    EXPECT_TRUE(holds(have, want));
+    EXPECT_FALSE(taints_dropped(have, want));
+    have.object["spec"]["devices"][3]["taints"][0]["value"] = "gone";
+    EXPECT_FALSE(holds(have, want));
+
+    ServerSlice dropped = server_slice(want.object);
+    dropped.object["spec"]["devices"][3].erase("taints");
+    EXPECT_TRUE(taints_dropped(dropped, want));
+    EXPECT_FALSE(holds(dropped, want));
+    dropped.object["spec"]["devices"][3]["taints"] = nlohmann::json::array();
+    EXPECT_TRUE(taints_dropped(dropped, want));
+    // Nothing tainted to send: nothing to drop.
+    EXPECT_FALSE(taints_dropped(dropped, to_write(pool_slices(many(4), pool, nullptr)[0])));
+}
+
 // ---- mediated devices (DESIGN §12) ----
 
 constexpr char kUuidA[] = "6d966230-f3a1-5551-97f3-4aec0da0213a";
