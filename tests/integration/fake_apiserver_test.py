@@ -340,6 +340,81 @@ def test_validation(cl):
         cl.req("DELETE", f"{SLICES}/{n}")
 
 
+def tainted(name, devices=1, taints=None):
+    s = slice_obj("n1", "d.example.com", name=name, devices=devices)
+    s["spec"]["devices"][0]["taints"] = taints if taints is not None else [
+        {"key": "vfiod.io/unhealthy", "value": "aer-fatal", "effect": "NoSchedule"}]
+    return s
+
+
+# Device taints as resource.k8s.io/v1 at 1.37 validates them, and timeAdded as the server sets it.
+def test_taints(cl):
+    def refused(body, field, what):
+        st, err, _, _ = cl.req("POST", SLICES, body=body)
+        check(st == 422 and any(c["field"].startswith(field) for c in err["details"]["causes"]),
+              f"{what}: 422 naming {field}, got {st} {err}")
+    st, obj, _, _ = cl.req("POST", SLICES, body=tainted("t-ok"))
+    taint = obj["spec"]["devices"][0]["taints"][0] if st == 201 else {}
+    check(st == 201 and taint.get("key") == "vfiod.io/unhealthy" and taint.get("value") == "aer-fatal"
+          and taint.get("effect") == "NoSchedule", f"a taint is kept: {st} {obj}")
+    added = taint.get("timeAdded", "")
+    check(isinstance(added, str) and len(added) == 20 and added.endswith("Z"),
+          f"the server sets timeAdded: {taint}")
+    # The same taint written again without timeAdded keeps the stored time: no write at all.
+    again = tainted("t-ok")
+    again["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+    time.sleep(1.1)
+    st, obj2, _, _ = cl.req("PUT", f"{SLICES}/t-ok", body=again)
+    check(st == 200 and obj2["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
+          and obj2["spec"]["devices"][0]["taints"][0].get("timeAdded") == added,
+          f"a rewrite of the same taint changes nothing: {st} {obj2}")
+    st, _, _, _ = cl.req("POST", SLICES, body=tainted("t-64", devices=64))
+    check(st == 201, f"64 devices with a taint are fine, got {st}")
+    refused(tainted("t-65", devices=65), "spec.devices", "65 devices, one tainted")
+    for effect in ("NoExecute", "None"):
+        st, _, _, _ = cl.req("POST", SLICES, body=tainted(f"t-{effect.lower()}", taints=[
+            {"key": "vfiod.io/unhealthy", "effect": effect}]))
+        check(st == 201, f"effect {effect} without a value is fine, got {st}")
+    bad = [({"key": "vfiod.io/unhealthy", "value": "aer-fatal"}, "effect", "no effect"),
+           ({"key": "vfiod.io/unhealthy", "effect": "PreferNoSchedule"}, "effect", "PreferNoSchedule"),
+           ({"value": "x", "effect": "NoSchedule"}, "key", "no key"),
+           ({"key": "vfiod.io/un healthy", "effect": "NoSchedule"}, "key", "a key with a space"),
+           ({"key": "Bad_Domain/x", "effect": "NoSchedule"}, "key", "a key whose prefix is no DNS name"),
+           ({"key": "k", "value": "aer-fatal: recovery failed", "effect": "NoSchedule"}, "value",
+            "a value with ': '"),
+           ({"key": "k", "value": "v" * 64, "effect": "NoSchedule"}, "value", "a 64-character value")]
+    for i, (t, field, what) in enumerate(bad):
+        refused(tainted(f"t-bad-{i}", taints=[t]), f"spec.devices[0].taints[0].{field}", what)
+    many = [{"key": f"k{i}", "effect": "NoSchedule"} for i in range(17)]
+    refused(tainted("t-17", taints=many), "spec.devices[0].taints", "17 taints")
+    st, _, _, _ = cl.req("POST", SLICES, body=tainted("t-16", taints=many[:16]))
+    check(st == 201, f"16 taints are fine, got {st}")
+    for n in ("t-ok", "t-64", "t-noexecute", "t-none", "t-16"):
+        cl.req("DELETE", f"{SLICES}/{n}")
+
+
+# --drop-device-taints: the slice is taken, its taints dropped without a word, as by an API
+# server with the DRADeviceTaints feature gate off.
+def test_dropped_taints(script):
+    with tempfile.TemporaryDirectory(prefix="fake-apiserver-test.") as d:
+        proc, info = start(script, d, "--drop-device-taints")
+        try:
+            cl = Client(info)
+            st, obj, _, _ = cl.req("POST", SLICES, body=tainted("t-off"))
+            check(st == 201 and "taints" not in obj["spec"]["devices"][0],
+                  f"the gate off: created without its taints: {st} {obj}")
+            again = tainted("t-off")
+            again["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+            st, obj, _, _ = cl.req("PUT", f"{SLICES}/t-off", body=again)
+            check(st == 200 and "taints" not in obj["spec"]["devices"][0],
+                  f"the gate off: updated without its taints: {st} {obj}")
+            st, _, _, _ = cl.req("POST", SLICES, body=tainted("t-off-65", devices=65))
+            check(st == 201, f"the gate off: 65 devices, the taint dropped, are fine: {st}")
+        finally:
+            proc.kill()
+            proc.wait()
+
+
 def test_watch(cl, d):
     st, lst, _, _ = cl.req("GET", SLICES)
     rv0 = lst["metadata"]["resourceVersion"]
@@ -574,7 +649,9 @@ def main():
             steps = [("files", lambda: test_files(d, info)), ("tls", lambda: test_tls(cl)),
                      ("auth", lambda: test_auth(cl)), ("nodes", lambda: test_nodes(cl)),
                      ("claims", lambda: test_claims(cl)), ("slices", lambda: test_slices(cl)),
-                     ("validation", lambda: test_validation(cl)), ("watch", lambda: test_watch(cl, d)),
+                     ("validation", lambda: test_validation(cl)), ("taints", lambda: test_taints(cl)),
+                     ("dropped taints", lambda: test_dropped_taints(script)),
+                     ("watch", lambda: test_watch(cl, d)),
                      ("extras", lambda: test_extras(cl)), ("faults", lambda: test_faults(cl)),
                      ("writes", lambda: test_writes(cl, d, generated)),
                      ("sigterm", lambda: test_sigterm(proc, cl))]

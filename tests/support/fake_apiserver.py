@@ -5,7 +5,10 @@ HTTPS on 127.0.0.1 with a throw-away CA, bearer-token auth read from DIR/token o
 (so rewriting the file rotates it), Nodes, ResourceClaims and ResourceSlices (resource.k8s.io/v1)
 with Kubernetes' JSON shapes and semantics: one resourceVersion counter for all objects, list,
 watch with fieldSelector, 410 for a compacted resourceVersion, 409 on a stale update, 422 for what
-the API's validation refuses. Debian python3 stdlib and the openssl CLI only.
+the API's validation refuses (device taints included: key, value, effect, at most 16 a device,
+at most 64 devices in a slice that has one; timeAdded is set where a write leaves it out).
+--drop-device-taints drops every written taint silently, as a server with the DRADeviceTaints
+feature gate off does. Debian python3 stdlib and the openssl CLI only.
 
 Usage: fake_apiserver.py --dir DIR [--node NAME]... ; writes DIR/ca.crt, DIR/token,
 DIR/kubeconfig, DIR/writes.jsonl and last DIR/server.json
@@ -85,6 +88,11 @@ MAX_ATTR_VALUE = 64
 MAX_ATTRS_PER_DEVICE = 32
 MAX_ID_LEN = 32
 MAX_DOMAIN_LEN = 63
+# Device taints (resource.k8s.io/v1 at 1.37: DeviceTaintsMaxLength,
+# ResourceSliceMaxDevicesWithAdvancedFeatures, the effects validDeviceTaintEffects holds).
+MAX_TAINTS_PER_DEVICE = 16
+MAX_DEVICES_WITH_TAINTS = 64
+TAINT_EFFECTS = ("NoExecute", "NoSchedule", "None")
 DRAIN_LIMIT = 32 * 1024 * 1024  # a refused body up to this size is read before the 413
 MAX_CONNECTIONS = 2048         # beyond this, new connections are closed at once
 MAX_HISTORY_BYTES = 64 << 20   # watch history kept, in JSON bytes
@@ -96,6 +104,7 @@ MAX_WATCH_SECONDS = 3600
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LABEL_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")  # a label name's, a value's
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
                     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
                     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
@@ -306,6 +315,85 @@ def _meta_errors(meta, name_check=DNS_SUBDOMAIN):
     return errs
 
 
+def _label_name_errors(key, path):
+    """metav1validation.ValidateLabelName: [prefix/]name, the prefix a DNS subdomain of at most
+    253, the name at most 63 of [-A-Za-z0-9_.] starting and ending alphanumeric."""
+    if not isinstance(key, str) or not key:
+        return [{"field": path, "reason": "FieldValueRequired", "message": "Required value"}]
+    prefix, _, name = key.rpartition("/")
+    if ("/" in key and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix))) \
+            or len(name) > 63 or not LABEL_PART.match(name):
+        return [{"field": path, "message": f'Invalid value: "{key}": name part must consist of '
+                 "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                 "alphanumeric character; an optional prefix must be a DNS subdomain"}]
+    return []
+
+
+def _taint_errors(taints, path):
+    if not isinstance(taints, list):
+        return [{"field": path, "message": "Invalid value: must be a list", "reason": "FieldValueTypeInvalid"}]
+    errs = []
+    if len(taints) > MAX_TAINTS_PER_DEVICE:
+        errs.append({"field": path, "reason": "FieldValueTooMany", "message": f"Too many: "
+                     f"{len(taints)}: must have at most {MAX_TAINTS_PER_DEVICE} items"})
+    for i, t in enumerate(taints):
+        p = f"{path}[{i}]"
+        if not isinstance(t, dict):
+            errs.append({"field": p, "message": "Invalid value: must be an object"})
+            continue
+        errs += _label_name_errors(t.get("key"), f"{p}.key")
+        value = t.get("value", "")
+        if not isinstance(value, str) or (value and (len(value) > 63 or not LABEL_PART.match(value))):
+            errs.append({"field": f"{p}.value", "message": f'Invalid value: "{value}": a valid label '
+                         "must be 63 characters or less, of alphanumeric characters, '-', '_' or '.', "
+                         "starting and ending with an alphanumeric character"})
+        effect = t.get("effect")
+        if not effect:
+            errs.append({"field": f"{p}.effect", "reason": "FieldValueRequired", "message": "Required value"})
+        elif effect not in TAINT_EFFECTS:
+            errs.append({"field": f"{p}.effect", "reason": "FieldValueNotSupported", "message":
+                         f'Unsupported value: "{effect}": supported values: '
+                         + ", ".join(f'"{e}"' for e in TAINT_EFFECTS)})
+        added = t.get("timeAdded")
+        if added is not None and not isinstance(added, str):
+            errs.append({"field": f"{p}.timeAdded", "message": "Invalid value: must be a time",
+                         "reason": "FieldValueTypeInvalid"})
+    return errs
+
+
+def _has_taints(spec):
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    return isinstance(devices, list) and any(
+        isinstance(d, dict) and d.get("taints") for d in devices)
+
+
+def prepare_taints(obj, old, drop):
+    """What the API server does to taints before validation: with the DRADeviceTaints gate off
+    (drop) it drops them silently, unless the stored object already has some; otherwise it sets
+    timeAdded where it is absent (an unchanged taint keeps the stored one's)."""
+    spec = obj.get("spec")
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if not isinstance(devices, list):
+        return
+    old_spec = (old or {}).get("spec")
+    if drop and not _has_taints(old_spec):
+        for d in devices:
+            if isinstance(d, dict):
+                d.pop("taints", None)
+        return
+    before = {}
+    for d in (old_spec or {}).get("devices") or []:
+        for t in (d.get("taints") or []) if isinstance(d, dict) else []:
+            if isinstance(t, dict):
+                before[(d.get("name"), t.get("key"), t.get("value"), t.get("effect"))] = t.get("timeAdded")
+    for d in devices:
+        taints = d.get("taints") if isinstance(d, dict) else None
+        for t in taints if isinstance(taints, list) else []:
+            if isinstance(t, dict) and t.get("timeAdded") is None:
+                kept = before.get((d.get("name"), t.get("key"), t.get("value"), t.get("effect")))
+                t["timeAdded"] = kept or now_rfc3339()
+
+
 def validate_slice(obj, old=None):
     errs = _meta_errors(obj.get("metadata") or {})
     spec = obj.get("spec")
@@ -353,9 +441,10 @@ def validate_slice(obj, old=None):
     if not isinstance(devices, list):
         errs.append({"field": "spec.devices", "message": "Invalid value: must be a list", "reason": "FieldValueTypeInvalid"})
         devices = []
-    if len(devices) > MAX_DEVICES:
+    max_devices = MAX_DEVICES_WITH_TAINTS if _has_taints(spec) else MAX_DEVICES
+    if len(devices) > max_devices:
         errs.append({"field": "spec.devices", "reason": "FieldValueTooMany",
-                     "message": f"Too many: {len(devices)}: must have at most {MAX_DEVICES} items"})
+                     "message": f"Too many: {len(devices)}: must have at most {max_devices} items"})
     seen = set()
     for i, d in enumerate(devices):
         p = f"spec.devices[{i}]"
@@ -385,6 +474,8 @@ def validate_slice(obj, old=None):
             ap = f"{p}.attributes[{key}]"
             errs += _qualified_name_errors(key, ap)
             errs += _attribute_errors(value, ap)
+        if d.get("taints") is not None:
+            errs += _taint_errors(d["taints"], f"{p}.taints")
     if old is not None:
         for f in ("driver", "nodeName"):
             if (old.get("spec") or {}).get(f) != spec.get(f):
@@ -1198,6 +1289,7 @@ class Handler(BaseHTTPRequestHandler):
                         meta["name"] = cand
                         break
             name = meta.get("name", "")
+            prepare_taints(obj, None, self.server.opts.drop_device_taints)
             errs = validate_slice(obj)
             if errs:
                 raise invalid("ResourceSlice", "resourceslices", name, errs)
@@ -1230,6 +1322,7 @@ class Handler(BaseHTTPRequestHandler):
             if meta.get("uid") and meta["uid"] != cur["metadata"]["uid"]:
                 raise conflict("resourceslices.resource.k8s.io", name,
                                f'Precondition failed: UID in precondition: {meta["uid"]}, UID in object meta: {cur["metadata"]["uid"]}')
+            prepare_taints(obj, cur, self.server.opts.drop_device_taints)
             errs = validate_slice(obj, cur)
             if errs:
                 raise invalid("ResourceSlice", "resourceslices", name, errs)
@@ -1477,6 +1570,9 @@ def main():
     ap.add_argument("--restart", action="store_true",
                     help="come back as the server that last ran in DIR: same port, CA, token, "
                          "objects (saved at SIGTERM) and write log; watch history is gone")
+    ap.add_argument("--drop-device-taints", action="store_true",
+                    help="drop spec.devices[].taints from written ResourceSlices silently, as an API "
+                         "server with the DRADeviceTaints feature gate off does")
     ap.add_argument("--verbose", action="store_true")
     opts = ap.parse_args()
     threading.stack_size(512 * 1024)  # thousands of connection threads stay cheap
