@@ -19,6 +19,7 @@
 #include "eventually.hpp"
 #include "fake_apiserver.hpp"
 #include "kube_api.hpp"
+#include "log_capture.hpp"
 #include "slices.hpp"
 
 namespace vfiod::dra {
@@ -80,6 +81,17 @@ protected:
         std::filesystem::remove_all(dir_);
     }
 
+    // The API server again, started with `args` (and Node n1).
+    void restart_server(const std::vector<std::string>& args) {
+        server_.stop();
+        std::filesystem::remove_all(dir_);
+        ASSERT_TRUE(server_.start(dir_, args));
+        ASSERT_TRUE(server_.add_node("n1"));
+        std::string err;
+        api_ = make_curl_api(server_.endpoint(), &err);
+        ASSERT_TRUE(api_) << err;
+    }
+
     void start_publisher(std::chrono::milliseconds backoff_min = 50ms,
                          std::chrono::milliseconds backoff_max = 2s) {
         SlicePublisher::Options o{kDriver, "n1"};
@@ -137,6 +149,43 @@ protected:
                 names.insert(d["name"].get<std::string>());
         }
         return generations.size() == 1 && names == devices;
+    }
+
+    // The devices of the pool's slices by name, each with the slice that holds it.
+    std::map<std::string, std::string> holders() {
+        std::map<std::string, std::string> out;
+        for (auto& [name, s] : slices())
+            for (auto& d : s["spec"]["devices"])
+                out[d["name"].get<std::string>()] = name;
+        return out;
+    }
+
+    // The taints of `device` on the server; null when it carries none (no "taints" at all) or
+    // is not there.
+    json taints_of(const std::string& device) {
+        for (auto& [name, s] : slices())
+            for (auto& d : s["spec"]["devices"])
+                if (d["name"] == device)
+                    return d.value("taints", json());
+        return json();
+    }
+
+    // Writes to the slices (any status) from write number `from` on.
+    size_t slice_writes(size_t from = 0) {
+        auto all = server_.writes();
+        size_t n = 0;
+        for (size_t i = from; i < all.size(); ++i)
+            n += all[i]["path"].get<std::string>().rfind(kSlices, 0) == 0;
+        return n;
+    }
+
+    // Waits until the publisher is in sync, then `quiet` without a write; false if it wrote.
+    bool settled(std::chrono::milliseconds quiet = 700ms) {
+        if (!wait_for([&] { return publisher_->stats().in_sync; }))
+            return false;
+        size_t before = server_.writes().size();
+        std::this_thread::sleep_for(quiet);
+        return server_.writes().size() == before && publisher_->stats().in_sync;
     }
 
     // Every slice of the pool at `generation`, and no write refused on the way.
@@ -376,6 +425,138 @@ TEST_F(PublisherTest, AnInventoryChangeRetriesARefusalAfterASecond) {
     auto times = refused_writes();
     for (size_t i = 2; i < times.size(); ++i)
         EXPECT_GE(times[i] - times[i - 1], 1.0) << i;
+}
+
+// DESIGN §13: a failed device stays published, tainted vfiod.io/unhealthy=<code>:NoSchedule;
+// the timeAdded the server adds makes no second write; a count moving in its reason (or
+// another device going degraded) writes nothing; cleared, it loses the taint.
+TEST_F(PublisherTest, AFailedDeviceIsTaintedUntilCleared) {
+    const std::string a = "pci-0000-01-00-0";
+    DraDevice fine = dra_device("0000:01:00.0", 13), other = dra_device("0000:02:00.0", 14);
+    start_publisher();
+    publisher_->publish({fine, other});
+    ASSERT_TRUE(wait_for([&] { return pool_is({a, "pci-0000-02-00-0"}); }));
+    ASSERT_TRUE(settled());
+    EXPECT_TRUE(taints_of(a).is_null());
+
+    DraDevice failed = fine;
+    failed.health = {"failed", "aer-fatal: recovery failed, 1 since start"};
+    const size_t from = server_.writes().size();
+    publisher_->publish({failed, other});
+    ASSERT_TRUE(wait_for([&] { return !taints_of(a).is_null(); })) << taints_of(a).dump();
+    json t = taints_of(a);
+    ASSERT_EQ(t.size(), 1u) << t.dump();
+    EXPECT_EQ(t[0]["key"], "vfiod.io/unhealthy");
+    EXPECT_EQ(t[0]["value"], "aer-fatal");
+    EXPECT_EQ(t[0]["effect"], "NoSchedule");
+    EXPECT_TRUE(t[0].contains("timeAdded")) << t.dump();  // the server's: no rewrite for it
+    EXPECT_TRUE(pool_is({a, "pci-0000-02-00-0"}));
+    EXPECT_TRUE(taints_of("pci-0000-02-00-0").is_null());
+    ASSERT_TRUE(settled());
+    EXPECT_EQ(slice_writes(from), 1u);  // the one slice, once
+
+    // The count moves, the code stays; the other device degrades, then goes unknown: nothing.
+    const auto stats = publisher_->stats();
+    failed.health.reason = "aer-fatal: recovery failed, 2 since start";
+    other.health = {"degraded", "aer-correctable: 3 since start"};
+    publisher_->publish({failed, other});
+    other.health = {"unknown", "no-aer"};
+    publisher_->publish({failed, other});
+    EXPECT_TRUE(settled());
+    EXPECT_EQ(publisher_->stats().updates, stats.updates);
+    EXPECT_EQ(publisher_->stats().generation, stats.generation);
+    EXPECT_EQ(taints_of(a), t);
+
+    // Another code is another taint.
+    failed.health = {"failed", "gone: config space reads all ones"};
+    publisher_->publish({failed, other});
+    ASSERT_TRUE(wait_for([&] { return taints_of(a)[0].value("value", "") == "gone"; }));
+
+    // Cleared (an operator's Bind): no taints key at all.
+    publisher_->publish({fine, other});
+    ASSERT_TRUE(wait_for([&] { return taints_of(a).is_null(); })) << taints_of(a).dump();
+    EXPECT_TRUE(pool_is({a, "pci-0000-02-00-0"}));
+    EXPECT_TRUE(settled());
+    for (auto& w : server_.writes())
+        EXPECT_LT(w["status"].get<int>(), 400) << w.dump();
+}
+
+// 65 devices: a slice of 64 and one of 1. A device of the full slice fails: the API takes a
+// tainted slice of 64 (it refuses 65), and no device moves to another slice.
+TEST_F(PublisherTest, ATaintInAFullSliceKeepsThePoolsCut) {
+    std::vector<DraDevice> devices;
+    for (unsigned i = 0; i < 65; ++i) {
+        char address[16];
+        std::snprintf(address, sizeof address, "0000:%02x:00.0", i + 1);
+        devices.push_back(dra_device(address, 100 + i));
+    }
+    start_publisher();
+    publisher_->publish(devices);
+    ASSERT_TRUE(wait_for([&] { return holders().size() == 65 && slices().size() == 2; }));
+    ASSERT_TRUE(settled());
+    const auto cut = holders();
+    devices[10].health = {"failed", "quarantine: its driver did not take it"};
+    publisher_->publish(devices);
+    ASSERT_TRUE(wait_for([&] { return !taints_of(devices[10].name).is_null(); }, 10s));
+    ASSERT_TRUE(settled());
+    EXPECT_EQ(holders(), cut);
+    EXPECT_EQ(slices()[cut.at(devices[10].name)]["spec"]["devices"].size(), 64u);
+    EXPECT_EQ(taints_of(devices[10].name)[0]["value"], "quarantine");
+    for (auto& w : server_.writes())
+        EXPECT_LT(w["status"].get<int>(), 400) << w.dump();
+}
+
+// An API server with the DRADeviceTaints gate off drops the taint: the failed device is
+// withdrawn instead, said once, and nothing loops; a second failure is withdrawn at once; a
+// cleared device comes back.
+TEST_F(PublisherTest, AServerThatDropsTaintsGetsTheFailedDeviceWithdrawn) {
+    restart_server({"--drop-device-taints"});
+    test::LogCapture log;
+    const std::string a = "pci-0000-01-00-0", b = "pci-0000-02-00-0", c = "pci-0000-03-00-0";
+    DraDevice da = dra_device("0000:01:00.0", 13), db = dra_device("0000:02:00.0", 14),
+              dc = dra_device("0000:03:00.0", 15);
+    start_publisher();
+    publisher_->publish({da, db, dc});
+    ASSERT_TRUE(wait_for([&] { return pool_is({a, b, c}); }));
+    ASSERT_TRUE(settled());
+    EXPECT_FALSE(publisher_->stats().taints_dropped);
+
+    size_t from = server_.writes().size();
+    da.health = {"failed", "aer-fatal: recovery failed"};
+    publisher_->publish({da, db, dc});
+    ASSERT_TRUE(wait_for([&] { return pool_is({b, c}); })) << slices().size();
+    ASSERT_TRUE(settled(1500ms));
+    EXPECT_TRUE(publisher_->stats().taints_dropped);
+    // The write the server dropped the taint from, and the one without the device.
+    EXPECT_EQ(slice_writes(from), 2u);
+    auto said = [&] {
+        size_t n = 0;
+        for (auto& line : log.lines())
+            n += line.find("dropped the device taints") != std::string::npos;
+        return n;
+    };
+    EXPECT_EQ(said(), 1u);
+    auto warning = log.first("dropped the device taints");
+    ASSERT_TRUE(warning);
+    EXPECT_NE(log.lines()[*warning].find("DRADeviceTaints"), std::string::npos);
+    EXPECT_NE(log.lines()[*warning].find("withdrawn"), std::string::npos);
+
+    // Another device fails: withdrawn at once, no taint tried.
+    from = server_.writes().size();
+    db.health = {"failed", "gone"};
+    publisher_->publish({da, db, dc});
+    ASSERT_TRUE(wait_for([&] { return pool_is({c}); }));
+    ASSERT_TRUE(settled());
+    EXPECT_EQ(slice_writes(from), 1u);
+    EXPECT_EQ(said(), 1u);
+
+    // Cleared: back, untainted.
+    da.health = db.health = {"ok", ""};
+    publisher_->publish({da, db, dc});
+    ASSERT_TRUE(wait_for([&] { return pool_is({a, b, c}); }));
+    EXPECT_TRUE(taints_of(a).is_null());
+    EXPECT_TRUE(settled());
+    EXPECT_EQ(said(), 1u);
 }
 
 }  // namespace
