@@ -122,6 +122,16 @@ public:
     // name, its devices)` holds; the time the server logged it. nullopt after `timeout`.
     using Pred = std::function<bool(const std::string&, const std::set<std::string>&)>;
     std::optional<double> first_slice(const Pred& pred, std::chrono::milliseconds timeout) {
+        return first_body([&](const nlohmann::json& body) {
+            std::set<std::string> devices;
+            for (const auto& d : body["spec"].value("devices", nlohmann::json::array()))
+                devices.insert(d.value("name", ""));
+            return pred(body["metadata"].value("name", ""), devices);
+        }, timeout);
+    }
+    // The same, `pred` given the slice written whole.
+    std::optional<double> first_body(const std::function<bool(const nlohmann::json&)>& pred,
+                                     std::chrono::milliseconds timeout) {
         std::optional<double> at;
         eventually([&] {
             for (const nlohmann::json& e : fresh()) {
@@ -129,10 +139,7 @@ public:
                 if ((method != "PUT" && method != "POST") || !e["body"].is_object() ||
                     e["body"].value("kind", "") != "ResourceSlice")
                     continue;
-                std::set<std::string> devices;
-                for (const auto& d : e["body"]["spec"].value("devices", nlohmann::json::array()))
-                    devices.insert(d.value("name", ""));
-                if (pred(e["body"]["metadata"].value("name", ""), devices)) {
+                if (pred(e["body"])) {
                     at = e.value("time", 0.0);
                     return true;
                 }
