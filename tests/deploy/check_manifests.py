@@ -79,6 +79,7 @@ CORE_V1 = {
                        'automountServiceAccountToken': 'bool'},
     'LocalObjectReference': {'name': 'string'},
     'PodTemplateSpec': {'metadata': 'ObjectMeta', 'spec': 'PodSpec'},
+    'Pod': {'metadata': 'ObjectMeta', 'spec!': 'PodSpec'},
     'PodSpec': {'volumes': '[Volume]', 'initContainers': '[Container]',
                 'containers!': '[Container]', 'ephemeralContainers': '[object]',
                 'restartPolicy': 'string', 'terminationGracePeriodSeconds': 'int',
@@ -389,6 +390,7 @@ STRUCTS = _merge(META, CORE_V1, APPS_V1, RBAC_V1, ADMISSION_V1, RESOURCE_V1, KUB
 KINDS = {
     ('v1', 'Namespace'): ('Namespace', False),
     ('v1', 'ServiceAccount'): ('ServiceAccount', True),
+    ('v1', 'Pod'): ('Pod', True),
     ('apps/v1', 'DaemonSet'): ('DaemonSet', True),
     ('rbac.authorization.k8s.io/v1', 'ClusterRole'): ('ClusterRole', False),
     ('rbac.authorization.k8s.io/v1', 'ClusterRoleBinding'): ('ClusterRoleBinding', False),
@@ -753,6 +755,27 @@ def items(obj, *keys):
 SA_USERNAME = re.compile(r'system:serviceaccount:([a-z0-9.-]+):([a-z0-9.-]+)')
 
 
+def check_toleration(d, t, path, probs):
+    """A DeviceToleration as resource.k8s.io/v1's validation takes it (1.37): operator Exists
+    or Equal (the default), Exists without a value, an empty key only with Exists, effect
+    NoSchedule or NoExecute when given."""
+    if not isinstance(t, dict):
+        return
+    op = t.get('operator', 'Equal')
+    if op not in ('Exists', 'Equal'):
+        probs.add(d, path + '.operator', "must be Exists or Equal")
+    if op == 'Exists' and t.get('value'):
+        probs.add(d, path + '.value', "must be empty with operator Exists")
+    if not t.get('key') and op != 'Exists':
+        probs.add(d, path + '.key', "an empty key matches every taint only with operator Exists")
+    key = t.get('key')
+    if key and not re.match(r'^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?'
+                            r'[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$', str(key)):
+        probs.add(d, path + '.key', "must be a label name ([prefix/]name)")
+    if t.get('effect') not in (None, 'NoSchedule', 'NoExecute'):
+        probs.add(d, path + '.effect', "must be NoSchedule or NoExecute")
+
+
 def check_references(docs, scoped, probs):
     index = {}
     for d in docs:
@@ -839,6 +862,8 @@ def check_references(docs, scoped, probs):
                     mode = get(sub, 'allocationMode')
                     if mode is not None and mode not in ('ExactCount', 'All'):
                         probs.add(d, sp + '.allocationMode', "must be ExactCount or All")
+                    for k, t in items(sub, 'tolerations'):
+                        check_toleration(d, t, '%s.tolerations[%d]' % (sp, k), probs)
         if d.kind in ('VirtualMachine', 'VirtualMachineInstance'):
             base = 'spec.template.spec' if d.kind == 'VirtualMachine' else 'spec'
             spec = get(b, *base.split('.'))
@@ -946,6 +971,18 @@ def mutate(body, path, op, value=None):
 
 # (what, kind, name, op, path, value, expected path, expected message part)
 MUTATIONS = [
+    ("toleration operator", 'ResourceClaimTemplate', 'vfiod-gpu-diagnostic', 'set',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].operator', 'exists',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].operator', 'must be Exists or Equal'),
+    ("toleration effect", 'ResourceClaimTemplate', 'vfiod-gpu-diagnostic', 'set',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].effect', 'PreferNoSchedule',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].effect', 'NoSchedule or NoExecute'),
+    ("toleration value with Exists", 'ResourceClaimTemplate', 'vfiod-gpu-diagnostic', 'set',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].value', 'aer-fatal',
+     'spec.spec.devices.requests[0].exactly.tolerations[0].value', 'must be empty'),
+    ("toleration in the v1beta1 place", 'ResourceClaimTemplate', 'vfiod-gpu-diagnostic', 'set',
+     'spec.spec.devices.requests[0].tolerations', [{'key': 'vfiod.io/unhealthy'}],
+     'spec.spec.devices.requests[0].tolerations', 'unknown field'),
     ("unknown field", 'DaemonSet', 'vfiod-dra-plugin', 'rename',
      'spec.template.spec.containers[0].volumeMounts', 'volumeMount',
      'spec.template.spec.containers[0].volumeMount', 'unknown field'),
