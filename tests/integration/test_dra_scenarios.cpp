@@ -1036,11 +1036,11 @@ TEST_F(DraScenarioTest, FourThousandEightyFunctionsGiveSixtyFourSlices) {
 }
 
 }  // namespace
-// Health (DESIGN §13, KEP-4680): the kubelet's stream, picked from the registration, says each
-// device's health; vfiod's failed Health of a group turns its functions UNHEALTHY within the
-// limit, while they stay published (a running pod's claim still names them), and its ok turns
-// them back. The other group's device stays HEALTHY throughout.
-TEST_F(DraScenarioTest, VfiodsHealthReachesTheKubeletsHealthStream) {
+// Health (DESIGN §13): the kubelet's stream (KEP-4680), picked from the registration, says each
+// device's health; vfiod's failed Health of a group turns its functions UNHEALTHY and taints
+// them in the slices (KEP-5055) within the limit, while they stay published (a running pod's
+// claim still names them), and its ok turns both back. The other group's device is untouched.
+TEST_F(DraScenarioTest, VfiodsHealthReachesTheHealthStreamAndTheSlices) {
     start_peer({{"0000:21:00.0", 21, "nvidia.com/GH100", "bound", "ok", ""},
                 {"0000:21:00.1", 21, "", "bound", "ok", ""},
                 {"0000:22:00.0", 22, "intel.com/I210", "bound", "ok", ""}});
@@ -1067,12 +1067,31 @@ TEST_F(DraScenarioTest, VfiodsHealthReachesTheKubeletsHealthStream) {
     watch.health(kNode, "pci-0000-21-00-0", &message);
     EXPECT_EQ(message, "aer-fatal: recovery failed");
     EXPECT_EQ(health("pci-0000-22-00-0"), FakeHealthWatch::Healthy);
-    EXPECT_EQ(published_names().count("pci-0000-21-00-0"), 1u);
+    // The slices: both functions stay published, tainted (KEP-5055); the other device is not.
+    auto taints = [&](const char* name) {
+        return published()[name].value("taints", json::array());
+    };
+    const json tainted = json::array({{{"key", "vfiod.io/unhealthy"},
+                                       {"value", "aer-fatal"},
+                                       {"effect", "NoSchedule"}}});
+    auto sent = [](json t) {  // what the plugin wrote: the server's timeAdded aside
+        for (auto& x : t)
+            x.erase("timeAdded");
+        return t;
+    };
+    EXPECT_TRUE(eventually([&] {
+        return sent(taints("pci-0000-21-00-0")) == tainted &&
+               sent(taints("pci-0000-21-00-1")) == tainted;
+    }, kServedLimit)) << taints("pci-0000-21-00-0").dump();
+    EXPECT_EQ(taints("pci-0000-22-00-0"), json::array());
 
     peer.emit_health(21, "ok", "");
     EXPECT_TRUE(eventually([&] {
         return health("pci-0000-21-00-0") == FakeHealthWatch::Healthy &&
                health("pci-0000-21-00-1") == FakeHealthWatch::Healthy;
+    }, kServedLimit));
+    EXPECT_TRUE(eventually([&] {
+        return taints("pci-0000-21-00-0").empty() && taints("pci-0000-21-00-1").empty();
     }, kServedLimit));
 }
 
