@@ -20,9 +20,9 @@
 // Private bus, the fake API server (HTTPS, tests/support/fake_apiserver.py), the real plugin
 // binary, the fake DRA kubelet. `meson test -C build --benchmark dra-plugin`, or run it directly;
 // VFIOD_BENCH_ONLY=latency|256|4080|health runs one part. Exit 1 when a setup or an answer fails
-// or measure 1's or 5's goal is missed. `--smoke` (the `bench` suite in CI) runs every part with a tenth
-// of the repetitions and judges no time: the 100 concurrent Prepares and every answer are still
-// checked.
+// or measure 1's or 5's goal is missed. `--smoke` (the `bench` suite in CI) runs every part with
+// a tenth of the repetitions and judges no time: the 100 concurrent Prepares and every answer
+// are still checked.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>

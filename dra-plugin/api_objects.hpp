@@ -115,8 +115,8 @@ struct ResourceSlice {
 nlohmann::json to_json(const ResourceSlice& slice);
 
 // The pool's ResourceSlices: devices in name order, kDevicesPerSlice a slice, the Node as
-// owner, a failed device tainted (DESIGN §13). No devices: no slices. Attributes left out are appended to *omitted as
-// "<device>: <attribute>".
+// owner, a failed device tainted (DESIGN §13). No devices: no slices. Attributes left out are
+// appended to *omitted as "<device>: <attribute>".
 std::vector<ResourceSlice> pool_slices(const std::vector<DraDevice>& devices, const Pool& pool,
                                        std::vector<std::string>* omitted);
 // The same as JSON.

@@ -135,7 +135,8 @@ struct Hub {
     void forget(Stream* s) {
         std::lock_guard l(mu);
         if (streams.erase(s))
-            spdlog::info("a health stream ended: {}", s->why.ok() ? "done" : s->why.error_message());
+            spdlog::info("a health stream ended: {}",
+                         s->why.ok() ? "done" : s->why.error_message());
         cv.notify_all();
     }
 

@@ -139,7 +139,8 @@ TEST_F(DraHealthTest, EveryDevicesHealthInEachMessageAndChangesAtOnce) {
     const auto before = watch_->messages();
     const auto t0 = std::chrono::steady_clock::now();
     servers_->publish_health({device("pci-0000-01-00-0", "failed", "gone: config reads all ones")});
-    ASSERT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unhealthy; }));
+    ASSERT_TRUE(
+        eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unhealthy; }));
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // goal 1 s: bench/
     EXPECT_EQ(watch_->messages(), before + 1);
     EXPECT_EQ(watch_->last_size(), 1u);  // the whole state: the others are no longer published
@@ -152,7 +153,8 @@ TEST_F(DraHealthTest, ResendingKeepsTheLeaseAndOnlyOnChangeLosesIt) {
     start();
     servers_->publish_health({device("pci-0000-01-00-0", "ok", "")});
     watch();
-    ASSERT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Healthy; }));
+    ASSERT_TRUE(
+        eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Healthy; }));
     std::this_thread::sleep_for(3500ms);  // past the 2 s lease
     EXPECT_EQ(health("pci-0000-01-00-0"), FakeHealthWatch::Healthy);
     EXPECT_GE(watch_->messages(), 8u);  // every 200 ms
@@ -163,7 +165,8 @@ TEST_F(DraHealthTest, ResendingKeepsTheLeaseAndOnlyOnChangeLosesIt) {
     start();
     servers_->publish_health({device("pci-0000-01-00-0", "ok", "")});
     watch();
-    ASSERT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Healthy; }));
+    ASSERT_TRUE(
+        eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Healthy; }));
     EXPECT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unknown; },
                            10s));
     EXPECT_EQ(watch_->messages(), 1u);
@@ -241,7 +244,8 @@ TEST_F(DraHealthTest, ShutdownEndsOpenStreamsAndARestartServesAgain) {
     std::string err;
     ASSERT_TRUE(servers_->start(&err)) << err;
     servers_->publish_health({device("pci-0000-01-00-0", "failed", "gone: x")});
-    EXPECT_TRUE(eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unhealthy; }));
+    EXPECT_TRUE(
+        eventually([&] { return health("pci-0000-01-00-0") == FakeHealthWatch::Unhealthy; }));
 }
 
 // A kubelet that opens a stream and never reads it: the plugin's write to it stays in flight

@@ -147,11 +147,11 @@ expect_eq restart-keeps-failed "failed aer-fatal: recovery failed" \
     "$(dev_prop $GPU Health) $(dev_prop $GPU HealthReason)"
 
 # The device reads fine (aer_inject fakes the AER registers only): the operator's Bind clears.
+bound_at=$(now_s)
 manager Bind s $GPU >/dev/null
 check bind-clears wait_for 10 health_is $GPU ok
 check bind-audio-unknown wait_for 10 health_is $AUDIO unknown
 check plugin-healthy-after-bind wait_for 10 listed $GPU Healthy
-bound_at=$(now_s)
 check dra-stream-healthy-after-bind wait_for 10 stream_says HEALTHY "$bound_at"
 no_taint() { vfiod-vmtest-dra slices | grep -q " $DEV " && [ -z "$(taint_of)" ]; }
 check dra-taint-cleared wait_for 10 no_taint
