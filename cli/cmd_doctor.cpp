@@ -12,6 +12,7 @@
 #include "dbus_client.hpp"
 #include "doctor.hpp"
 #include "host_plan.hpp"
+#include "initramfs.hpp"
 
 namespace vfiod::cli {
 
@@ -251,8 +252,12 @@ std::string read_health(const Args& args, DaemonHealth* health) {
 }
 
 void print_text(const Diagnosis& dx, bool allowlist, const char* scope, const std::string& note) {
-    for (const auto& c : dx.checks)
-        std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), c.detail.c_str());
+    for (const auto& c : dx.checks) {
+        std::string detail = c.detail;  // a line each, under the first
+        for (size_t nl = 0; (nl = detail.find('\n', nl)) != std::string::npos; nl += 19)
+            detail.insert(nl + 1, 18, ' ');
+        std::printf("%s %-10s %s\n", c.ok ? "[ok]  " : "[FAIL]", c.name.c_str(), detail.c_str());
+    }
     std::printf("%s\n", scope);
     if (!note.empty())
         std::printf("%s\n", note.c_str());
@@ -300,6 +305,17 @@ int run_doctor(const Args& args) {
     if (cr) {
         dx.checks.push_back(kubevirt_cr_check(*cr, dx.mdevs));
         dx.healthy = dx.healthy && dx.checks.back().ok;
+    }
+    // DESIGN §14: an initramfs out of date with the configuration binds the wrong set at boot.
+    std::vector<std::string> warnings;
+    InitramfsSummary early = summarize_initramfs(fs, *config, hp.plan, &warnings);
+    print_lines(warnings, "warning: ");
+    if (early.shown) {
+        std::string detail;
+        for (const auto& line : early.lines)
+            detail += (detail.empty() ? "" : "\n") + line;
+        dx.checks.push_back({"initramfs", early.ok, detail.empty() ? "no record" : detail});
+        dx.healthy = dx.healthy && early.ok;
     }
     if (args.json)
         print_json(dx);

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "core/plan_json.hpp"
 #include "host_plan.hpp"
+#include "initramfs.hpp"
 #include "text.hpp"
 
 namespace vfiod::cli {
@@ -43,6 +44,19 @@ void print_mdevs(const Plan& plan) {
                 counts[0], counts[1], counts[2], counts[3], counts[4]);
 }
 
+// What each kernel's initramfs carries for early binding (DESIGN §14), after the mdevs; nothing
+// without a record or an early entry.
+void print_initramfs(const HostFs& fs, const Config& config, const Plan& plan) {
+    std::vector<std::string> warnings;
+    InitramfsSummary sum = summarize_initramfs(fs, config, plan, &warnings);
+    print_lines(warnings, "warning: ");
+    if (!sum.shown)
+        return;
+    std::printf("\n");
+    for (const auto& line : sum.lines)
+        std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 int run_plan(const Args& args) {
@@ -75,6 +89,7 @@ int run_plan(const Args& args) {
         (!plan.mdevs || plan.mdevs->empty())) {
         std::printf("\nNothing to do: no PCI function on this host matches the allowlist%s.\n",
                     plan.pfs ? " or an [[sriov]] entry" : "");
+        print_initramfs(fs, *config, plan);
         return kExitOk;
     }
     size_t counts[3] = {0, 0, 0};
@@ -86,6 +101,7 @@ int run_plan(const Args& args) {
                 counts[2]);
     print_pfs(plan);
     print_mdevs(plan);
+    print_initramfs(fs, *config, plan);
     if (!t.iommu_enabled)
         std::printf("The IOMMU is off: enable it on the kernel command line (intel_iommu=on or "
                     "amd_iommu=on, and VT-d/AMD-Vi in the firmware); see vfioctl doctor.\n");

@@ -30,6 +30,9 @@ struct Args {
     bool external = false;                // --external (kubevirt)
     bool json_patch = false;              // --json-patch (kubevirt)
     std::optional<std::string> kubevirt_cr;  // --kubevirt-cr FILE (doctor)
+    std::optional<std::string> kernel;    // --kernel VERSION (initramfs)
+    std::optional<std::string> output;    // --output FILE (initramfs)
+    bool image = false;                   // --image (initramfs)
     std::string operand;                  // ADDR for bind/release, FILE for check-config
 };
 
@@ -40,6 +43,7 @@ int run_status(const Args& args);   // D-Bus client (daemon); --offline reads th
 int run_bind(const Args& args);     // D-Bus client: Bind(operand)
 int run_release(const Args& args);  // D-Bus client: Release(operand)
 int run_doctor(const Args& args);
-int run_kubevirt(const Args& args);  // the KubeVirt CR fragment for the allowlist   // explain each allowlisted device's readiness (reads only)
+int run_kubevirt(const Args& args);  // the KubeVirt CR fragment for the allowlist
+int run_initramfs(const Args& args);  // what an initramfs carries for early binding (DESIGN §14)
 
 }  // namespace vfiod::cli

@@ -25,6 +25,9 @@ enum Opt : unsigned {
     kExternal = 32,
     kJsonPatch = 64,
     kKubevirtCr = 128,
+    kKernel = 256,
+    kOutput = 512,
+    kImage = 1024,
 };
 
 // Where an option sits in a verb's usage line: values first, then what changes the verb's
@@ -55,6 +58,17 @@ constexpr Option kOptions[] = {
      [](Args& a, std::string_view v) { a.kubevirt_cr = std::string(v); },
      "doctor: check the KubeVirt CR in FILE (YAML or JSON, as kubectl\n"
      "get kubevirt prints it): would virt-handler remove vfiod's mdevs?"},
+    {"--kernel", kKernel, Kind::Value, "VERSION", "a kernel version",
+     [](Args& a, std::string_view v) { a.kernel = std::string(v); },
+     "initramfs: the kernel the image is for (default: the running one);\n"
+     "with --output, also record DIR/var/lib/vfiod/initramfs-VERSION.json."},
+    {"--output", kOutput, Kind::Value, "FILE", "a file",
+     [](Args& a, std::string_view v) { a.output = std::string(v); },
+     "initramfs: write the list the initramfs reads to FILE (the hooks do)."},
+    {"--image", kImage, Kind::Modifier, nullptr, nullptr,
+     [](Args& a, std::string_view) { a.image = true; },
+     "initramfs: an image build: this host's devices are not the target's;\n"
+     "carry entries with an address and a vendor:device, unchecked."},
     {"--json", kJson, Kind::Format, nullptr, nullptr,
      [](Args& a, std::string_view) { a.json = true; },
      "Machine-readable output for scripts (plan, apply, status, doctor,\ncheck-config)."},
@@ -94,6 +108,9 @@ const Verb kVerbs[] = {
     {"kubevirt", run_kubevirt, kRoot | kConfig | kJson | kYaml | kExternal | kJsonPatch, nullptr,
      "print the KubeVirt CR fragment (permitted pciHostDevices, HostDevices gate) for the "
      "allowlist"},
+    {"initramfs", run_initramfs, kRoot | kConfig | kKernel | kOutput | kImage | kJson, nullptr,
+     "show (or, with --output, write) the early entries an initramfs carries, each matched by "
+     "address and vendor:device"},
 };
 
 // --help: the text around the Options section, which kOptions fills in.
@@ -133,6 +150,15 @@ Commands:
                        json) that keep the cluster's other entries. Wildcard selectors are
                        expanded to the pairs present on the host (--root applies). Exit 1 when
                        no entry has a resource_name.
+  initramfs            What an initramfs carries for early = true entries, which the
+                       initramfs-tools hook and the dracut module call (with --output) when
+                       an image is built: the groups vfiod would bind, whole, each function
+                       matched by address and vendor:device; an entry whose group holds the
+                       root filesystem, /usr, swap, the resume device or a mounted
+                       filesystem is left out with a warning. In a chroot, a container or
+                       with --image the host-use check is not possible: only entries with
+                       an address and a vendor:device are carried. Exit 0 when the list was
+                       written (whatever it left out), 2 on a bad configuration.
 
 Who may do what: everyone may read (status, and plan/doctor on what they can read). bind,
 release and the daemon's Reload need root, or the polkit action org.vfiod1.manage, which an
@@ -161,10 +187,12 @@ Examples:
   vfioctl doctor                        why KubeVirt counts 0 devices
   vfioctl status --json                 the daemon's view, for device plugins
   vfioctl release 0000:01:00.0          give a GPU back to the host
+  vfioctl initramfs                     what update-initramfs would put in for early binding
 
 Files:
   /etc/vfiod/vfiod.toml, /etc/vfiod/conf.d/*.toml   configuration
   /run/vfiod/                                       the daemon's journal of bindings
+  /var/lib/vfiod/initramfs-VERSION.json             what each kernel's initramfs carries
 )";
 
 // One option of the Options section: its spelling in a 21-column field, then its help, each

@@ -49,7 +49,7 @@ _vfioctl() {
 
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
-            --root | --config | --kubevirt-cr) ((i++)) ;;
+            --root | --config | --kubevirt-cr | --kernel | --output) ((i++)) ;;
             -*) ;;
             *) verb=${words[i]}; break ;;
         esac
@@ -57,7 +57,12 @@ _vfioctl() {
 
     case $prev in
         --root) _filedir -d; return ;;
-        --config | --kubevirt-cr) _filedir; return ;;
+        --config | --kubevirt-cr | --output) _filedir; return ;;
+        --kernel)
+            local kernels=(/lib/modules/*/)
+            kernels=("${kernels[@]%/}")
+            COMPREPLY=($(compgen -W "${kernels[*]##*/}" -- "$cur"))
+            return ;;
     esac
     $split && return
 

@@ -167,6 +167,9 @@ MountTables read_mount_tables(const HostFs& fs, std::vector<std::string>* warnin
     if (auto text = read_host_file(fs, "proc/swaps", warnings))
         for (auto& s : parse_swaps(*text))
             t.swaps.insert(std::move(s));
+    if (auto text = fs.read("sys/power/resume", 64))
+        if (auto devnum = parse_devnum(*text); devnum && *devnum != std::make_pair(0u, 0u))
+            t.resume = devnum;
     return t;
 }
 

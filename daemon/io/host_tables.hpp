@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -19,6 +20,8 @@ struct MountTables {
     std::map<std::pair<unsigned, unsigned>, std::string> by_devnum;  // first mount point
     std::map<std::string, std::string> by_source;
     std::set<std::string> swaps;
+    // sys/power/resume: the device a hibernation image is resumed from (unset: "0:0" or absent).
+    std::optional<std::pair<unsigned, unsigned>> resume;
 };
 
 struct NetTables {

@@ -85,6 +85,8 @@ std::vector<std::string> block_findings(const HostFs& fs, const std::string& nam
                 out.push_back(shown_name + " (" + *dev + ") is mounted on " + shown(it->second));
                 mounted = true;
             }
+            if (devnum == mounts.resume)
+                out.push_back(shown_name + " (" + *dev + ") is the resume device");
         }
     }
     if (!mounted) {

@@ -96,6 +96,17 @@ TEST_F(HostUseStorage, MountedBySourceWhenMountinfoIsMissing) {
     EXPECT_THAT(use.storage[A("0000:01:00.0")], ElementsAre("nvme0n1p1 is mounted on /boot/efi x"));
 }
 
+// The hibernation image's partition is in use although nothing mounts it (DESIGN §14: an
+// initramfs that took it could not resume); "0:0" is the kernel's "none".
+TEST_F(HostUseStorage, ResumeDeviceIsInUse) {
+    nvme_root(t);
+    t.write_file("sys/power/resume", "259:1\n");
+    EXPECT_THAT(scan().storage[A("0000:01:00.0")],
+                ElementsAre("nvme0n1p1 (259:1) is the resume device"));
+    t.write_file("sys/power/resume", "0:0\n");
+    EXPECT_TRUE(scan().storage.empty());
+}
+
 TEST_F(HostUseStorage, SwapAndDmHolder) {
     add(t, "0000:00:17.0", "010601", "ahci", 3);
     t.add_block("0000:00:17.0", "ata1/host0/target0:0:0/0:0:0:0", "sda", 8, 0);
