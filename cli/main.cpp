@@ -71,7 +71,8 @@ constexpr Option kOptions[] = {
      "carry entries with an address and a vendor:device, unchecked."},
     {"--json", kJson, Kind::Format, nullptr, nullptr,
      [](Args& a, std::string_view) { a.json = true; },
-     "Machine-readable output for scripts (plan, apply, status, doctor,\ncheck-config)."},
+     "Machine-readable output for scripts (plan, apply, status, doctor,\ncheck-config, "
+     "initramfs)."},
     {"--offline", kOffline, Kind::Modifier, nullptr, nullptr,
      [](Args& a, std::string_view) { a.offline = true; },
      "status: read sysfs under --root instead of asking the daemon."},

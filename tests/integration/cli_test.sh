@@ -163,4 +163,49 @@ done
 run "verb --help" 0 plan --help
 check_contains "verb --help shows its usage" "Usage: vfioctl plan" "$out"
 
+# --- initramfs (DESIGN §14): what the hooks write, the record, and plan/doctor on it ---
+IR=$WORK/initramfs-root
+"$MKFIXTURE" gpu-host "$IR" || fail "fixture for initramfs"
+# The H100's and the NVMe model's entries made early.
+sed -i -e 's|^resource_name = "nvidia.com/GH100_H100_PCIE"|&\nearly = true|' \
+    -e 's|^resource_name = "samsung.com/PM9A1"|&\nearly = true|' "$IR/etc/vfiod/vfiod.toml"
+run "initramfs dry run" 0 initramfs --root "$IR"
+check_contains "the dry run carries the GPU's group whole" \
+    "carries 0000:01:00.1 10de:22a3 -> vfio-pci" "$out"
+check_contains "the mounted boot NVMe is left out, named" "left out 0000:02:00.0" "$err"
+check_contains "... because its root is mounted" "is mounted on /" "$err"
+check "the dry run records nothing" "" "$(ls "$IR/var/lib/vfiod" 2>/dev/null)"
+mkdir -p "$WORK/image/etc/vfiod"
+run "initramfs --output" 0 initramfs --root "$IR" --kernel 6.1.0-27-amd64 \
+    --output "$WORK/image/etc/vfiod/early"
+check "the list: a comment, then ADDRESS VENDOR DEVICE DRIVER" \
+    "0000:01:00.0 10de 2331 vfio-pci|0000:01:00.1 10de 22a3 vfio-pci" \
+    "$(grep -v '^#' "$WORK/image/etc/vfiod/early" | paste -sd'|')"
+check "the record: kernel, carried, left out" \
+    "6.1.0-27-amd64 0000:01:00.0,0000:01:00.1 0000:02:00.0" \
+    "$(python3 -c "import json; d=json.load(open('$IR/var/lib/vfiod/initramfs-6.1.0-27-amd64.json'))
+print(d['kernel'], ','.join(c['address'] for c in d['carried']),
+      ','.join(str(l['address']) for l in d['left_out'] if l['address']))")"
+run "doctor with a current record" 1 doctor --root "$IR"  # the NVMe, bonded I210: not ready
+check_contains "doctor's initramfs check passes" "[ok]   initramfs  initramfs 6.1.0-27-amd64" \
+    "$out"
+sed -i 's/^early = true$/early = false/' "$IR/etc/vfiod/vfiod.toml"
+run "plan after the config changed" 0 plan --root "$IR"
+check_contains "plan says the record is out of date and what to run" \
+    "it would now carry none: run update-initramfs -u -k 6.1.0-27-amd64" "$out"
+run "doctor after the config changed" 1 doctor --root "$IR"
+check_contains "doctor's initramfs check fails" "[FAIL] initramfs" "$out"
+sed -i 's/^early = false$/early = true/' "$IR/etc/vfiod/vfiod.toml"
+run "initramfs --image" 0 initramfs --root "$IR" --image --json
+check "--image: entries without an address carry nothing" "False 0 2" \
+    "$(json 'print(d["host_checked"], len(d["carried"]), len(d["left_out"]))')"
+run "initramfs: a bad --kernel" 2 initramfs --root "$IR" --kernel ../x --output "$WORK/x"
+check "... writes nothing" "" "$(ls "$WORK/x" 2>/dev/null)"
+run "initramfs: an output directory that is missing" 1 initramfs --root "$IR" \
+    --output "$WORK/missing/early"
+check_contains "... names the file" "cannot write $WORK/missing/early" "$err"
+echo '[[device]] selector = ' >"$WORK/bad.toml"
+run "initramfs: a bad config" 2 initramfs --config "$WORK/bad.toml" --output "$WORK/image/x"
+check "... writes no list" "" "$(ls "$WORK/image/x" 2>/dev/null)"
+
 exit $((failures > 0))

@@ -61,9 +61,11 @@ check "options after the verb's options" "--json" "$(complete_words plan --root 
 check "kubevirt options" "--config --external --help --json --json-patch --root --yaml" \
     "$(complete_words kubevirt --)"
 check "doctor options" "--config --help --json --kubevirt-cr --root" "$(complete_words doctor --)"
+check "initramfs options" "--config --help --image --json --kernel --output --root" \
+    "$(complete_words initramfs --)"
 check "options before a verb" \
-    "--config --external --help --json --json-patch --kubevirt-cr --offline --root --version \
---yaml" "$(complete_words --)"
+    "--config --external --help --image --json --json-patch --kernel --kubevirt-cr --offline \
+--output --root --version --yaml" "$(complete_words --)"
 
 # --- paths ---
 mkdir -p "$WORK/tree/sub.d" "$WORK/tree/subdir"
@@ -80,6 +82,11 @@ check "--kubevirt-cr offers files" \
     "$(complete_words doctor --kubevirt-cr "$WORK/tree/")"
 check "a verb after --kubevirt-cr FILE" "--config --help --json --kubevirt-cr --root" \
     "$(complete_words --kubevirt-cr "$WORK/tree/notes.txt" doctor --)"
+check "--output offers files" \
+    "$WORK/tree/file.toml $WORK/tree/notes.txt $WORK/tree/sub.d $WORK/tree/subdir" \
+    "$(complete_words initramfs --output "$WORK/tree/")"
+check "a verb after --kernel VERSION" "--config --help --image --json --kernel --output --root" \
+    "$(complete_words --kernel 6.1.0-27-amd64 initramfs --)"
 check "check-config offers .toml files and directories" \
     "$WORK/tree/file.toml $WORK/tree/sub.d $WORK/tree/subdir" \
     "$(complete_words check-config "$WORK/tree/")"
