@@ -42,6 +42,10 @@ packages=(
   driverctl pciutils
   # real-kernel VM tests (the kernel package itself is fetched by tests/vm with apt-get download)
   qemu-system-x86 busybox-static cpio python3
+  # vm-initramfs-early: Debian's mkinitramfs and dracut build the guest's initramfs in a private
+  # mount namespace. The -core packages build no initramfs for this machine on install (no
+  # kernel postinst hook, no update-initramfs trigger).
+  initramfs-tools-core dracut-core
   # the sample mdev parents (tests/vm/mdev-samples.sh; headers and source come below)
   make xz-utils
   # fuzzing: libFuzzer is in clang's runtime library
