@@ -15,12 +15,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Header keys that shape the guest: scenarios sharing one boot must agree on each of them.
-SHARED_KEYS = ("topology", "overlay", "memory", "install", "nvme-subsys", "nvme-sriov")
+SHARED_KEYS = ("topology", "overlay", "memory", "install", "nvme-subsys", "nvme-sriov",
+               "initramfs")
 
 
 def parse_header(path):
     meta = {"checks": [], "needs": [], "topology": "default", "overlay": None, "memory": None,
-            "install": "build", "nvme-subsys": None, "nvme-sriov": None}
+            "install": "build", "nvme-subsys": None, "nvme-sriov": None, "initramfs": "harness"}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -220,6 +221,7 @@ def build_payload(args, meta, scenarios, work):
             f.write(SHARED_BOOT.format(lib=guest_lib, dir=guest_dir,
                                        parts=" ".join(map(scenario_name, scenarios))))
     shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(pay, "lib.sh"))
+    shutil.copy2(os.path.join(HERE, "guest-root.sh"), os.path.join(pay, "guest-root.sh"))
     if args.mode == "busybox":
         for prog in args.binary:
             copy_binary_with_libs(prog, root, "/usr/bin/" + os.path.basename(prog))
@@ -250,9 +252,12 @@ def build_payload(args, meta, scenarios, work):
         with open(os.path.join(pay, "kmods"), "w") as f:
             kver = open(os.path.join(args.cache, "kver")).read().strip()
             f.write(os.path.join(os.path.realpath(args.cache), "kernel/lib/modules", kver))
+    base_image = os.path.join(args.cache, "base.cpio.gz")
+    if meta["initramfs"] == "debian":
+        base_image = debian_initramfs(args, work, os.path.join(pay, "overlay"))
     archive = os.path.join(work, "initrd.img")
     with open(archive, "wb") as out:
-        with open(os.path.join(args.cache, "base.cpio.gz"), "rb") as base:
+        with open(base_image, "rb") as base:
             shutil.copyfileobj(base, out)
         files = subprocess.run("find . -print0 | LC_ALL=C sort -z", shell=True, cwd=root,
                                capture_output=True, check=True).stdout
@@ -261,6 +266,22 @@ def build_payload(args, meta, scenarios, work):
         out.write(subprocess.run(["gzip", "-1"], input=cpio, capture_output=True,
                                  check=True).stdout)
     return archive
+
+
+def debian_initramfs(args, work, overlay):
+    """"# initramfs: debian": the guest boots an initramfs built by Debian's mkinitramfs with
+    vfiod's hook from the install tree in the overlay and the overlay's /etc/vfiod/vfiod.toml
+    (build-initramfs.sh; a dracut image beside it, for its contents). What the guest checks of
+    both builds goes to /vmtest/host. Returns the image."""
+    out = os.path.join(work, "initramfs")
+    started = time.monotonic()
+    sh([os.path.join(HERE, "build-initramfs.sh"), args.cache, overlay,
+        os.path.join(HERE, "initramfs"), os.path.join(overlay, "etc/vfiod/vfiod.toml"), out])
+    print(f"# initramfs images built in {time.monotonic() - started:.1f} s", flush=True)
+    shutil.copytree(os.path.join(out, "facts"), os.path.join(overlay, "vmtest/host"))
+    # The guest builds an initramfs of its own with the same configuration.
+    shutil.copytree(os.path.join(HERE, "initramfs"), os.path.join(overlay, "vmtest/initramfs-conf"))
+    return os.path.join(out, "initrd-debian.img")
 
 
 def qemu_command(args, meta, work, initrd):
@@ -272,7 +293,9 @@ def qemu_command(args, meta, work, initrd):
         "-kernel", os.path.join(args.cache, "vmlinuz"), "-initrd", initrd,
         "-append", f"console=ttyS0 intel_iommu=on panic=-1 vmtest.mode={args.mode}"
                    + (" module_blacklist=" + ",".join(UNUSED_MODULES)
-                      if args.mode == "systemd" else ""),
+                      if args.mode == "systemd" else "")
+                   + (" boot=vmtest init=/lib/systemd/systemd"
+                      if meta["initramfs"] == "debian" else ""),
         "-serial", "file:" + os.path.join(work, "console.log"),
         "-serial", "file:" + os.path.join(work, "results.txt"),
         "-chardev", f"socket,id=ctl,path={os.path.join(work, 'ctl.sock')},server=on,wait=off",
@@ -400,6 +423,12 @@ def run(args):
     except RuntimeError as e:
         print(f"error: {e}")
         return 1
+    debian = meta["initramfs"] == "debian"
+    if meta["initramfs"] not in ("harness", "debian") or (
+            debian and (args.mode != "systemd" or meta["install"] != "build")):
+        print(f"{scenarios[0]}: '# initramfs: {meta['initramfs']}': harness, or debian for a "
+              "systemd guest with the build installed")
+        return 1
     if meta["install"] not in ("build", "debs"):
         print(f"{scenarios[0]}: '# install: {meta['install']}': build or debs")
         return 1
@@ -499,7 +528,7 @@ def run(args):
     good = not failed and not missing and done and not timed_out
     if good and not args.keep:
         for name in ("initrd.img", "disk.img", "disk-subsys.img", "disk-sriov.img", "payload-root",
-                     "destdir"):
+                     "destdir", "initramfs"):
             path = os.path.join(work, name)
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else \
                 (os.path.exists(path) and os.remove(path))
