@@ -33,6 +33,15 @@ for f in /usr/sbin/vfiod /usr/bin/vfioctl "$unitdir/vfiod.service" "$udevdir/rul
          /usr/share/doc/vfiod/copyright; do
     has "$f" && pass "vfiod ships $f" || fail "vfiod ships $f"
 done
+# Early binding from the initramfs (DESIGN §14): programs all, as initramfs-tools and dracut run
+# them.
+for f in /usr/lib/vfiod/early-apply /usr/share/initramfs-tools/hooks/vfiod \
+         /usr/share/initramfs-tools/scripts/init-top/00-vfiod \
+         /usr/lib/dracut/modules.d/90vfiod/module-setup.sh \
+         /usr/lib/dracut/modules.d/90vfiod/vfiod-early.sh; do
+    dpkg-deb -c "$deb" | grep -qE "^-rwxr-xr-x .* \.$f\$" && pass "vfiod ships $f, executable" \
+        || fail "vfiod ships $f, executable"
+done
 # The polkit policy, once the source has one (DESIGN §6).
 for p in $(cd "$SRC" && ls systemd/*.policy config/*.policy 2>/dev/null); do
     f=/usr/share/polkit-1/actions/$(basename "$p")
@@ -93,15 +102,19 @@ fi
 # there, and the running system's udevd and systemd are not the target's. Every command they
 # run is a stub here that only records its call.
 root=$ctl/root stub=$ctl/stub
-mkdir -p "$root/run/vfiod" "$root/etc/vfiod/conf.d" "$stub"
+mkdir -p "$root/run/vfiod" "$root/var/lib/vfiod" "$root/etc/vfiod/conf.d" "$stub"
 for c in udevadm systemctl deb-systemd-helper deb-systemd-invoke; do
     printf '#!/bin/sh\necho "%s $*" >>"$STUB_LOG"\n' "$c" >"$stub/$c" && chmod +x "$stub/$c"
 done
 in_root() { PATH=$stub:$PATH DPKG_ROOT=$root STUB_LOG=$ctl/calls sh "$ctl/$1" "$2"; }
 in_root postrm purge
-[ ! -e "$root/run/vfiod" ] && [ ! -e "$root/etc/vfiod" ] \
-    && pass "postrm purge removes DPKG_ROOT's /run/vfiod and /etc/vfiod" \
-    || fail "postrm purge removes DPKG_ROOT's /run/vfiod and /etc/vfiod" "$(ls -d "$root"/run/* "$root"/etc/* 2>&1)"
+[ ! -e "$root/run/vfiod" ] && [ ! -e "$root/var/lib/vfiod" ] && [ ! -e "$root/etc/vfiod" ] \
+    && pass "postrm purge removes DPKG_ROOT's /run/vfiod, /var/lib/vfiod and /etc/vfiod" \
+    || fail "postrm purge removes DPKG_ROOT's /run/vfiod, /var/lib/vfiod and /etc/vfiod" \
+        "$(ls -d "$root"/run/* "$root"/var/lib/* "$root"/etc/* 2>&1)"
+# The hook's files come and go with the package: debhelper's update-initramfs trigger.
+grep -qx 'activate-noawait update-initramfs' "$ctl/triggers" \
+    && pass "vfiod triggers update-initramfs" || fail "vfiod triggers update-initramfs"
 : >"$ctl/calls"
 in_root postrm remove
 in_root postinst configure

@@ -107,5 +107,11 @@ if grep -q "^$GPU " $dest/etc/vfiod/early && ! grep -q "^$NVME " $dest/etc/vfiod
 else not_ok rebuild-leaves-out-nvme "$(cat $dest/etc/vfiod/early; find $dest -type f)"; fi
 record=/var/lib/vfiod/initramfs-$kver.json
 note "record: $(cat "$record")"
-check rebuild-record grep -q "$NVME" "$record"
+# The record: the NVMe left out as mounted, the GPU group carried, the host checked.
+check rebuild-record python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+out = [l for l in r["left_out"] if l["address"] == sys.argv[2] and "mounted" in l["why"]]
+carried = sorted(c["address"] for c in r["carried"])
+assert out and r["host_checked"] and carried == sys.argv[3:], (out, carried)' \
+    "$record" "$NVME" "$GPU" "$AUDIO"
 umount /mnt/nvme
