@@ -47,8 +47,9 @@ install() {
 # After install(): the drivers the list names (vfio-pci when there is none, as with --kernel-only).
 installkernel() {
     local list=$initdir/etc/vfiod/early drivers
-    [[ -s $list ]] && drivers=$(awk '!/^#/ && NF == 4 && !seen[$4]++ { print $4 }' "$list")
+    [[ -s $list ]] && drivers=$("$APPLY" --drivers "$list")
+    drivers=${drivers:-vfio-pci}
     # shellcheck disable=SC2086 # one word a driver
-    hostonly='' instmods ${drivers:-vfio-pci} || echo "W: vfiod: cannot add ${drivers:-vfio-pci}" >&2
+    hostonly='' instmods $drivers || echo "W: vfiod: cannot add $drivers" >&2
     return 0
 }
