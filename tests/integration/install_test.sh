@@ -38,6 +38,20 @@ for f in "$prefix/sbin/vfiod" "$prefix/bin/vfioctl" "$unitdir/vfiod.service" \
          "$sysconfdir/vfiod/vfiod.toml"; do
     if [ -e "$DEST$f" ]; then pass "installed $f"; else fail "installed $f"; fi
 done
+# Early binding from the initramfs (DESIGN §14): the hooks run the installed vfioctl and the
+# installed apply script.
+for f in "$prefix/lib/vfiod/early-apply" "$prefix/share/initramfs-tools/hooks/vfiod" \
+         "$prefix/share/initramfs-tools/scripts/init-top/00-vfiod" \
+         "$prefix/lib/dracut/modules.d/90vfiod/module-setup.sh" \
+         "$prefix/lib/dracut/modules.d/90vfiod/vfiod-early.sh"; do
+    if [ -x "$DEST$f" ]; then pass "installed $f, executable"; else fail "installed $f, executable"; fi
+done
+for f in share/initramfs-tools/hooks/vfiod lib/dracut/modules.d/90vfiod/module-setup.sh; do
+    grep -qx "VFIOCTL=$prefix/bin/vfioctl" "$DEST$prefix/$f" &&
+        grep -qx "APPLY=$prefix/lib/vfiod/early-apply" "$DEST$prefix/$f" \
+        && pass "$f runs the installed vfioctl and apply script" \
+        || fail "$f runs the installed vfioctl and apply script"
+done
 # Man pages, when this build renders them (option man); the plugin's only with the plugin.
 if [ -f "$BUILD/man/vfiod.8" ]; then
     for f in man8/vfiod.8 man1/vfioctl.1 man5/vfiod.toml.5; do

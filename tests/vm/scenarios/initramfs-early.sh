@@ -11,7 +11,7 @@
 # checks: order-vfiod-before-udev image-list image-modules dracut-image early-log
 # checks: gpu-never-e1000e monitor-saw-vfio-bind no-e1000e-bind-event monitor-saw-mgmt-bind
 # checks: vfio-at-root-start mgmt-kept-e1000e vfiod-active group-bound status-json-bound
-# checks: no-journal-write no-errors
+# checks: no-journal-write no-errors apply-refusals
 # checks: rebuild-warns-mounted rebuild-leaves-out-nvme rebuild-record
 . /vmtest/lib.sh
 host=/vmtest/host
@@ -77,6 +77,28 @@ else ok no-journal-write; fi
 errs=$(journalctl -u vfiod -p warning -q --no-pager)
 if [ -z "$errs" ]; then ok no-errors; else not_ok no-errors "$errs"; fi
 journalctl -u vfiod -q --no-pager -o short-monotonic | while read -r line; do note "$line"; done
+
+# The apply script's refusals, on the live guest's real sysfs (they write nothing): a function
+# whose ID is not the line's (a moved bus), one already on a driver, one that is not there, a
+# line that is not one.
+cat >/tmp/refused.list <<EOT
+$NVME 1b36 ffff vfio-pci
+$MGMT 8086 10d3 vfio-pci
+0000:0a:00.0 8086 10d3 vfio-pci
+$NVME 1b36 0010
+EOT
+before=$(cat "$(pci_dev $NVME)/driver_override" "$(pci_dev $MGMT)/driver_override" | xargs)
+/usr/lib/vfiod/early-apply /tmp/refused.list
+refusals=$(dmesg | grep 'vfiod-early:' | tail -n 4)
+note "$refusals"
+if echo "$refusals" | grep -q "$NVME is 0x1b36:0x0010, not 1b36:ffff: skipped" &&
+    echo "$refusals" | grep -q "$MGMT is already on e1000e: left to vfiod" &&
+    echo "$refusals" | grep -q "0000:0a:00.0: no such PCI function, skipped" &&
+    echo "$refusals" | grep -q "not a line of ADDRESS VENDOR DEVICE DRIVER, skipped: $NVME" &&
+    [ "$(cat "$(pci_dev $NVME)/driver_override" "$(pci_dev $MGMT)/driver_override" | xargs)" = \
+        "$before" ]; then
+    ok apply-refusals
+else not_ok apply-refusals "$refusals"; fi
 
 # The same hook on the live guest: $NVME holds a mounted filesystem, so its early entry is left
 # out with a warning, and the record says so. The hook alone, as mkinitramfs runs it (its
