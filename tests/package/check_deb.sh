@@ -35,11 +35,12 @@ for f in /usr/sbin/vfiod /usr/bin/vfioctl "$unitdir/vfiod.service" "$udevdir/rul
 done
 # Early binding from the initramfs (DESIGN §14): programs all, as initramfs-tools and dracut run
 # them.
+listing=$(dpkg-deb -c "$deb")
 for f in /usr/lib/vfiod/early-apply /usr/share/initramfs-tools/hooks/vfiod \
          /usr/share/initramfs-tools/scripts/init-top/00-vfiod \
          /usr/lib/dracut/modules.d/90vfiod/module-setup.sh \
          /usr/lib/dracut/modules.d/90vfiod/vfiod-early.sh; do
-    dpkg-deb -c "$deb" | grep -qE "^-rwxr-xr-x .* \.$f\$" && pass "vfiod ships $f, executable" \
+    grep -qE "^-rwxr-xr-x .* \.$f\$" <<<"$listing" && pass "vfiod ships $f, executable" \
         || fail "vfiod ships $f, executable"
 done
 # The polkit policy, once the source has one (DESIGN §6).
