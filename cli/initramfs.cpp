@@ -199,7 +199,11 @@ InitramfsSummary summarize_initramfs(const HostFs& fs, const Config& config, con
     const std::vector<InitramfsRecord> records = read_records(fs, warnings);
     const bool early = std::any_of(config.devices.begin(), config.devices.end(),
                                    [](const DeviceEntry& e) { return e.early; });
-    sum.shown = early || !records.empty();
+    // A host without early entries whose images carry nothing (the hook records every image
+    // it builds) has nothing to hear about.
+    sum.shown = early || std::any_of(records.begin(), records.end(), [](const auto& r) {
+        return !r.set.carried.empty();
+    });
     const std::string digest = early_config_digest(config);
     const EarlySet live = early_from_plan(config, plan);
     const EarlySet image = early_from_config(config);

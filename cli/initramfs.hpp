@@ -56,7 +56,8 @@ RecordCheck check_record(const InitramfsRecord& r, const std::string& digest,
 // What plan and doctor say of the records under fs's root: a line per record (what it carries,
 // what it left out, whether a rebuild would differ and what to run), and for the live host a line
 // when the running kernel has none although early entries exist. Nothing at all (shown false)
-// when there is no record and no early entry. ok is false when a record is out of date.
+// without an early entry and a record that carries something. ok is false when a record is out
+// of date.
 struct InitramfsSummary {
     bool shown = false;
     bool ok = true;

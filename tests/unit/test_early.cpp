@@ -268,6 +268,11 @@ TEST_F(LiveHost, TheSummaryComparesEachRecordWithARebuild) {
     EXPECT_THAT(sum.lines[1], HasSubstr("configuration changed"));
     EXPECT_THAT(sum.lines[1], HasSubstr("would now carry none"));
     EXPECT_THAT(warnings, IsEmpty());
+    // No early entry and a record that carries nothing (every image the hook builds has one):
+    // nothing to say, whatever the digest.
+    r.set.carried.clear();
+    tree.write_file("var/lib/vfiod/initramfs-6.1.0-27-amd64.json", record_json(r));
+    EXPECT_FALSE(summarize_initramfs(fs, config, plan, &warnings).shown);
     // No record and no early entry: nothing to say.
     tree.remove("var/lib/vfiod");
     EXPECT_FALSE(summarize_initramfs(fs, config, plan, &warnings).shown);
