@@ -1,7 +1,6 @@
 // vfioctl initramfs: what an initramfs carries for early binding (DESIGN §14). The hooks of
 // initramfs-tools and dracut call it with --output; without, it is a dry run.
 #include <fcntl.h>
-#include <sys/utsname.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -24,11 +23,6 @@ std::string utc_now() {
     char b[32];
     std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return b;
-}
-
-std::string running_kernel() {
-    struct utsname u;
-    return ::uname(&u) == 0 ? u.release : "";
 }
 
 // The list file at `path`, whole or not at all. 0 or an errno.
@@ -78,9 +72,7 @@ int run_initramfs(const Args& args) {
     r.config_digest = early_config_digest(*config);
     r.config_files = config->files;
     r.host_check_note = args.image ? "--image" : image_build_reason(args.root);
-    bool any_early = false;
-    for (const DeviceEntry& e : config->devices)
-        any_early = any_early || e.early;
+    const bool any_early = has_early_entries(*config);
     KernelHostFs fs(args.root);
     if (!r.host_check_note.empty()) {
         r.set = early_from_config(*config);

@@ -5,21 +5,17 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "core/json.hpp"
+#include "core/plan_json.hpp"
+#include "io/proc_parsers.hpp"
 
 namespace vfiod::cli {
 
 namespace {
 
 constexpr size_t kMaxRecordBytes = 1 << 20;
-
-std::string hex4(uint16_t v) {
-    char b[8];
-    std::snprintf(b, sizeof b, "%04x", v);
-    return b;
-}
+constexpr std::string_view kRecordPrefix = "initramfs-", kRecordSuffix = ".json";
 
 void write_set(JsonWriter& w, const EarlySet& set) {
     w.key("carried").begin_array();
@@ -50,10 +46,10 @@ std::string text(const YAML::Node& n, const char* key) {
 
 uint16_t hex_id(const YAML::Node& n, const char* key) {
     std::string s = text(n, key);
-    auto sel = Selector::parse(s + ":0000");
-    if (s.size() != 4 || !sel)
+    auto v = parse_hex_attr("0x" + s, 4);
+    if (s.size() != 4 || !v)
         throw std::runtime_error(std::string("\"") + key + "\" is not 4 hex digits");
-    return sel->vendor;
+    return static_cast<uint16_t>(*v);
 }
 
 PciAddress address(const std::string& s) {
@@ -75,6 +71,14 @@ bool same_functions(const std::vector<EarlyFunction>& a, const std::vector<Early
         return x.address == y.address && x.vendor == y.vendor && x.device == y.device &&
                x.driver == y.driver;
     });
+}
+
+// " 0000:01:00.0 0000:01:00.1", or `none`.
+std::string addresses(const std::vector<EarlyFunction>& fns, const char* none) {
+    std::string out;
+    for (const EarlyFunction& f : fns)
+        out += " " + f.address.str();
+    return out.empty() ? none : out;
 }
 
 }  // namespace
@@ -127,6 +131,11 @@ std::optional<InitramfsRecord> parse_record(std::string_view data, std::string* 
     }
 }
 
+std::string running_kernel() {
+    struct utsname u;
+    return ::uname(&u) == 0 ? u.release : "";
+}
+
 bool valid_kernel_version(std::string_view v) {
     if (v.empty() || v.size() > 128 || v == "." || v == "..")
         return false;
@@ -139,17 +148,17 @@ bool valid_kernel_version(std::string_view v) {
 std::string image_build_reason(const std::string& root) {
     if (root != "/")
         return "";
-    struct stat self, init;
-    if (::stat("/proc/1", &init) != 0)
+    struct stat self, init, any;
+    if (::stat("/proc/1", &any) != 0)
         return "/proc is not mounted";
-    if (::stat("/sys/bus/pci", &init) != 0)
+    if (::stat("/sys/bus/pci", &any) != 0)
         return "/sys is not mounted";
     // PID 1's root is readable by root only; the hooks run as root, a user's dry run is live.
     if (::stat("/", &self) == 0 && ::stat("/proc/1/root/", &init) == 0 &&
         (self.st_dev != init.st_dev || self.st_ino != init.st_ino))
         return "a chroot: / is not PID 1's root";
     for (const char* marker : {"/run/systemd/container", "/run/.containerenv", "/.dockerenv"})
-        if (::stat(marker, &init) == 0)
+        if (::stat(marker, &any) == 0)
             return std::string("a container (") + marker + ")";
     return "";
 }
@@ -161,8 +170,9 @@ std::vector<InitramfsRecord> read_records(const HostFs& fs, std::vector<std::str
     if (dir.get() < 0)
         return out;
     for (const auto& name : HostFs::list_own(dir.get())) {
-        if (name.rfind("initramfs-", 0) != 0 || name.size() < 16 ||
-            name.compare(name.size() - 5, 5, ".json") != 0)
+        std::string_view n = name;
+        if (n.size() <= kRecordPrefix.size() + kRecordSuffix.size() ||
+            !n.starts_with(kRecordPrefix) || !n.ends_with(kRecordSuffix))
             continue;
         const std::string shown = std::string(kInitramfsRecordDir) + "/" + name;
         std::string why, perr;
@@ -170,7 +180,8 @@ std::vector<InitramfsRecord> read_records(const HostFs& fs, std::vector<std::str
         if (!data) {
             warnings->push_back(shown + ": cannot read" + (why.empty() ? "" : ": " + why));
         } else if (auto r = parse_record(*data, &perr)) {
-            if (name == "initramfs-" + r->kernel + ".json")
+            if (n.substr(kRecordPrefix.size(), n.size() - kRecordPrefix.size() -
+                                                    kRecordSuffix.size()) == r->kernel)
                 out.push_back(std::move(*r));
             else
                 warnings->push_back(shown + ": names kernel " + r->kernel);
@@ -184,7 +195,6 @@ std::vector<InitramfsRecord> read_records(const HostFs& fs, std::vector<std::str
 RecordCheck check_record(const InitramfsRecord& r, const std::string& digest,
                          const EarlySet& now) {
     RecordCheck c;
-    c.record = &r;
     c.config_changed = r.config_digest != digest;
     c.differs = !same_functions(r.set.carried, now.carried);
     if (c.config_changed || c.differs)
@@ -197,8 +207,7 @@ InitramfsSummary summarize_initramfs(const HostFs& fs, const Config& config, con
                                      std::vector<std::string>* warnings) {
     InitramfsSummary sum;
     const std::vector<InitramfsRecord> records = read_records(fs, warnings);
-    const bool early = std::any_of(config.devices.begin(), config.devices.end(),
-                                   [](const DeviceEntry& e) { return e.early; });
+    const bool early = has_early_entries(config);
     // A host without early entries whose images carry nothing (the hook records every image
     // it builds) has nothing to hear about.
     sum.shown = early || std::any_of(records.begin(), records.end(), [](const auto& r) {
@@ -208,34 +217,29 @@ InitramfsSummary summarize_initramfs(const HostFs& fs, const Config& config, con
     const EarlySet live = early_from_plan(config, plan);
     const EarlySet image = early_from_config(config);
     for (const InitramfsRecord& r : records) {
-        RecordCheck c = check_record(r, digest, r.set.host_checked ? live : image);
-        std::string carried;
-        for (const EarlyFunction& f : r.set.carried)
-            carried += " " + f.address.str();
+        const EarlySet& now = r.set.host_checked ? live : image;
+        RecordCheck c = check_record(r, digest, now);
         sum.lines.push_back(
             "initramfs " + r.kernel + " (built " + r.built + ", " +
             (r.set.host_checked ? "host-use check done" : "host-use check not possible") +
-            "): carries" + (carried.empty() ? " no early function" : carried) +
+            "): carries" + addresses(r.set.carried, " no early function") +
             (r.set.left_out.empty() ? ""
                                     : "; left out " + std::to_string(r.set.left_out.size())));
         if (c.advice.empty())
             continue;
         sum.ok = false;
-        std::string now;
-        for (const EarlyFunction& f : (r.set.host_checked ? live : image).carried)
-            now += " " + f.address.str();
         sum.lines.push_back(std::string("  out of date: ") +
                             (c.config_changed ? "the configuration changed since it was built"
                                               : "the host changed since it was built") +
-                            (c.differs ? "; it would now carry" + (now.empty() ? " none" : now)
+                            (c.differs ? "; it would now carry" + addresses(now.carried, " none")
                                        : "") +
                             ": " + c.advice);
     }
-    struct utsname u;
-    if (early && fs.live() && ::uname(&u) == 0 &&
+    const std::string running = fs.live() ? running_kernel() : "";
+    if (early && !running.empty() &&
         std::none_of(records.begin(), records.end(),
-                     [&](const InitramfsRecord& r) { return r.kernel == u.release; }))
-        sum.lines.push_back(std::string("initramfs ") + u.release +
+                     [&](const InitramfsRecord& r) { return r.kernel == running; }))
+        sum.lines.push_back("initramfs " + running +
                             " (running): no record, so its initramfs carries no early entry; if "
                             "it loads the host driver of an early device, run "
                             "update-initramfs -u (or dracut -f)");

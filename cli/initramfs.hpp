@@ -30,6 +30,9 @@ std::string record_json(const InitramfsRecord& r);
 // nullopt with *err saying what is wrong (the record was hand-edited, cut short, or not ours).
 std::optional<InitramfsRecord> parse_record(std::string_view text, std::string* err);
 
+// The running kernel's release (uname -r), "" if uname fails.
+std::string running_kernel();
+
 // Whether a kernel version can name a record: 1..128 of [A-Za-z0-9._+~-], not "." or "..".
 bool valid_kernel_version(std::string_view v);
 
@@ -45,7 +48,6 @@ std::vector<InitramfsRecord> read_records(const HostFs& fs, std::vector<std::str
 // One record judged against now: `now` is what a rebuild would carry (the record's own mode:
 // the live host's plan, or the configuration alone for an image build).
 struct RecordCheck {
-    const InitramfsRecord* record = nullptr;
     bool config_changed = false;  // the digest differs: built from another configuration
     bool differs = false;         // a rebuild would carry other functions
     std::string advice;           // "" when current; else what to run

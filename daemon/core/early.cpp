@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "plan_json.hpp"
+
 namespace vfiod {
 
 namespace {
@@ -28,6 +30,11 @@ void sort_carried(EarlySet& set) {
 }
 
 }  // namespace
+
+bool has_early_entries(const Config& config) {
+    return std::any_of(config.devices.begin(), config.devices.end(),
+                       [](const DeviceEntry& e) { return e.early; });
+}
 
 EarlySet early_from_plan(const Config& config, const Plan& plan) {
     EarlySet set;
@@ -104,11 +111,9 @@ EarlySet early_from_config(const Config& config) {
 std::string early_list_text(const EarlySet& set, const std::string& kernel) {
     std::string out = "# vfiod early binding for " + kernel +
                       ": ADDRESS VENDOR DEVICE DRIVER (vfioctl initramfs)\n";
-    for (const EarlyFunction& f : set.carried) {
-        char ids[16];
-        std::snprintf(ids, sizeof ids, "%04x %04x", f.vendor, f.device);
-        out += f.address.str() + ' ' + ids + ' ' + f.driver + '\n';
-    }
+    for (const EarlyFunction& f : set.carried)
+        out += f.address.str() + ' ' + hex4(f.vendor) + ' ' + hex4(f.device) + ' ' + f.driver +
+               '\n';
     return out;
 }
 

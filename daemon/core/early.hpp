@@ -41,6 +41,9 @@ struct EarlySet {
     std::vector<EarlyLeftOut> left_out;  // in config order
 };
 
+// Whether any [[device]] entry asks for early binding.
+bool has_early_entries(const Config& config);
+
 // A live host: the groups of `plan` that hold a function an early [[device]] entry governs. A
 // group the plan binds (or has bound) is carried whole (every non-bridge function, with its
 // target); a refused one is left out with the plan's reason and details, for each early function
